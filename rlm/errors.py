@@ -1,0 +1,54 @@
+"""Errors that reach the user, each bound to one documented exit code.
+
+The CLI turns any `RlmError` into a one-line message on stderr and its exit
+code; nothing else should need to know how errors are presented.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """The exit codes scripts can rely on (README, "Exit codes")."""
+
+    OK = 0
+    NO_ANSWER = 1
+    USAGE = 2
+    INPUT = 3
+    CONFIG = 4
+    PROVIDER = 5
+    BUDGET = 6
+    INTERRUPTED = 130
+
+
+class RlmError(Exception):
+    """Base class: a message fit for one line of stderr, and an exit code."""
+
+    exit_code: ExitCode = ExitCode.NO_ANSWER
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UsageError(RlmError):
+    exit_code = ExitCode.USAGE
+
+
+class InputError(RlmError):
+    """The input (or a trace given to replay) cannot be read."""
+
+    exit_code = ExitCode.INPUT
+
+
+class ConfigError(RlmError):
+    """No model configured, missing credentials, a local model not set up."""
+
+    exit_code = ExitCode.CONFIG
+
+
+class ProviderError(RlmError):
+    """The model provider kept failing after retries."""
+
+    exit_code = ExitCode.PROVIDER

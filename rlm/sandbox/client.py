@@ -1,0 +1,239 @@
+"""The parent's handle on a sandbox worker: start, send, time out, kill, restart.
+
+The worker is hostile until proven otherwise: its replies are parsed as JSON
+(never unpickled or evaluated), their size is capped, and on a timeout, EOF,
+oversize or malformed reply the whole process group is killed and a fresh
+worker started. Model calls the worker asks for while a cell runs are served
+here through `bridge`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import rlm
+
+MAX_REPLY_BYTES = 4_000_000
+START_TIMEOUT = 120.0
+# Extra wall-clock time over the per-cell CPU limit, for the kernel's SIGKILL to land first.
+WALL_GRACE = 2.0
+
+Bridge = Callable[[str, dict[str, Any]], Any]
+
+
+class WorkerLost(Exception):
+    """The worker died, timed out or misbehaved; it has been killed and must be restarted."""
+
+
+@dataclass
+class WorkerSpec:
+    path: str
+    encoding: str = "utf-8"
+    start_line: int | None = None
+    end_line: int | None = None
+    index_path: str | None = None
+    memory_bytes: int = 0
+    drop_to_uid: int | None = None
+    os_limits: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _worker_env() -> dict[str, str]:
+    """A minimal environment: no provider keys, no user site, nothing inherited by accident."""
+    package_root = str(Path(rlm.__file__).resolve().parent.parent)
+    return {
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONPATH": package_root,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "PYTHONHASHSEED": "0",
+    }
+
+
+class Sandbox:
+    def __init__(self, spec: WorkerSpec, bridge: Bridge | None = None) -> None:
+        self.spec = spec
+        self.bridge = bridge
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.workdir: str | None = None
+        self.ready: dict[str, Any] = {}
+        self.restarts = 0
+        self.startup_s = 0.0
+        self._buf = b""
+
+    # -- lifecycle ----------------------------------------------------------
+    def start(self) -> dict[str, Any]:
+        started = time.monotonic()
+        self.workdir = tempfile.mkdtemp(prefix="rlm-worker-")
+        os.chmod(self.workdir, 0o755)
+        log = open(os.path.join(self.workdir, "worker.log"), "wb")  # noqa: SIM115 (kept for the process)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-s", "-B", "-m", "rlm.sandbox.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            cwd=self.workdir,
+            env=_worker_env(),
+            start_new_session=True,
+            close_fds=True,
+        )
+        log.close()
+        self._buf = b""
+        self._send(asdict(self.spec))
+        msg = self._read(START_TIMEOUT)
+        if not msg.get("ready"):
+            self.kill()
+            raise WorkerLost(f"the sandbox could not open the input: {msg.get('error', 'unknown error')}")
+        self.ready = msg
+        self.startup_s = time.monotonic() - started
+        return msg
+
+    def restart(self) -> dict[str, Any]:
+        self.kill()
+        self.restarts += 1
+        return self.start()
+
+    def kill(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                proc.kill()
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            for stream in (proc.stdin, proc.stdout):
+                try:
+                    if stream:
+                        stream.close()
+                except OSError:
+                    pass
+        if self.workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
+
+    close = kill
+
+    def log_tail(self, lines: int = 5) -> str:
+        if not self.workdir:
+            return ""
+        try:
+            text = Path(self.workdir, "worker.log").read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.strip().splitlines()[-lines:])
+
+    # -- requests -----------------------------------------------------------
+    def request(self, op: str, *, timeout: float, **args: Any) -> dict[str, Any]:
+        """Send one request; serve bridge calls until its reply arrives.
+
+        The timeout counts the worker's own time: time spent serving a model
+        call for it is not charged to the cell.
+        """
+        if self.proc is None:
+            self.start()
+        self._send({"op": op, **args})
+        remaining = timeout
+        while True:
+            started = time.monotonic()
+            msg = self._read(remaining)
+            remaining -= time.monotonic() - started
+            if "bridge" not in msg:
+                return msg
+            self._serve_bridge(msg)
+
+    def _serve_bridge(self, msg: dict[str, Any]) -> None:
+        name, args = msg.get("bridge"), msg.get("args")
+        if self.bridge is None or not isinstance(name, str) or not isinstance(args, dict):
+            self._send({"bridge_error": f"{name} is not available here"})
+            return
+        try:
+            result = self.bridge(name, args)
+        except WorkerLost:
+            raise
+        except Exception as exc:  # the model code sees the error; the run goes on
+            self._send({"bridge_error": getattr(exc, "message", None) or str(exc)})
+            return
+        self._send({"bridge_result": result})
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(message).encode("utf-8") + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self._lost("the sandbox worker exited")
+
+    def _read(self, timeout: float) -> dict[str, Any]:
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + max(0.0, timeout)
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._buf:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._lost(f"timed out after {timeout:.0f} s")
+                if not sel.select(left):
+                    continue
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    code = self.proc.poll()
+                    if code is None:
+                        try:
+                            code = self.proc.wait(timeout=1)
+                        except subprocess.TimeoutExpired:
+                            code = None
+                    self._lost(_describe_exit(code))
+                self._buf += chunk
+                if len(self._buf) > MAX_REPLY_BYTES:
+                    self._lost(f"sent a reply over {MAX_REPLY_BYTES:,} bytes")
+        line, _, self._buf = self._buf.partition(b"\n")
+        try:
+            msg = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            self._lost("sent a malformed reply")
+        if not isinstance(msg, dict):
+            self._lost("sent a malformed reply")
+        return msg
+
+    def _lost(self, why: str) -> None:
+        tail = self.log_tail()
+        self.kill()
+        raise WorkerLost(why + (f" ({tail.splitlines()[-1][:200]})" if tail else ""))
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "the sandbox worker stopped answering"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = {"SIGKILL": " (killed: memory or CPU limit)", "SIGXCPU": " (CPU time limit)", "SIGSEGV": ""}
+        return f"the sandbox worker was killed by {name}{hint.get(name, '')}"
+    return f"the sandbox worker exited with code {code}"

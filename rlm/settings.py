@@ -1,0 +1,132 @@
+"""Settings: one place for flags > environment (RLM_*) > config file > defaults.
+
+The config file is TOML (`$RLM_CONFIG`, else `~/.config/rlm/config.toml`),
+with the same keys as the fields below, e.g. `model = "gpt-4o-mini"`.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from rlm.errors import ConfigError, UsageError
+
+MAX_DEPTH_HARD = 3
+PROTOCOLS = ("auto", "tools", "text")
+
+
+@dataclass
+class Settings:
+    model: str | None = None
+    sub_model: str | None = None
+    api_base: str | None = None
+    api_key: str | None = None
+    protocol: str = "auto"
+    gguf: str | None = None
+    # limits
+    max_steps: int = 20
+    max_depth: int = 3
+    cell_timeout: float = 30.0
+    max_calls: int = 200
+    max_tokens: int = 2_000_000
+    max_cost: float | None = None
+    max_time: float | None = None
+    concurrency: int = 8
+    # sizes of what goes into prompts
+    max_observation_chars: int = 4000
+    history_tokens: int = 12_000
+    sub_prompt_tokens: int = 6000
+    reply_max_tokens: int = 2048
+    # model-call behaviour
+    request_timeout: float = 120.0
+    retries: int = 4
+    retry_base_delay: float = 1.0
+    temperature: float = 0.0
+    # sandbox
+    memory_headroom_mb: int = 1024
+    # outputs
+    trace_dir: str = "traces"
+    trace: bool = True
+    cache_dir: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def affecting_results(self) -> dict[str, Any]:
+        """What a trace records: everything that can change the answer, no secrets."""
+        d = asdict(self)
+        for secret in ("api_key", "extra"):
+            d.pop(secret, None)
+        return d
+
+
+_FIELD_TYPES = {f.name: f.type for f in fields(Settings)}
+
+
+def _coerce(name: str, value: Any) -> Any:
+    kind = str(_FIELD_TYPES[name])
+    if value is None or value == "":
+        return None if "None" in kind else value
+    try:
+        if kind.startswith("int"):
+            return int(value)
+        if kind.startswith("float"):
+            return float(value)
+        if kind.startswith("bool"):
+            if isinstance(value, bool):
+                return value
+            return str(value).strip().lower() in ("1", "true", "yes", "on")
+    except (TypeError, ValueError):
+        raise UsageError(f"setting {name!r} expects a number, got {value!r}") from None
+    return str(value) if not isinstance(value, str) else value
+
+
+def _config_file() -> Path:
+    explicit = os.environ.get("RLM_CONFIG")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "rlm" / "config.toml"
+
+
+def _load_config_file() -> dict[str, Any]:
+    path = _config_file()
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    unknown = sorted(set(data) - set(_FIELD_TYPES))
+    if unknown:
+        raise ConfigError(f"unknown key(s) in {path}: {', '.join(unknown)}")
+    return data
+
+
+def load_settings(flags: dict[str, Any] | None = None) -> Settings:
+    """Resolve settings: explicit flags win, then RLM_* variables, then the config file."""
+    merged: dict[str, Any] = {}
+    merged.update(_load_config_file())
+    for name in _FIELD_TYPES:
+        env = os.environ.get("RLM_" + name.upper())
+        if env is not None and name != "extra":
+            merged[name] = env
+    for name, value in (flags or {}).items():
+        if value is not None:
+            merged[name] = value
+    settings = Settings(**{k: _coerce(k, v) for k, v in merged.items() if k != "extra"})
+    validate(settings)
+    return settings
+
+
+def validate(s: Settings) -> None:
+    if s.protocol not in PROTOCOLS:
+        raise UsageError(f"--protocol must be one of {', '.join(PROTOCOLS)}, not {s.protocol!r}")
+    if not 0 <= s.max_depth <= MAX_DEPTH_HARD:
+        raise UsageError(f"--max-depth must be between 0 and {MAX_DEPTH_HARD}, not {s.max_depth}")
+    for name in ("max_steps", "max_calls", "max_tokens", "concurrency", "max_observation_chars"):
+        if getattr(s, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    if s.cell_timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
