@@ -1,0 +1,219 @@
+"""Run a llama.cpp OpenAI-compatible server as a child process for one `with` block.
+
+The server is started in its own process group so that stopping it also
+stops anything it spawned, and (on Linux) with PR_SET_PDEATHSIG so that the
+kernel kills it if this process dies without running its cleanup (SIGKILL,
+a crash). Only the standard library is imported here: `llama_cpp` is loaded
+by the child, never by the CLI process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlm.errors import ConfigError, ProviderError
+
+LOCAL_MODEL_ALIAS = "local"
+SERVER_REQUIREMENT = "llama-cpp-python[server]==0.3.36"
+# `python -m llama_cpp.server` needs these importable; checked with find_spec so
+# that nothing heavy is imported in this process.
+SERVER_MODULES: tuple[str, ...] = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context")
+_LOG_TAIL_LINES = 20
+_STOP_GRACE_S = 5.0
+
+
+@dataclass(frozen=True)
+class LocalEndpoint:
+    """How litellm reaches a running local server."""
+
+    model: str  # litellm model string, e.g. "openai/local"
+    api_base: str  # "http://127.0.0.1:<port>/v1"
+    n_ctx: int  # the server's context window, for sizing prompts
+    # llama.cpp ignores the key, but litellm's OpenAI client refuses to send a request without one.
+    api_key: str = "sk-no-key-required"
+
+
+def missing_server_modules(modules: Sequence[str] = SERVER_MODULES) -> list[str]:
+    """The modules the llama.cpp server needs that this interpreter cannot import."""
+    return [name for name in modules if importlib.util.find_spec(name) is None]
+
+
+def require_server(modules: Sequence[str] = SERVER_MODULES) -> None:
+    """Raise ConfigError, saying how to install it, when the server cannot run here."""
+    missing = missing_server_modules(modules)
+    if missing:
+        raise ConfigError(
+            f"the local model server is not installed (missing: {', '.join(missing)}); "
+            f"run `rlm local setup`, or `{sys.executable} -m pip install '{SERVER_REQUIREMENT}'`"
+        )
+
+
+def default_threads() -> int:
+    """The CPUs this process may run on (respects taskset/cgroup affinity where the OS reports it)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def server_command(gguf: Path, port: int, n_ctx: int, threads: int) -> list[str]:
+    """The command line of a llama.cpp server for `gguf`, served under the alias `local`."""
+    return [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(gguf),
+        "--model_alias",
+        LOCAL_MODEL_ALIAS,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(n_ctx),
+        "--n_threads",
+        str(threads),
+        "--n_threads_batch",
+        str(threads),
+    ]
+
+
+# Run in front of the server: ask the kernel to SIGTERM this process when its
+# parent dies (PR_SET_PDEATHSIG survives exec), then exec the server. A launcher
+# instead of `preexec_fn`, because preexec_fn is unsafe once the parent has threads
+# (litellm starts some). If the parent died before the prctl, exit at once.
+_LAUNCHER = """\
+import ctypes, os, signal, sys
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
+except (OSError, AttributeError):
+    pass
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(1)
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+def _launch_command(command: Sequence[str]) -> list[str]:
+    """`command` wrapped so that it dies with this process on Linux (a no-op wrapper elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return list(command)
+    return [sys.executable, "-c", _LAUNCHER, str(os.getpid()), *command]
+
+
+def log_tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
+    """The last `lines` lines of a log file, or a note that it is empty."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return f"(server log unreadable: {exc})"
+    kept = [line for line in text.splitlines() if line.strip()][-lines:]
+    return "\n".join(kept) if kept else "(the server wrote nothing)"
+
+
+def _answers(url: str) -> bool:
+    # Imported here: urllib.request costs ~60 ms, and `import rlm.local` runs on every `rlm ask`.
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=2.0) as resp:
+            return bool(200 <= resp.status < 300)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop the server's whole process group: SIGTERM, then SIGKILL after a grace period."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=_STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+    # Children of the server (if any) share its group; make sure none outlive it.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=_STOP_GRACE_S)
+
+
+@contextlib.contextmanager
+def run_server(
+    command: Sequence[str], health_url: str, *, startup_timeout: float, what: str = "local model server"
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Start `command`, wait until `health_url` answers 2xx, yield the process, always stop it.
+
+    Raises ProviderError with the last lines of the server's log if it exits
+    before answering or does not answer within `startup_timeout` seconds.
+    """
+    with tempfile.TemporaryDirectory(prefix="rlm-server-") as tmp:
+        log_path = Path(tmp) / "server.log"
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                _launch_command(command),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+        try:
+            deadline = time.monotonic() + startup_timeout
+            while not _answers(health_url):
+                code = proc.poll()
+                if code is not None:
+                    raise ProviderError(
+                        f"the {what} exited with code {code} before answering; its log ends:\n{log_tail(log_path)}"
+                    )
+                if time.monotonic() >= deadline:
+                    raise ProviderError(
+                        f"the {what} did not answer within {startup_timeout:.0f}s; its log ends:\n"
+                        f"{log_tail(log_path)}"
+                    )
+                time.sleep(0.2)
+            yield proc
+        finally:
+            _stop(proc)
+
+
+@contextlib.contextmanager
+def local_server(
+    gguf: Path, *, n_ctx: int = 4096, threads: int | None = None, startup_timeout: float = 120.0
+) -> Iterator[LocalEndpoint]:
+    """Serve `gguf` with llama.cpp on a free 127.0.0.1 port for the duration of the block.
+
+    Raises ConfigError if llama-cpp-python[server] is not installed, and
+    ProviderError (with the server's log tail) if the server fails to start.
+    The server is stopped on exit, on exceptions and on KeyboardInterrupt.
+    """
+    require_server()
+    gguf = Path(gguf)
+    if not gguf.is_file():
+        raise ConfigError(f"GGUF model file not found: {gguf}")
+    port = free_port()
+    command = server_command(gguf, port, n_ctx, threads or default_threads())
+    api_base = f"http://127.0.0.1:{port}/v1"
+    with run_server(command, f"{api_base}/models", startup_timeout=startup_timeout):
+        yield LocalEndpoint(model=f"openai/{LOCAL_MODEL_ALIAS}", api_base=api_base, n_ctx=n_ctx)
