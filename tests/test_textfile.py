@@ -1,0 +1,214 @@
+"""MappedText: lines, windows, peeks and grep on real files and files built here."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rlm.textfile import GrepResult, MappedText, build_index, read_index
+
+DATA = Path("/work/shared/data")
+APACHE = DATA / "elastic" / "apache_logs"
+needs_data = pytest.mark.skipif(not APACHE.exists(), reason="shared data not present")
+
+
+def _grep_c(args: list[str], path: Path) -> int:
+    out = subprocess.run(["grep", "-c", *args, str(path)], capture_output=True, text=True)
+    return int(out.stdout.strip() or 0)
+
+
+def _write(tmp_path: Path, name: str, data: bytes) -> str:
+    p = tmp_path / name
+    p.write_bytes(data)
+    return str(p)
+
+
+@needs_data
+def test_lines_match_a_plain_read_of_the_real_log() -> None:
+    expected = APACHE.read_text(encoding="utf-8").splitlines()
+    with MappedText(str(APACHE)) as t:
+        assert t.n_lines == len(expected) == 10000
+        assert len(t.lines) == 10000
+        assert t.lines[0] == expected[0]
+        assert t.lines[-1] == expected[-1]
+        assert t.lines[1234] == expected[1234]
+        assert t.lines[10:20] == expected[10:20]
+        assert t.lines[::997] == expected[::997]
+        assert list(t.lines) == expected
+        assert [s for s in t.lines if " 404 " in s] == [s for s in expected if " 404 " in s]
+        with pytest.raises(IndexError):
+            t.lines[10000]
+        with pytest.raises(TypeError):
+            t.lines["1"]  # type: ignore[index]
+        assert t.text() == APACHE.read_text(encoding="utf-8")
+
+
+@needs_data
+@pytest.mark.parametrize(
+    "pattern,grep_args",
+    [
+        ("GET", ["-F", "GET"]),
+        (r'" 404 ', ["-F", '" 404 ']),
+        (r'" (4|5)[0-9]{2} ', ["-E", r'" (4|5)[0-9]{2} ']),
+        (r"^66\.249\.", ["-E", r"^66\.249\."]),
+        (r"Firefox/[0-9]+\.0\)?\"$", ["-E", r'Firefox/[0-9]+\.0\)?"$']),
+        ("nomatchatall", ["-F", "nomatchatall"]),
+    ],
+)
+def test_grep_total_equals_grep_c(pattern: str, grep_args: list[str]) -> None:
+    expected_total = _grep_c(grep_args, APACHE)
+    with MappedText(str(APACHE)) as t:
+        r = t.grep(pattern, max_matches=7)
+    assert isinstance(r, GrepResult)
+    assert r.total == expected_total
+    assert len(r.matches) == min(7, expected_total)
+    lines = APACHE.read_text(encoding="utf-8").splitlines()
+    want = [(i + 1, s) for i, s in enumerate(lines) if re.search(pattern, s)][:7]
+    assert r.matches == want
+
+
+def test_grep_counts_a_line_once_and_maps_numbers(tmp_path: Path) -> None:
+    path = _write(tmp_path, "a.log", b"aaa\nb\naXa\n\nlast a")
+    with MappedText(path) as t:
+        r = t.grep("a", max_matches=2)
+        assert r.total == 3
+        assert r.matches == [(1, "aaa"), (3, "aXa")]
+        assert t.grep("^$").total == 1
+        assert t.grep("$").total == 5  # every line, the unterminated last one too
+        assert t.grep("A", ignore_case=True).total == 3
+        assert t.grep("A").total == 0
+        assert t.grep("(?i)X").matches == [(3, "aXa")]
+        with pytest.raises(re.error):
+            t.grep("(unclosed")
+
+
+def test_grep_non_ascii_pattern_runs_on_text(tmp_path: Path) -> None:
+    path = _write(tmp_path, "u.txt", "café au lait\nthé\nnaïve\ncafé noir\n".encode())
+    with MappedText(path) as t:
+        assert t.grep("café").total == 2
+        assert t.grep("[éï]").matches == [(1, "café au lait"), (2, "thé"), (3, "naïve"), (4, "café noir")]
+
+
+def test_crlf_endings_are_stripped(tmp_path: Path) -> None:
+    path = _write(tmp_path, "w.txt", b"one\r\ntwo\r\n\r\nfour")
+    with MappedText(path) as t:
+        assert t.n_lines == 4
+        assert list(t.lines) == ["one", "two", "", "four"]
+        assert t.lines[1] == "two"
+        assert t.peek_lines(1, 2) == [(1, "one"), (2, "two")]
+
+
+def test_window_is_relative_and_bounded(tmp_path: Path) -> None:
+    data = "".join(f"line {i}\n" for i in range(1, 101)).encode()
+    path = _write(tmp_path, "n.txt", data)
+    with MappedText(path, start_line=41, end_line=50) as t:
+        assert t.n_lines == 10
+        assert t.lines[0] == "line 41"
+        assert t.lines[-1] == "line 50"
+        assert t.peek_lines(9, 5) == [(9, "line 49"), (10, "line 50")]
+        r = t.grep(r"line \d+0$")
+        assert r.total == 1 and r.matches == [(10, "line 50")]
+        assert t.text() == "".join(f"line {i}\n" for i in range(41, 51))
+        assert t.peek_chars(0, 7) == "line 41"
+    with MappedText(path, start_line=200, end_line=300) as t:
+        assert t.n_lines == 0 and t.text() == "" and t.grep("line").total == 0
+
+
+def test_peek_lines_clips(tmp_path: Path) -> None:
+    path = _write(tmp_path, "p.txt", b"a\nb\nc\n")
+    with MappedText(path) as t:
+        assert t.peek_lines(0, 2) == [(1, "a")]
+        assert t.peek_lines(3, 10) == [(3, "c")]
+        assert t.peek_lines(4, 1) == []
+        assert t.peek_lines(1, 0) == []
+
+
+def test_single_ten_megabyte_line_peeks_by_characters(tmp_path: Path) -> None:
+    unit = "0123456789abcdéf"  # 16 characters, 17 bytes
+    text = unit * (10 * 1024 * 1024 // 17)
+    path = _write(tmp_path, "one.txt", text.encode())
+    with MappedText(path) as t:
+        assert t.n_lines == 1
+        assert t.n_chars == len(text)
+        start = len(text) - 5000
+        assert t.peek_chars(start, 40) == text[start : start + 40]
+        assert t.peek_chars(3_000_001, 33) == text[3_000_001:3_000_034]
+        assert t.peek_chars(len(text) - 3, 100) == text[-3:]
+        r = t.grep("céf", max_matches=1)
+        assert r.total == 0
+        r = t.grep("déf0", max_matches=1)
+        assert r.total == 1 and r.matches[0][0] == 1 and len(r.matches[0][1]) == len(text)
+
+
+def test_invalid_bytes_are_replaced_not_raised(tmp_path: Path) -> None:
+    path = _write(tmp_path, "bad.txt", b"ok\nbad \xff\xfe here\nalso \xc3( bad\nfine\n")
+    with MappedText(path) as t:
+        assert t.lines[1] == "bad \ufffd\ufffd here"
+        assert "\ufffd" in t.lines[2]
+        assert t.grep("bad").total == 2
+        assert t.lines[3] == "fine"
+
+
+def test_utf16_with_bom_is_decoded(tmp_path: Path) -> None:
+    text = "héllo\nwörld\nthird line\n"
+    for enc, bom in (("utf-16-le", b"\xff\xfe"), ("utf-16-be", b"\xfe\xff")):
+        path = _write(tmp_path, f"{enc}.txt", bom + text.encode(enc))
+        with MappedText(path) as t:
+            assert t.encoding == enc
+            assert list(t.lines) == ["héllo", "wörld", "third line"]
+            assert t.text() == text
+            assert t.grep("w.rld").matches == [(2, "wörld")]
+            assert t.grep("third").total == 1
+
+
+def test_utf8_bom_is_not_part_of_line_one(tmp_path: Path) -> None:
+    path = _write(tmp_path, "bom.txt", b"\xef\xbb\xbfstart here\nsecond\n")
+    with MappedText(path) as t:
+        assert t.lines[0] == "start here"
+        assert t.grep("^start").matches == [(1, "start here")]
+        assert t.text() == "start here\nsecond\n"
+
+
+def test_binary_file_still_peeks_and_greps(tmp_path: Path) -> None:
+    data = b"\x7fELF\x02\x01\x00\x00\x00" + b"\x00" * 100 + b"\nGCC: (Debian) 12.2\n\x00\x01version 3\n"
+    path = _write(tmp_path, "bin.dat", data)
+    with MappedText(path) as t:
+        assert t.binary
+        r = t.grep("GCC")
+        assert r.total == 1 and r.matches[0] == (2, "GCC: (Debian) 12.2")
+        assert t.grep("version").matches == [(3, "..version 3")]
+        assert t.peek_lines(1, 1)[0][1].startswith(".ELF")
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    path = _write(tmp_path, "empty.txt", b"")
+    with MappedText(path) as t:
+        assert t.n_lines == 0
+        assert list(t.lines) == []
+        assert t.text() == ""
+        assert t.grep("x").total == 0
+        assert t.peek_chars(0, 10) == ""
+        assert t.peek_lines(1, 5) == []
+
+
+def test_prebuilt_index_is_used_and_checked(tmp_path: Path) -> None:
+    data = "".join(f"row {i}\n" for i in range(5000)).encode()
+    path = _write(tmp_path, "rows.txt", data)
+    idx = str(tmp_path / "rows.idx")
+    assert build_index(path, idx) == 5000
+    loaded = read_index(idx, len(data))
+    assert loaded is not None
+    loaded[1].release()
+    loaded[0].close()
+    with MappedText(path, index_path=idx, start_line=4001, end_line=4003) as t:
+        assert t._index_mm is not None  # the prebuilt index is mapped, not rebuilt
+        assert list(t.lines) == ["row 4000", "row 4001", "row 4002"]
+        assert t.grep("row 40").total == 3
+    # An index for other bytes (here: a longer file) is ignored, never trusted.
+    assert read_index(idx, len(data) + 1) is None
+    other = _write(tmp_path, "rows2.txt", data + b"row extra\n")
+    with MappedText(other, index_path=idx) as t:
+        assert t._index_mm is None and t.n_lines == 5001 and t.lines[-1] == "row extra"
