@@ -84,6 +84,8 @@ class Action:
     name: str
     args: dict[str, Any]
     call_id: str | None = None
+    # Where the action ends in a text reply; what the model wrote after it is ignored.
+    source_end: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "args": self.args}
@@ -291,28 +293,37 @@ def _from_block(lang: str, body: str) -> Action | ParseError:
     return ParseError(f"a ```{lang} block is not an action; use a ```python block")
 
 
-def _call_at(text: str, start: int) -> tuple[str, list[Any], dict[str, Any]] | str:
-    """Parse the call that starts at `start`, trying ever longer spans of lines."""
-    rest = text[start:].lstrip(" \t>*`")
-    rest = re.sub(r"^ACTION:\s*", "", rest, flags=re.I)
-    lines = rest.split("\n")
+def _call_at(text: str, start: int) -> tuple[str, list[Any], dict[str, Any], int] | str:
+    """Parse the call that starts at `start`, trying ever longer spans of lines; also where it ends."""
+    lines = text[start:].split("\n")
+    consumed = start
     for end in range(1, len(lines) + 1):
-        candidate = "\n".join(lines[:end]).rstrip().rstrip("`").rstrip()
+        candidate = "\n".join(lines[:end]).strip().strip("`>*").strip()
+        candidate = re.sub(r"^ACTION:\s*", "", candidate, flags=re.I)
         parsed = _literal_call(candidate)
+        consumed += len(lines[end - 1]) + 1
         if parsed is not None:
-            return parsed
+            return (*parsed, min(consumed, len(text)))
     # FINAL(free text) as in the original RLM prompts: take the text inside the parentheses.
-    m = re.match(r"FINAL\s*\((.*)\)\s*$", lines[0].strip().rstrip("`").strip(), re.I | re.S)
+    first = lines[0].strip().strip("`>*").strip()
+    m = re.match(r"FINAL\s*\((.*)\)\s*$", first, re.I | re.S)
     if m:
-        return "final", [m.group(1).strip().strip("\"'")], {}
-    return lines[0].strip()
+        return "final", [m.group(1).strip().strip("\"'")], {}, min(start + len(lines[0]) + 1, len(text))
+    return first
 
 
 def parse_text(content: str | None) -> Action | ParseError:
     """The first action in a text reply; anything generated after it is ignored."""
+    result, end = _parse_text(content)
+    if isinstance(result, Action):
+        result.source_end = end
+    return result
+
+
+def _parse_text(content: str | None) -> tuple[Action | ParseError, int | None]:
     text = content or ""
     if not text.strip():
-        return ParseError("your reply was empty; reply with exactly one action")
+        return ParseError("your reply was empty; reply with exactly one action"), None
     candidates: list[tuple[int, str, Any]] = []
     if m := _FENCE.search(text):
         candidates.append((m.start(), "fence", m))
@@ -326,24 +337,23 @@ def parse_text(content: str | None) -> Action | ParseError:
         return ParseError(
             "no action found in your reply; reply with exactly one ```python block "
             '(code, or a single call such as grep("ERROR") or final("the answer"))'
-        )
+        ), None
     _, kind, m = min(candidates, key=lambda c: c[0])
     if kind == "fence":
-        return _from_block(m.group(1), m.group(2))
+        return _from_block(m.group(1), m.group(2)), m.end()
     if kind == "tag":
         try:
             parsed = _from_json_object(json.loads(m.group(1)))
         except json.JSONDecodeError as exc:
-            return ParseError(f"the <tool_call> is not valid JSON ({exc.msg})")
-        return parsed or ParseError("the <tool_call> needs a `name` and `arguments`")
+            return ParseError(f"the <tool_call> is not valid JSON ({exc.msg})"), None
+        return parsed or ParseError("the <tool_call> needs a `name` and `arguments`"), m.end()
     if kind == "final":
-        answer = m.group(1).strip()
-        return validate("final", {"answer": answer})
+        return validate("final", {"answer": m.group(1).strip()}), len(text)
     parsed = _call_at(text, m.start())
     if isinstance(parsed, str):
         return ParseError(
             f"could not read the call `{parsed[:80]}`: arguments must be literals (strings, numbers); "
             "to use variables, put the code in a ```python block"
-        )
-    name, positional, keywords = parsed
-    return validate(name, keywords, positional)
+        ), None
+    name, positional, keywords, end = parsed
+    return validate(name, keywords, positional), end

@@ -726,6 +726,11 @@ class Interpreter:
 
     # -- public ------------------------------------------------------------
 
+    def update_protected(self, names: Mapping[str, object]) -> None:
+        """Add or replace protected names (e.g. `context`, bound only for cells that use it)."""
+        self._protected.update(names)
+        self._protected_ids = frozenset(id(v) for v in self._protected.values())
+
     def run(self, code: str) -> CellOutcome:
         self._cell += 1
         filename = f"<cell {self._cell}>"

@@ -198,7 +198,7 @@ class Worker:
         # for cells that use the name.
         if re.search(r"\bcontext\b", code):
             protected["context"] = self.context()
-        self.interpreter.protected = protected
+        self.interpreter.update_protected(protected)
         timer = _cpu_timer()
         if timer and cpu_seconds:
             timer[0](float(cpu_seconds))

@@ -1,0 +1,3 @@
+from rlm.cli import main
+
+main()

@@ -1,0 +1,185 @@
+"""The `rlm` command line: parse, build Settings, call the engine, render.
+
+No logic lives here that a test of the engine would need. Exit codes are the
+documented ones (README, "Exit codes"); a usage error is click's 2.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from rlm import __version__
+from rlm.errors import ExitCode, RlmError
+from rlm.local.cli import app as local_app
+from rlm.redact import redact, redact_text
+
+app = typer.Typer(
+    name="rlm",
+    help="Answer questions about files far too big for any prompt (a Recursive Language Model over a sandboxed REPL).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(local_app, name="local")
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"rlm {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    """rlm: ask a question of a huge file; the file never enters a prompt."""
+
+
+def _die(message: str, code: int) -> None:
+    print(f"rlm: {redact_text(message)}", file=sys.stderr, flush=True)
+    raise typer.Exit(code)
+
+
+def _sigterm_as_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@app.command()
+def ask(
+    file: Annotated[str, typer.Argument(help="The file to investigate, or - for standard input.")],
+    question: Annotated[str, typer.Argument(help="The question, in plain words.")],
+    model: Annotated[
+        str | None, typer.Option("-m", "--model", help="litellm model string, or 'local' [env RLM_MODEL].")
+    ] = None,
+    sub_model: Annotated[
+        str | None, typer.Option("--sub-model", help="Cheaper model for sub-calls [env RLM_SUB_MODEL].")
+    ] = None,
+    api_base: Annotated[
+        str | None, typer.Option("--api-base", help="OpenAI-compatible server URL (llama.cpp, vLLM, ...).")
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option("--api-key", help="API key (prefer the provider's environment variable).")
+    ] = None,
+    protocol: Annotated[
+        str | None, typer.Option("--protocol", help="tools | text | auto (default auto).")
+    ] = None,
+    gguf: Annotated[str | None, typer.Option("--gguf", help="GGUF file for -m local.")] = None,
+    max_steps: Annotated[int | None, typer.Option("--max-steps", help="Turns per node (default 20).")] = None,
+    max_depth: Annotated[
+        int | None, typer.Option("--max-depth", help="Recursion depth, at most 3 (default 3).")
+    ] = None,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", help="Seconds per sandbox cell (default 30).")
+    ] = None,
+    max_calls: Annotated[
+        int | None, typer.Option("--max-calls", help="Model calls for the whole run (default 200).")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", help="Prompt+completion tokens for the run.")
+    ] = None,
+    max_cost: Annotated[
+        float | None, typer.Option("--max-cost", help="Dollars for the run (where prices are known).")
+    ] = None,
+    max_time: Annotated[
+        float | None, typer.Option("--max-time", help="Wall-clock seconds for the run.")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", help="Parallel sub-calls in partition_map (default 8).")
+    ] = None,
+    trace_dir: Annotated[
+        str | None,
+        typer.Option("--trace-dir", help="Where traces go (default ./traces) [env RLM_TRACE_DIR]."),
+    ] = None,
+    no_trace: Annotated[bool, typer.Option("--no-trace", help="Do not write a trace.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON document on stdout instead of the answer.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No progress on stderr.")] = False,
+) -> None:
+    """Answer QUESTION about FILE. The answer goes to stdout; progress to stderr."""
+    from rlm.render import StderrReporter
+    from rlm.run import run_ask
+    from rlm.settings import load_settings
+
+    flags = {
+        "model": model,
+        "sub_model": sub_model,
+        "api_base": api_base,
+        "api_key": api_key,
+        "protocol": protocol,
+        "gguf": gguf,
+        "max_steps": max_steps,
+        "max_depth": max_depth,
+        "cell_timeout": timeout,
+        "max_calls": max_calls,
+        "max_tokens": max_tokens,
+        "max_cost": max_cost,
+        "max_time": max_time,
+        "concurrency": concurrency,
+        "trace_dir": trace_dir,
+        "trace": False if no_trace else None,
+    }
+    reporter = StderrReporter(quiet=quiet)
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    try:
+        settings = load_settings(flags)
+        result = run_ask(settings, file, question, progress=reporter, stdin=sys.stdin.buffer)
+    except KeyboardInterrupt:
+        _die("interrupted; the trace so far is kept", int(ExitCode.INTERRUPTED))
+        return
+    except RlmError as exc:
+        if as_json:
+            _print_json(
+                {"answer": None, "status": "error", "exit_code": int(exc.exit_code), "error": exc.message}
+            )
+        _die(exc.message, int(exc.exit_code))
+        return
+    if as_json:
+        _print_json(_result_json(result, question))
+    elif result.answer is not None:
+        print(redact_text(result.answer), flush=True)
+    if result.exit_code != 0:
+        reporter.error(result.message)
+    elif result.status != "final":
+        reporter.warn(result.message)
+    reporter.summary(result)
+    raise typer.Exit(result.exit_code)
+
+
+def _result_json(result: Any, question: str) -> dict[str, Any]:
+    return {
+        "answer": result.answer,
+        "status": result.status,
+        "exit_code": result.exit_code,
+        "message": result.message,
+        "question": question,
+        "findings": [
+            {"id": f.id, "kind": f.kind, "text": f.text, "evidence": f.evidence, "node": f.node}
+            for f in result.findings
+        ],
+        "usage": result.usage,
+        "steps": result.steps,
+        "elapsed_s": round(result.elapsed_s, 3),
+        "largest_prompt_tokens": result.largest_prompt,
+        "trace": result.trace_path,
+    }
+
+
+def _print_json(doc: dict[str, Any]) -> None:
+    print(json.dumps(redact(doc), ensure_ascii=False), flush=True)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

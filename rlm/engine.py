@@ -1,0 +1,651 @@
+"""The engine of one `rlm ask`: nodes, sub-calls, the shared ledger, budget and trace.
+
+cli -> engine -> {node, sandbox, model, ledger, budget, trace, synthesis}.
+Nothing here prints; progress goes to an optional callback the CLI renders.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlm import prompts
+from rlm.actions import Action, ParseError
+from rlm.budget import Budget, BudgetExceeded, Reservation, Usage
+from rlm.errors import ExitCode, ProviderError, RlmError
+from rlm.ledger import Finding, Ledger
+from rlm.model import ModelClient, Reply
+from rlm.node import Node, NodeResult, NodeScope, Outcome
+from rlm.sandbox.client import Sandbox, WorkerSpec
+from rlm.settings import Settings
+from rlm.synthesis import DIGEST_CHARS, Synthesis, synthesize
+from rlm.textcap import cap_line, cap_middle, cap_words
+from rlm.textfile import MappedText
+from rlm.tokens import count_text
+from rlm.trace import TraceWriter, preview
+
+Progress = Callable[[str, dict[str, Any]], None]
+# Bytes per token when sizing a slice without reading it (logs run ~3-4).
+BYTES_PER_TOKEN = 3.0
+MAX_CHUNKS = 512
+NOBODY_UID = 65534
+
+
+@dataclass
+class RunResult:
+    answer: str | None
+    status: str  # final | forced | partial | budget | provider_error | no_answer | interrupted
+    exit_code: int
+    message: str  # one line for stderr
+    findings: list[Finding] = field(default_factory=list)
+    usage: dict[str, Any] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+    steps: int = 0
+    trace_path: str | None = None
+    largest_prompt: int = 0
+    stop: str = ""
+    sandbox_missing: list[Any] = field(default_factory=list)
+
+
+class Engine:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        path: str,
+        profile: Any,
+        question: str,
+        root_model: ModelClient,
+        sub_model: ModelClient,
+        trace: TraceWriter,
+        progress: Progress | None = None,
+    ) -> None:
+        self.settings = settings
+        self.path = path
+        self.profile = profile
+        self.question = question
+        self.root_model = root_model
+        self.sub_model = sub_model
+        self.trace = trace
+        self.progress = progress or (lambda kind, data: None)
+        self.ledger = Ledger()
+        self.budget = Budget(
+            max_calls=settings.max_calls,
+            max_tokens=settings.max_tokens,
+            max_cost=settings.max_cost,
+            max_time=settings.max_time,
+            synthesis_tokens=min(8000, settings.max_tokens // 4),
+        )
+        self.text = MappedText(path, encoding=profile.encoding, index_path=profile.index_path)
+        self._node_usage: dict[str, Usage] = {}
+        self._node_count = 0
+        self._lock = threading.Lock()
+        self._protocols: dict[int, str] = {}
+        self._tmpdir = tempfile.mkdtemp(prefix="rlm-run-")
+        self.sandbox_report: dict[str, Any] = {}
+        self.steps_total = 0
+        self.largest_prompt = 0
+        self.restarts = 0
+
+    # -- shared services --------------------------------------------------------
+    def protocol_for(self, model: ModelClient) -> str:
+        key = id(model)
+        if key not in self._protocols:
+            chosen = self.settings.protocol
+            if chosen == "auto":
+                chosen = "tools" if model.supports_tools() else "text"
+            self._protocols[key] = chosen
+        return self._protocols[key]
+
+    def usage_for(self, node_id: str) -> Usage:
+        with self._lock:
+            return self._node_usage.setdefault(node_id, Usage())
+
+    def new_node_id(self) -> str:
+        with self._lock:
+            node_id = f"n{self._node_count}"
+            self._node_count += 1
+            return node_id
+
+    def worker_spec(
+        self, start_line: int | None = None, end_line: int | None = None, path: str | None = None
+    ) -> WorkerSpec:
+        size = os.path.getsize(path or self.path)
+        uid = NOBODY_UID if hasattr(os, "geteuid") and os.geteuid() == 0 else None
+        return WorkerSpec(
+            path=path or self.path,
+            encoding=self.profile.encoding if path is None else "utf-8",
+            start_line=start_line,
+            end_line=end_line,
+            index_path=self.profile.index_path if path is None else None,
+            memory_bytes=size * 3 + self.settings.memory_headroom_mb * 1024 * 1024,
+            drop_to_uid=uid,
+        )
+
+    def start_sandbox(self, node: Node) -> Sandbox:
+        sandbox = Sandbox(node.scope.spec, bridge=lambda name, args: self._bridge(node, name, args))
+        ready = sandbox.start()
+        report = ready.get("sandbox") or {}
+        if not self.sandbox_report:
+            self.sandbox_report = report
+            self.trace.update(sandbox={"startup_s": round(sandbox.startup_s, 4), **report})
+            for layer, why in report.get("missing") or []:
+                msg = f"sandbox layer unavailable: {layer} ({why})"
+                self.trace.warn(msg)
+                self.progress("warning", {"message": msg})
+        return sandbox
+
+    def note_restart(self, node: Node, why: str) -> None:
+        self.restarts += 1
+        self.progress("restart", {"node": node.id, "why": why})
+
+    def add_finding(
+        self, text: str, kind: str, node: Node, step: int, evidence: str | None = None
+    ) -> Finding | None:
+        finding = self.ledger.add(text, kind=kind, evidence=evidence or f"{node.id}.s{step}", node=node.id)
+        if finding is not None:
+            self.trace.update(ledger=self.ledger.to_list())
+        return finding
+
+    def record_step(
+        self,
+        node: Node,
+        step: int,
+        messages: list[dict[str, Any]],
+        est_tokens: int,
+        reply: Reply,
+        action: Action | ParseError,
+        outcome: Outcome,
+        duration: float,
+    ) -> None:
+        with self._lock:
+            self.steps_total += 1
+            self.largest_prompt = max(self.largest_prompt, reply.prompt_tokens, est_tokens)
+        from rlm.tokens import count_message
+
+        entry = {
+            "node": node.id,
+            "index": step,
+            "model_call": {
+                # The messages sent, summarised: role, position and size; the content is in earlier steps.
+                "messages": [{"role": m["role"], "tokens": count_message(m)} for m in messages],
+                "dropped_turns": node.dropped,
+                "prompt_tokens": reply.prompt_tokens,
+                "prompt_tokens_est": est_tokens,
+                "completion_tokens": reply.completion_tokens,
+                "cost": reply.cost,
+                "latency_s": round(reply.latency_s, 4),
+                "reply": reply.to_dict(),
+            },
+            "action": action.to_dict() if isinstance(action, Action) else None,
+            "parse_error": action.message if isinstance(action, ParseError) else None,
+            "observation": {
+                "preview": preview(outcome.observation),
+                "chars": len(outcome.observation),
+                "ok": outcome.ok,
+            },
+            "duration_s": round(duration, 4),
+        }
+        self.trace.add_step(entry)
+        self.progress(
+            "step", {"node": node.id, "depth": node.depth, "step": step, "action": action, "outcome": outcome}
+        )
+
+    # -- sub-calls ---------------------------------------------------------------
+    def _bridge(self, node: Node, name: str, args: dict[str, Any]) -> Any:
+        step = len(node.turns) + 1
+        if name == "llm_query":
+            return self.llm_query(node, args, step)
+        if name == "partition_map":
+            return self.partition_map(node, args, step, as_list=True)
+        raise RlmError(f"{name} is not available")
+
+    def _slice(self, node: Node, args: dict[str, Any]) -> tuple[str, str, int | None, int | None]:
+        """(description, kind, abs_start, abs_end) of what a sub-call asks about."""
+        n = node.scope.n_lines
+        start = args.get("start_line")
+        end = args.get("end_line")
+        if start is None and end is None:
+            start, end = 1, n
+        start = 1 if start is None else int(start)
+        end = n if end is None else int(end)
+        if n == 0:
+            raise RlmError("the context is empty")
+        if start < 1 or start > n:
+            raise RlmError(f"start_line {start} is outside the context (lines 1-{n:,})")
+        if end < start:
+            raise RlmError(f"end_line {end} is before start_line {start}")
+        end = min(end, n)
+        offset = node.scope.first_line - 1
+        return f"lines {start:,}-{end:,}", "lines", start + offset, end + offset
+
+    def llm_query(self, node: Node, args: dict[str, Any], step: int) -> str:
+        question = str(args.get("question") or "").strip()
+        if not question:
+            raise RlmError("llm_query needs a question")
+        text = args.get("text")
+        limit = self.settings.sub_prompt_tokens
+        if text is not None:
+            where = f"a text of {len(text):,} characters"
+            tokens = count_text(text) if len(text) < limit * 8 else int(len(text) / BYTES_PER_TOKEN)
+            if tokens <= limit:
+                answer = self._plain_subcall(node, question, where, text, step)
+            else:
+                answer = self._child_over_text(node, question, text, tokens)
+        else:
+            where, _, a, b = self._slice(node, args)
+            with MappedText(
+                self.path,
+                encoding=self.profile.encoding,
+                start_line=a,
+                end_line=b,
+                index_path=self.profile.index_path,
+            ) as window:
+                est = int(window.window_bytes / BYTES_PER_TOKEN)
+                excerpt = "\n".join(window.lines[:]) if est <= limit * 2 else None
+            tokens = count_text(excerpt) if excerpt is not None else est
+            if excerpt is not None and tokens <= limit:
+                answer = self._plain_subcall(node, question, where, excerpt, step)
+            else:
+                answer = self._child_over_lines(node, question, a, b, tokens)
+        return answer
+
+    def _refuse_depth(self, node: Node, tokens: int) -> RlmError:
+        return RlmError(
+            f"this slice is about {tokens:,} tokens, more than one sub-call takes ({self.settings.sub_prompt_tokens:,}), "
+            f"and depth {node.depth} cannot start a deeper investigation (the depth limit is "
+            f"{self.settings.max_depth}): narrow it to fewer lines, or compute with execute"
+        )
+
+    def _sub_messages(self, question: str, where: str, excerpt: str) -> list[dict[str, Any]]:
+        return [
+            {"role": "system", "content": prompts.SUBQUERY_SYSTEM},
+            {"role": "user", "content": prompts.subquery_prompt(question, where, excerpt)},
+        ]
+
+    def _check_window(self, messages: list[dict[str, Any]]) -> int:
+        est = self.sub_model.estimate_prompt_tokens(messages)
+        window = self.sub_model.context_window()
+        if est + self.settings.reply_max_tokens > window:
+            raise RlmError(
+                f"the sub-call prompt (~{est:,} tokens) does not fit the sub-model's window ({window:,} tokens); "
+                "narrow the slice"
+            )
+        return est
+
+    def _plain_subcall(self, node: Node, question: str, where: str, excerpt: str, step: int) -> str:
+        messages = self._sub_messages(question, where, excerpt)
+        est = self._check_window(messages)
+        self.budget.admit(est)
+        reply = self.sub_model.complete(messages, max_tokens=self.settings.reply_max_tokens)
+        return self._settle_subcall(node, question, where, reply, step)
+
+    def _settle_subcall(self, node: Node, question: str, where: str, reply: Reply, step: int) -> str:
+        self.budget.charge(reply.prompt_tokens, reply.completion_tokens, reply.cost)
+        self.usage_for(node.id).add(reply.prompt_tokens, reply.completion_tokens, reply.cost)
+        answer = reply.content.strip()
+        self.trace.add_subcall(
+            {
+                "node": node.id,
+                "step": step,
+                "question": question,
+                "slice": where,
+                "prompt_tokens": reply.prompt_tokens,
+                "completion_tokens": reply.completion_tokens,
+                "cost": reply.cost,
+                "latency_s": round(reply.latency_s, 4),
+                "answer": preview(answer),
+            }
+        )
+        if not answer:
+            return "(the helper model gave an empty answer)"
+        return answer
+
+    # -- child nodes ---------------------------------------------------------------
+    def _child_over_lines(self, node: Node, question: str, a: int, b: int, tokens: int) -> str:
+        if node.depth >= self.settings.max_depth:
+            raise self._refuse_depth(node, tokens)
+        spec = self.worker_spec(start_line=a, end_line=b)
+        with MappedText(
+            self.path,
+            encoding=self.profile.encoding,
+            start_line=a,
+            end_line=b,
+            index_path=self.profile.index_path,
+        ) as window:
+            block = slice_profile(window, f"lines {a:,}-{b:,} of {self.profile.display_name}")
+        scope = NodeScope(
+            spec=spec,
+            profile_block=block,
+            description=f"You work on lines {a:,}-{b:,} of the file; inside your context they are lines 1-{b - a + 1:,}.",
+            first_line=a,
+            n_lines=b - a + 1,
+        )
+        return self._run_child(node, question, scope, {"start_line": a, "end_line": b})
+
+    def _child_over_text(self, node: Node, question: str, text: str, tokens: int) -> str:
+        if node.depth >= self.settings.max_depth:
+            raise self._refuse_depth(node, tokens)
+        path = os.path.join(self._tmpdir, f"text-{self._node_count}.txt")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        spec = self.worker_spec(path=path)
+        with MappedText(path) as window:
+            block = slice_profile(
+                window, f"a text of {len(text):,} characters built by the parent investigation"
+            )
+            n = window.n_lines
+        scope = NodeScope(spec=spec, profile_block=block, description=None, first_line=1, n_lines=n)
+        return self._run_child(node, question, scope, {"text_chars": len(text)})
+
+    def _run_child(self, parent: Node, question: str, scope: NodeScope, slice_info: dict[str, Any]) -> str:
+        child = Node(self, self.new_node_id(), parent.depth + 1, question, scope)
+        self.trace.add_node(
+            {
+                "id": child.id,
+                "parent": parent.id,
+                "depth": child.depth,
+                "question": question,
+                "slice": slice_info,
+                "status": "running",
+            }
+        )
+        self.progress(
+            "node", {"node": child.id, "parent": parent.id, "depth": child.depth, "question": question}
+        )
+        result = child.run()
+        synthesis = self._synthesize_node(child, result)
+        self.trace.update_node(
+            child.id,
+            status=result.stop,
+            steps=result.steps,
+            usage=self.usage_for(child.id).to_dict(),
+            answer=preview(synthesis.answer or ""),
+            answer_source=synthesis.source,
+        )
+        if result.stop == "budget":
+            raise self.budget.stopped or BudgetExceeded("budget", result.detail)
+        if not synthesis.answer:
+            raise RlmError(
+                f"the sub-investigation {child.id} established nothing ({result.detail or result.stop})"
+            )
+        self.ledger.add(
+            f"{cap_words(question, 160)} → {synthesis.answer}",
+            kind="subcall",
+            evidence=child.id,
+            node=parent.id,
+        )
+        return synthesis.answer
+
+    def _synthesize_node(self, node: Node, result: NodeResult) -> Synthesis:
+        findings = self.ledger.for_node(node.id)
+        digest = self.ledger.digest(max_chars=DIGEST_CHARS, node=node.id)
+        stop_note = (
+            None
+            if result.stop == "final"
+            else f"the investigation stopped early: {result.detail or result.stop}"
+        )
+        model = self.root_model if node.depth == 0 else self.sub_model
+        synthesis = synthesize(
+            model,
+            node.question,
+            findings,
+            digest,
+            result.draft,
+            stop_note=stop_note,
+            max_tokens=self.settings.reply_max_tokens,
+        )
+        if synthesis.reply is not None:
+            r = synthesis.reply
+            self.budget.charge(r.prompt_tokens, r.completion_tokens, r.cost)
+            self.usage_for(node.id).add(r.prompt_tokens, r.completion_tokens, r.cost)
+        return synthesis
+
+    # -- partition_map ---------------------------------------------------------------
+    def _chunks(self, node: Node, args: dict[str, Any]) -> list[tuple[int, int]]:
+        """(abs_start, abs_end) line ranges covering the node's scope."""
+        n = node.scope.n_lines
+        offset = node.scope.first_line - 1
+        if n == 0:
+            raise RlmError("the context is empty")
+        chunk_lines = args.get("chunk_lines")
+        chunk_chars = args.get("chunk_chars")
+        if chunk_lines is not None and int(chunk_lines) < 1:
+            raise RlmError("chunk_lines must be at least 1")
+        if chunk_chars is not None and int(chunk_chars) < 1:
+            raise RlmError("chunk_chars must be at least 1")
+        if chunk_lines is None:
+            target = (
+                int(chunk_chars)
+                if chunk_chars
+                else int(self.settings.sub_prompt_tokens * BYTES_PER_TOKEN * 0.8)
+            )
+            with MappedText(
+                self.path,
+                encoding=self.profile.encoding,
+                start_line=offset + 1,
+                end_line=offset + n,
+                index_path=self.profile.index_path,
+            ) as window:
+                avg = max(1.0, window.window_bytes / n)
+            chunk_lines = max(1, int(target / avg))
+        chunk_lines = int(chunk_lines)
+        count = -(-n // chunk_lines)
+        if count > MAX_CHUNKS:
+            raise RlmError(
+                f"{count:,} chunks of {chunk_lines:,} lines is more than {MAX_CHUNKS} sub-calls; use larger chunks "
+                "or narrow the question with grep/execute first"
+            )
+        return [(offset + s, offset + min(n, s + chunk_lines - 1)) for s in range(1, n + 1, chunk_lines)]
+
+    def partition_map(self, node: Node, args: dict[str, Any], step: int, as_list: bool = False) -> Any:
+        question = str(args.get("question") or "").strip()
+        if not question:
+            raise RlmError("partition_map needs a question")
+        chunks = self._chunks(node, args)
+        prompts_: list[tuple[str, list[dict[str, Any]], int]] = []
+        limit = self.settings.sub_prompt_tokens
+        for a, b in chunks:
+            with MappedText(
+                self.path,
+                encoding=self.profile.encoding,
+                start_line=a,
+                end_line=b,
+                index_path=self.profile.index_path,
+            ) as window:
+                if window.window_bytes / BYTES_PER_TOKEN > limit * 2:
+                    raise RlmError(
+                        f"chunks of {b - a + 1:,} lines are about {int(window.window_bytes / BYTES_PER_TOKEN):,} tokens, "
+                        f"over the sub-call limit of {limit:,}; use smaller chunks"
+                    )
+                excerpt = "\n".join(window.lines[:])
+            rel = a - node.scope.first_line + 1
+            where = f"lines {rel:,}-{rel + b - a:,}"
+            messages = self._sub_messages(question, where, excerpt)
+            est = self._check_window(messages)
+            if est > limit + 600:
+                raise RlmError(
+                    f"a chunk ({where}) is about {est:,} tokens, over the sub-call limit of {limit:,}; use smaller chunks"
+                )
+            prompts_.append((where, messages, est))
+        total = sum(est + self.settings.reply_max_tokens // 4 for _, _, est in prompts_)
+        room = self.budget.room_for(len(prompts_), max(1, total // len(prompts_)))
+        if room < len(prompts_):
+            raise RlmError(
+                f"partition_map needs {len(prompts_)} sub-calls (~{total:,} tokens) but the budget has room for "
+                f"{room}; use larger chunks or narrow the range"
+            )
+        reservation = self.budget.reserve(len(prompts_), total)
+        self.progress("fanout", {"node": node.id, "chunks": len(prompts_)})
+        try:
+            results = asyncio.run(self._fan_out(node, question, prompts_, reservation, step))
+        finally:
+            self.budget.release(reservation)
+        summary = "; ".join(f"[{i + 1}] {cap_line(r, 80)}" for i, r in enumerate(results))
+        self.ledger.add(
+            f"partition_map '{cap_words(question, 120)}' over {len(results)} chunks: {summary}",
+            kind="subcall",
+            evidence=f"{node.id}.s{step}",
+            node=node.id,
+        )
+        self.trace.update(ledger=self.ledger.to_list())
+        if as_list:
+            return results
+        var = args.get("result_var") or "results"
+        if node.sandbox is not None:
+            node.sandbox.request("set", timeout=30, name=var, value=results)
+        lines = [f"{len(results)} chunks; answers in chunk order (also in the variable `{var}`):"]
+        lines += [
+            f"[{i + 1}] {where}: {r}"
+            for i, ((where, _, _), r) in enumerate(zip(prompts_, results, strict=True))
+        ]
+        return "\n".join(lines)
+
+    async def _fan_out(
+        self,
+        node: Node,
+        question: str,
+        items: list[tuple[str, list[dict[str, Any]], int]],
+        reservation: Reservation,
+        step: int,
+    ) -> list[str]:
+        sem = asyncio.Semaphore(self.settings.concurrency)
+
+        async def one(where: str, messages: list[dict[str, Any]], est: int) -> str:
+            async with sem:
+                self.budget.admit(est, reservation)
+                try:
+                    reply = await self.sub_model.acomplete(
+                        messages, max_tokens=self.settings.reply_max_tokens
+                    )
+                except ProviderError as exc:
+                    return f"[error] {where}: {exc.message}"
+                return self._settle_subcall(node, question, where, reply, step)
+
+        tasks = [asyncio.create_task(one(w, m, e)) for w, m, e in items]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BudgetExceeded:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    # -- the run ---------------------------------------------------------------------
+    def run(self) -> RunResult:
+        started = time.monotonic()
+        root_scope = NodeScope(
+            spec=self.worker_spec(),
+            profile_block=self.profile.prompt_block(),
+            first_line=1,
+            n_lines=self.profile.lines,
+        )
+        root = Node(self, self.new_node_id(), 0, self.question, root_scope)
+        self.trace.add_node(
+            {
+                "id": root.id,
+                "parent": None,
+                "depth": 0,
+                "question": self.question,
+                "slice": None,
+                "status": "running",
+            }
+        )
+        provider_error: str | None = None
+        try:
+            result = root.run()
+        except ProviderError as exc:
+            provider_error = exc.message
+            result = NodeResult(root.id, None, "provider", self.steps_total, exc.message, root.largest_prompt)
+        except BudgetExceeded as exc:
+            result = NodeResult(root.id, None, "budget", self.steps_total, exc.detail, root.largest_prompt)
+        self.trace.update_node(
+            root.id, status=result.stop, steps=result.steps, usage=self.usage_for(root.id).to_dict()
+        )
+        draft = result.draft
+        if draft is None:
+            drafts = [f for f in self.ledger.for_node(root.id) if f.kind == "final_draft"]
+            draft = drafts[-1].text if drafts else None
+        synthesis = self._synthesize_node(
+            root, NodeResult(root.id, draft, result.stop, result.steps, result.detail)
+        )
+        self.trace.update(
+            synthesis={
+                "source": synthesis.source,
+                "error": synthesis.error,
+                "reply": synthesis.reply.to_dict() if synthesis.reply else None,
+                "prompt_tokens": synthesis.reply.prompt_tokens if synthesis.reply else None,
+                "prompt_tokens_est": synthesis.prompt_tokens_est,
+            }
+        )
+        status, code, message = self._classify(result, synthesis, provider_error)
+        out = RunResult(
+            answer=synthesis.answer if code != ExitCode.NO_ANSWER else None,
+            status=status,
+            exit_code=int(code),
+            message=message,
+            findings=self.ledger.entries,
+            usage=self.budget.usage.to_dict(),
+            elapsed_s=time.monotonic() - started,
+            steps=self.steps_total,
+            trace_path=str(self.trace.path) if self.trace.path else None,
+            largest_prompt=self.largest_prompt,
+            stop=result.stop,
+            sandbox_missing=list(self.sandbox_report.get("missing") or []),
+        )
+        return out
+
+    def _classify(
+        self, result: NodeResult, synthesis: Synthesis, provider_error: str | None
+    ) -> tuple[str, int, str]:
+        if synthesis.answer is None:
+            if provider_error:
+                return "provider_error", ExitCode.PROVIDER, provider_error
+            if result.stop == "budget":
+                return "budget", ExitCode.BUDGET, f"{result.detail}; nothing was established before it"
+            why = result.detail or result.stop
+            return "no_answer", ExitCode.NO_ANSWER, f"no answer could be established ({why})"
+        if provider_error:
+            return "provider_error", ExitCode.PROVIDER, f"{provider_error}; a partial answer was printed"
+        if result.stop == "budget":
+            return (
+                "budget",
+                ExitCode.BUDGET,
+                f"{result.detail}; the answer is from what was established before",
+            )
+        if synthesis.source != "synthesis":
+            note = f" ({synthesis.error})" if synthesis.error else ""
+            return "partial", ExitCode.OK, f"synthesis failed{note}; the answer is the investigation's own"
+        if result.stop == "final":
+            return "final", ExitCode.OK, "answered"
+        return (
+            "forced",
+            ExitCode.OK,
+            f"answered from the findings after the loop stopped: {result.detail or result.stop}",
+        )
+
+    def close(self) -> None:
+        self.text.close()
+        shutil.rmtree(self._tmpdir, ignore_errors=True)
+
+
+def slice_profile(window: MappedText, what: str, sample_lines: int = 3) -> str:
+    """A short profile of a slice for a child node's prompt, bounded in size."""
+    n = window.n_lines
+    head = [cap_line(t, 200) for _, t in window.peek_lines(1, sample_lines)]
+    tail = (
+        [cap_line(t, 200) for _, t in window.peek_lines(max(1, n - sample_lines + 1), sample_lines)]
+        if n > sample_lines
+        else []
+    )
+    parts = [f"{what}: {n:,} lines, {window.window_bytes:,} bytes", "first lines:", *head]
+    if tail:
+        parts += ["last lines:", *tail]
+    return cap_middle("\n".join(parts), 1500)

@@ -1,0 +1,90 @@
+"""The findings ledger: what the investigation has established, with evidence.
+
+Every durable result becomes an entry with a stable id (F1, F2, ...): a
+`note`, a sub-call's answer, a short computed result, a grep count, the
+`final` draft. The ledger is what synthesis answers from and what replaces
+old turns when the conversation is compacted. Errors are never findings.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import asdict, dataclass
+
+from rlm.textcap import cap_words
+
+FINDING_CHARS = 600
+_ERROR_SHAPES = re.compile(
+    r"^\s*(\[?error\]?|traceback \(most recent call last\)|\w*(error|exception):)", re.I
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    kind: str  # note | result | grep | subcall | final_draft
+    text: str
+    evidence: str  # the step ("n0.s3") or child node ("n2") it came from
+    node: str
+
+    def line(self) -> str:
+        return f"[{self.id}] ({self.kind}, {self.evidence}) {self.text}"
+
+
+def _key(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+class Ledger:
+    def __init__(self) -> None:
+        self._entries: list[Finding] = []
+        self._seen: dict[str, Finding] = {}
+        self._lock = threading.Lock()
+
+    def add(self, text: str, *, kind: str, evidence: str, node: str) -> Finding | None:
+        """Record a finding; a duplicate returns the existing entry, an error or blank returns None."""
+        text = (text or "").strip()
+        if not text or _ERROR_SHAPES.match(text):
+            return None
+        text = cap_words(text, FINDING_CHARS)
+        key = _key(text)
+        with self._lock:
+            if key in self._seen:
+                return self._seen[key]
+            finding = Finding(f"F{len(self._entries) + 1}", kind, text, evidence, node)
+            self._entries.append(finding)
+            self._seen[key] = finding
+            return finding
+
+    @property
+    def entries(self) -> list[Finding]:
+        with self._lock:
+            return list(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def for_node(self, node: str) -> list[Finding]:
+        return [f for f in self.entries if f.node == node]
+
+    def digest(self, max_chars: int = 4000, node: str | None = None) -> str:
+        """The findings as prompt text; when over max_chars, the newest are kept and the cut is stated."""
+        entries = self.entries if node is None else self.for_node(node)
+        if not entries:
+            return "(no findings yet)"
+        lines = [f.line() for f in entries]
+        kept: list[str] = []
+        size = 0
+        for line in reversed(lines):
+            if size + len(line) + 1 > max_chars and kept:
+                break
+            kept.append(line)
+            size += len(line) + 1
+        kept.reverse()
+        dropped = len(lines) - len(kept)
+        head = f"({dropped} older findings not shown)\n" if dropped else ""
+        return head + "\n".join(kept)
+
+    def to_list(self) -> list[dict]:
+        return [asdict(f) for f in self.entries]

@@ -1,0 +1,292 @@
+"""One RLM node: the turn loop over one context (the file, or a slice of it).
+
+Each turn: build a bounded prompt (system, task, [ESTABLISHED] digest when
+old turns were dropped, recent turns), ask the model for one action, run it,
+append a capped observation. The loop ends at `final`, at the step cap, at a
+budget stop or when the provider fails; the node never writes the answer
+itself, synthesis does.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from rlm import prompts
+from rlm.actions import Action, ParseError, parse_text, parse_tool_call, tool_schemas
+from rlm.budget import BudgetExceeded
+from rlm.model import Reply
+from rlm.sandbox.client import Sandbox, WorkerLost, WorkerSpec
+from rlm.textcap import cap_middle, cap_words
+from rlm.tokens import count_message, count_messages
+from rlm.trace import preview
+
+if TYPE_CHECKING:
+    from rlm.engine import Engine
+
+RESULT_FINDING_CHARS = 240  # an execute output this short is a computed result worth keeping
+
+
+@dataclass
+class Turn:
+    messages: list[dict[str, Any]]
+    tokens: int
+
+
+@dataclass
+class NodeResult:
+    node_id: str
+    draft: str | None
+    stop: str  # final | max_steps | budget | provider | sandbox
+    steps: int
+    detail: str = ""
+    largest_prompt: int = 0
+
+
+@dataclass
+class NodeScope:
+    """What part of the input a node works on; line numbers are relative to it."""
+
+    spec: WorkerSpec
+    profile_block: str
+    description: str | None = None  # e.g. "You work on lines 1001-2000 of access.log."
+    first_line: int = 1  # absolute number of the scope's line 1
+    n_lines: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Node:
+    def __init__(self, engine: Engine, node_id: str, depth: int, question: str, scope: NodeScope) -> None:
+        self.engine = engine
+        self.id = node_id
+        self.depth = depth
+        self.question = question
+        self.scope = scope
+        s = engine.settings
+        self.model = engine.root_model if depth == 0 else engine.sub_model
+        self.protocol = engine.protocol_for(self.model)
+        self.tools = tool_schemas() if self.protocol == "tools" else None
+        self.cap = s.max_observation_chars
+        self.system = {"role": "system", "content": prompts.system_prompt(self.protocol, self.cap)}
+        self.task = {
+            "role": "user",
+            "content": prompts.task_prompt(question, scope.profile_block, scope.description),
+        }
+        self.turns: list[Turn] = []
+        self.dropped = 0
+        self.observed = False
+        self.sandbox: Sandbox | None = None
+        self.largest_prompt = 0
+        window = self.model.context_window()
+        fixed = count_messages([self.system, self.task]) + (
+            self.model.estimate_prompt_tokens([], self.tools) if self.tools else 0
+        )
+        self.history_budget = max(800, min(s.history_tokens, window - s.reply_max_tokens - fixed - 256))
+
+    # -- prompt ---------------------------------------------------------------
+    def _messages(self) -> list[dict[str, Any]]:
+        while self.turns and sum(t.tokens for t in self.turns) > self.history_budget and len(self.turns) > 1:
+            self.turns.pop(0)
+            self.dropped += 1
+        messages = [self.system, self.task]
+        if self.dropped:
+            digest = self.engine.ledger.digest(max_chars=2000, node=self.id)
+            messages.append({"role": "user", "content": prompts.established_block(digest, self.dropped)})
+        for turn in self.turns:
+            messages.extend(turn.messages)
+        return messages
+
+    # -- the loop -------------------------------------------------------------
+    def run(self) -> NodeResult:
+        e = self.engine
+        max_steps = e.settings.max_steps
+        try:
+            self.sandbox = e.start_sandbox(self)
+            for step in range(1, max_steps + 1):
+                messages = self._messages()
+                est = self.model.estimate_prompt_tokens(messages, self.tools)
+                self.largest_prompt = max(self.largest_prompt, est)
+                try:
+                    e.budget.admit(est)
+                except BudgetExceeded as exc:
+                    return self._result(None, "budget", step - 1, exc.detail)
+                started = time.monotonic()
+                reply = self.model.complete(
+                    messages, tools=self.tools, max_tokens=e.settings.reply_max_tokens
+                )
+                e.budget.charge(reply.prompt_tokens, reply.completion_tokens, reply.cost)
+                e.usage_for(self.id).add(reply.prompt_tokens, reply.completion_tokens, reply.cost)
+                action = self._parse(reply)
+                stopped: BudgetExceeded | None = None
+                try:
+                    outcome = self._act(action, step)
+                except BudgetExceeded as exc:  # a sub-call hit a limit: this step is the last
+                    stopped = exc
+                    outcome = Outcome(f"stopped: {exc.detail}", ok=False)
+                self._remember(reply, action, outcome.observation, step, max_steps)
+                e.record_step(self, step, messages, est, reply, action, outcome, time.monotonic() - started)
+                if stopped is not None:
+                    return self._result(None, "budget", step, stopped.detail)
+                if outcome.final is not None:
+                    return self._result(outcome.final, "final", step)
+                if outcome.fatal:
+                    return self._result(None, "sandbox", step, outcome.fatal)
+            return self._result(None, "max_steps", max_steps, f"the step limit of {max_steps} was reached")
+        finally:
+            if self.sandbox is not None:
+                self.sandbox.close()
+
+    def _result(self, draft: str | None, stop: str, steps: int, detail: str = "") -> NodeResult:
+        return NodeResult(self.id, draft, stop, steps, detail, self.largest_prompt)
+
+    def _parse(self, reply: Reply) -> Action | ParseError:
+        if reply.tool_calls:
+            call = reply.tool_calls[0]
+            return parse_tool_call(call.name, call.arguments, call.id)
+        return parse_text(reply.content)
+
+    def _remember(
+        self, reply: Reply, action: Action | ParseError, observation: str, step: int, max_steps: int
+    ) -> None:
+        """Append the turn as the model will see it next time."""
+        left = max_steps - step
+        if 0 < left <= 2:
+            observation += prompts.steps_left_hint(left)
+        if reply.tool_calls and self.protocol == "tools":
+            call = reply.tool_calls[0]  # one action per turn: later calls are dropped, unanswered
+            assistant = {
+                "role": "assistant",
+                "content": reply.content or None,
+                "tool_calls": [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": call.arguments},
+                    }
+                ],
+            }
+            obs = {"role": "tool", "tool_call_id": call.id, "content": observation}
+        else:
+            # Text after the first action is the model's own invention: keep only up to the action.
+            content = reply.content or ""
+            if isinstance(action, Action) and action.source_end:
+                content = content[: action.source_end]
+            if reply.tool_calls:
+                content = content or f"{reply.tool_calls[0].name}({reply.tool_calls[0].arguments})"
+            assistant = {"role": "assistant", "content": content or "(empty reply)"}
+            obs = {"role": "user", "content": observation}
+        messages = [assistant, obs]
+        self.turns.append(Turn(messages, sum(count_message(m) for m in messages)))
+
+    # -- actions --------------------------------------------------------------
+    def _act(self, action: Action | ParseError, step: int) -> Outcome:
+        if isinstance(action, ParseError):
+            return Outcome(f"Your reply could not be used: {action.message}.", ok=False)
+        name, args = action.name, action.args
+        if name == "final":
+            if not self.observed:
+                return Outcome(prompts.FIRST_FINAL_REFUSED, ok=False)
+            self.engine.add_finding(args["answer"], "final_draft", self, step)
+            return Outcome("final answer recorded", final=args["answer"])
+        self.observed = True
+        if name in ("peek", "grep"):
+            return self._worker_op(name, args, step)
+        if name == "execute":
+            return self._execute(args["code"], step)
+        if name == "llm_query":
+            return self._guarded_subcall(lambda: self.engine.llm_query(self, args, step), step)
+        if name == "partition_map":
+            return self._guarded_subcall(lambda: self.engine.partition_map(self, args, step), step)
+        return Outcome(f"unknown action {name}", ok=False)
+
+    def _guarded_subcall(self, call: Any, step: int) -> Outcome:
+        from rlm.errors import RlmError
+
+        try:
+            text = call()
+        except BudgetExceeded:
+            raise
+        except RlmError as exc:
+            return Outcome(f"error: {exc.message}", ok=False)
+        return Outcome(cap_middle(text, self.cap))
+
+    def _worker_op(self, op: str, args: dict[str, Any], step: int) -> Outcome:
+        reply = self._request(op, args, timeout=self.engine.settings.cell_timeout + 5)
+        if isinstance(reply, Outcome):
+            return reply
+        if not reply.get("ok"):
+            return Outcome(f"error: {reply.get('error')}", ok=False)
+        output = reply.get("output", "")
+        if op == "grep":
+            total = reply.get("total", 0)
+            self.engine.add_finding(
+                f"grep /{args['pattern']}/{' (ignoring case)' if args['ignore_case'] else ''} matches "
+                f"{total:,} line{'s' if total != 1 else ''}",
+                "grep",
+                self,
+                step,
+            )
+        return Outcome(cap_middle(output, self.cap))
+
+    def _execute(self, code: str, step: int) -> Outcome:
+        s = self.engine.settings
+        reply = self._request(
+            "exec", {"code": code, "cpu_seconds": s.cell_timeout}, timeout=s.cell_timeout + 2
+        )
+        if isinstance(reply, Outcome):
+            return reply
+        for note in reply.get("notes") or []:
+            self.engine.add_finding(str(note), "note", self, step)
+        output = reply.get("output") or ""
+        error = reply.get("error")
+        parts = []
+        if output:
+            parts.append(cap_middle(output, self.cap))
+        if error:
+            parts.append(f"error: {error}")
+        if not parts:
+            parts.append(prompts.NO_OUTPUT)
+        elif not error and output.strip() and len(output.strip()) <= RESULT_FINDING_CHARS:
+            self.engine.add_finding(f"`{_code_summary(code)}` gave: {output.strip()}", "result", self, step)
+        final = reply.get("final")
+        if final:
+            self.engine.add_finding(final, "final_draft", self, step)
+        return Outcome("\n".join(parts), ok=not error, final=final or None)
+
+    def _request(self, op: str, args: dict[str, Any], timeout: float) -> dict[str, Any] | Outcome:
+        assert self.sandbox is not None
+        try:
+            return self.sandbox.request(op, timeout=timeout, **args)
+        except WorkerLost as exc:
+            why = str(exc)
+            try:
+                self.sandbox.restart()
+            except WorkerLost as again:
+                return Outcome(
+                    f"error: {why}; the sandbox could not be restarted", ok=False, fatal=str(again)
+                )
+            self.engine.note_restart(self, why)
+            return Outcome(
+                f"error: your code was stopped: {why}. The sandbox was restarted and all your variables "
+                "are gone (context, context_lines and the helpers are back).",
+                ok=False,
+            )
+
+
+def _code_summary(code: str) -> str:
+    """The code behind a result, short enough for a finding: all of it if small, else its last line."""
+    lines = [ln.strip() for ln in code.strip().splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    joined = "; ".join(lines)
+    return joined if len(joined) <= 160 else cap_words(lines[-1], 160)
+
+
+@dataclass
+class Outcome:
+    observation: str
+    ok: bool = True
+    final: str | None = None
+    fatal: str | None = None
+
+    def preview(self) -> str:
+        return preview(self.observation)

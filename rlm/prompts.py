@@ -1,0 +1,106 @@
+"""Everything a model is told. Short enough for a 4k-token local model.
+
+A model acting through rlm sees only its prompt, so every action, argument
+and limit it can meet is spelled out here.
+"""
+
+from __future__ import annotations
+
+MODULES = (
+    "re, json, math, statistics, collections, itertools, functools, datetime, string, textwrap, heapq, "
+    "bisect, csv, io, decimal, fractions, operator"
+)
+
+_COMMON = """You answer a question about a file that is too large to read. The file is NOT in this \
+conversation. It is loaded in a Python sandbox as `context` (the whole text, a str) and `context_lines` \
+(a read-only list of its lines without line endings; context_lines[0] is line 1). Investigate it one \
+action per turn; after each action you see its result.
+
+Actions:
+- peek(start, length=20, unit="lines"): show lines start..start+length-1 with their numbers (1-based, as in \
+grep -n); unit="chars" shows `length` characters from character offset `start` instead.
+- grep(pattern, max_matches=50, ignore_case=False): Python `re` regex; shows matching lines with their \
+numbers (at most max_matches, up to 500) and the exact total count of matching lines.
+- execute(code): run Python in a persistent sandbox (variables survive between turns). Only what you \
+print(), and the value of a last bare expression, is shown. Modules you may import: {modules}. No files, \
+no network. Inside code you can also call peek, grep (returns a list of (line_number, line)), \
+llm_query, partition_map, note(text) to record a finding, and final(answer).
+- llm_query(question, start_line=None, end_line=None, text=None): a helper model answers a question \
+about lines start_line..end_line, or about a string you built; returns its answer.
+- partition_map(question, chunk_lines=None, chunk_chars=None): the helper answers the question for every \
+chunk of the file; returns the answers in order (also stored in the variable `results`).
+- final(answer): give your answer and stop. Allowed only after you have looked at the data.
+
+Results longer than {cap} characters are cut in the middle. Compute exact figures with code instead of \
+reading and estimating; never guess. Answer with the exact figures you established."""
+
+_TEXT_PROTOCOL = """
+
+Reply format: each turn write exactly ONE fenced block and stop writing after it:
+```python
+<python code, or a single action call such as grep("ERROR") or final("42 requests")>
+```"""
+
+_TOOLS_PROTOCOL = """
+
+Each turn call exactly one of the tools peek, grep, execute, llm_query, partition_map or final."""
+
+
+def system_prompt(protocol: str, observation_cap: int) -> str:
+    body = _COMMON.format(modules=MODULES, cap=observation_cap)
+    return body + (_TOOLS_PROTOCOL if protocol == "tools" else _TEXT_PROTOCOL)
+
+
+def task_prompt(question: str, profile_block: str, scope: str | None = None) -> str:
+    where = f"\n{scope}" if scope else ""
+    return f"Question: {question}{where}\n\nFile profile:\n{profile_block}\n\nStart investigating."
+
+
+def established_block(digest: str, dropped_turns: int) -> str:
+    return (
+        f"[ESTABLISHED] {dropped_turns} earlier turns were removed to save space. "
+        f"What they established:\n{digest}"
+    )
+
+
+def steps_left_hint(left: int) -> str:
+    if left == 1:
+        return "\n\n(This is your last step: call final now with what you have established.)"
+    return f"\n\n({left} steps left.)"
+
+
+FIRST_FINAL_REFUSED = (
+    "final refused: you have not looked at the file yet. Examine it first with peek, grep or execute, "
+    "then answer from what you find."
+)
+
+NO_OUTPUT = "(no output — did you forget to print?)"
+
+SUBQUERY_SYSTEM = (
+    "You answer a question about an excerpt of a larger file. Use only the excerpt. Be brief and exact: "
+    "give figures, names and line numbers as they appear. If the excerpt does not contain the answer, say "
+    "so in one short sentence."
+)
+
+
+def subquery_prompt(question: str, where: str, excerpt: str) -> str:
+    return f"Question: {question}\n\nExcerpt ({where}):\n<<<\n{excerpt}\n>>>"
+
+
+SYNTHESIS_SYSTEM = (
+    "You write the final answer to a question about a file from the findings an investigation "
+    "established. Use only those findings. Start with the direct answer (the exact figure, name or "
+    "list), then at most two short sentences if they help. Cite the findings you used by id, like [F2]. "
+    "If the findings do not establish the answer, say plainly what is known and what is not. "
+    "Never invent figures."
+)
+
+
+def synthesis_prompt(question: str, digest: str, draft: str | None, stop_note: str | None) -> str:
+    parts = [f"Question: {question}", f"Findings:\n{digest}"]
+    if draft:
+        parts.append(f"Draft answer from the investigation: {draft}")
+    if stop_note:
+        parts.append(f"Note: {stop_note}")
+    parts.append("Write the final answer.")
+    return "\n\n".join(parts)

@@ -1,0 +1,100 @@
+"""Everything shown to a person on stderr: progress, warnings, the run summary.
+
+stdout belongs to the answer (or the JSON document); this module never
+writes there. Colour only when stderr is a terminal.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+from rlm.actions import Action, ParseError
+from rlm.redact import redact_text
+from rlm.textcap import cap_line
+
+
+class StderrReporter:
+    """Turns engine events into one short line each on stderr."""
+
+    def __init__(self, stream: TextIO | None = None, quiet: bool = False) -> None:
+        self.stream = stream or sys.stderr
+        self.quiet = quiet
+        self.color = hasattr(self.stream, "isatty") and self.stream.isatty()
+
+    def _write(self, text: str, style: str | None = None) -> None:
+        text = redact_text(text)
+        if self.color and style:
+            codes = {"dim": "2", "warn": "33", "err": "31", "ok": "32"}
+            text = f"\033[{codes[style]}m{text}\033[0m"
+        print(text, file=self.stream, flush=True)
+
+    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "warning":
+            self.warn(data["message"])
+            return
+        if self.quiet:
+            return
+        if kind == "step":
+            self._write(self._step_line(data), "dim")
+        elif kind == "node":
+            self._write(
+                f"  {'  ' * data['depth']}↳ {data['node']} (depth {data['depth']}): {cap_line(data['question'], 80)}",
+                "dim",
+            )
+        elif kind == "fanout":
+            self._write(f"  {data['node']}: partition_map over {data['chunks']} chunks", "dim")
+        elif kind == "restart":
+            self._write(f"  {data['node']}: sandbox restarted ({data['why']})", "warn")
+
+    def _step_line(self, data: dict[str, Any]) -> str:
+        action = data["action"]
+        outcome = data["outcome"]
+        indent = "  " * (data["depth"] + 1)
+        if isinstance(action, ParseError):
+            what = f"unusable reply: {cap_line(action.message, 70)}"
+        else:
+            assert isinstance(action, Action)
+            what = action.name + " " + _describe_args(action)
+        first = outcome.observation.strip().splitlines()[0] if outcome.observation.strip() else ""
+        return f"{indent}{data['node']}.{data['step']} {what} → {cap_line(first, 70)}"
+
+    def warn(self, message: str) -> None:
+        self._write(f"rlm: warning: {message}", "warn")
+
+    def error(self, message: str) -> None:
+        self._write(f"rlm: {message}", "err")
+
+    def summary(self, result: Any) -> None:
+        if self.quiet:
+            return
+        usage = result.usage or {}
+        cost = usage.get("cost_usd")
+        cost_text = "cost unknown" if cost is None else f"${cost:.4f}"
+        parts = [
+            result.status,
+            f"{result.steps} steps",
+            f"{usage.get('calls', 0)} calls",
+            f"{usage.get('total_tokens', 0):,} tokens",
+            cost_text,
+            f"{result.elapsed_s:.1f} s",
+        ]
+        if result.trace_path:
+            parts.append(f"trace {result.trace_path}")
+        self._write("rlm: " + " · ".join(parts), "ok" if result.exit_code == 0 else "warn")
+
+
+def _describe_args(action: Action) -> str:
+    a = action.args
+    if action.name == "grep":
+        return f"/{cap_line(a['pattern'], 40)}/"
+    if action.name == "peek":
+        return f"{a['start']}+{a['length']} {a['unit']}"
+    if action.name == "execute":
+        first = next((ln for ln in a["code"].splitlines() if ln.strip()), "")
+        return cap_line(first.strip(), 50)
+    if action.name in ("llm_query", "partition_map"):
+        return cap_line(repr(a["question"]), 50)
+    if action.name == "final":
+        return cap_line(repr(a["answer"]), 50)
+    return ""

@@ -1,0 +1,180 @@
+"""Wiring one `rlm ask`: input, model (local server if asked), trace, engine, result.
+
+The CLI calls `run_ask` and renders what it returns; tests call it directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from rlm.engine import Engine, Progress, RunResult
+from rlm.errors import ConfigError, ExitCode
+from rlm.model import ModelClient
+from rlm.redact import register_secret
+from rlm.settings import Settings
+from rlm.trace import TraceWriter
+
+LOCAL = "local"
+
+
+def _client(
+    settings: Settings, model: str, *, api_base: str | None, api_key: str | None, window: int | None
+) -> ModelClient:
+    return ModelClient(
+        model,
+        api_base=api_base,
+        api_key=api_key,
+        request_timeout=settings.request_timeout,
+        retries=settings.retries,
+        retry_base_delay=settings.retry_base_delay,
+        temperature=settings.temperature,
+        context_window=window,
+    )
+
+
+def resolve_model_name(settings: Settings) -> str:
+    """The model to use: the configured one, else the local model when it is installed."""
+    if settings.model:
+        return settings.model
+    from rlm.local import installed_gguf
+
+    if installed_gguf(settings.gguf) is not None:
+        return LOCAL
+    raise ConfigError(
+        "no model configured: pass -m MODEL (e.g. -m gpt-4o-mini), set RLM_MODEL, "
+        "or install the offline model with `rlm local setup`"
+    )
+
+
+@contextlib.contextmanager
+def open_models(settings: Settings) -> Iterator[tuple[ModelClient, ModelClient]]:
+    """Root and sub-model clients; starts (and always stops) a local server when asked for."""
+    register_secret(settings.api_key)
+    name = resolve_model_name(settings)
+    sub_name = settings.sub_model or name
+    with contextlib.ExitStack() as stack:
+        endpoint = None
+        if LOCAL in (name, sub_name):
+            from rlm.local import installed_gguf, local_server
+
+            gguf = installed_gguf(settings.gguf)
+            if gguf is None:
+                raise ConfigError(
+                    "the local model is not installed: run `rlm local setup` (or pass --gguf PATH)"
+                )
+            endpoint = stack.enter_context(local_server(gguf))
+
+        def make(model_name: str) -> ModelClient:
+            if model_name == LOCAL and endpoint is not None:
+                return _client(
+                    settings,
+                    endpoint.model,
+                    api_base=endpoint.api_base,
+                    api_key=getattr(endpoint, "api_key", None),
+                    window=endpoint.n_ctx,
+                )
+            return _client(
+                settings, model_name, api_base=settings.api_base, api_key=settings.api_key, window=None
+            )
+
+        root = make(name)
+        sub = root if sub_name == name else make(sub_name)
+        for client in {id(root): root, id(sub): sub}.values():
+            client.check_credentials()
+        yield root, sub
+
+
+def run_ask(
+    settings: Settings,
+    input_arg: str,
+    question: str,
+    *,
+    progress: Progress | None = None,
+    stdin: Any = None,
+) -> RunResult:
+    """Answer `question` about the input; every outcome, even Ctrl-C, leaves a trace."""
+    from rlm.source import open_source
+
+    question = question.strip()
+    if not question:
+        from rlm.errors import UsageError
+
+        raise UsageError("the question is empty")
+    trace = TraceWriter(settings.trace_dir if settings.trace else None)
+    if trace.warning and progress:
+        progress("warning", {"message": trace.warning})
+    started = time.monotonic()
+    with open_source(input_arg, cache_dir=settings.cache_dir, stdin=stdin) as source:
+        profile = source.profile
+        trace.update(
+            question=question,
+            settings=settings.affecting_results(),
+            input={k: v for k, v in profile.to_dict().items() if k not in ("index_path",)},
+        )
+        engine: Engine | None = None
+        try:
+            with open_models(settings) as (root, sub):
+                trace.update(models={"root": root.model, "sub": sub.model})
+                engine = Engine(
+                    settings,
+                    path=source.path,
+                    profile=profile,
+                    question=question,
+                    root_model=root,
+                    sub_model=sub,
+                    trace=trace,
+                    progress=progress,
+                )
+                result = engine.run()
+        except KeyboardInterrupt:
+            _finish(trace, engine, "interrupted", int(ExitCode.INTERRUPTED), None, started)
+            raise
+        except BaseException as exc:
+            from rlm.errors import RlmError
+
+            if isinstance(exc, RlmError):
+                _finish(trace, engine, "error", int(exc.exit_code), None, started, error=exc.message)
+            else:
+                _finish(trace, engine, "crashed", 1, None, started, error=f"{type(exc).__name__}: {exc}")
+            raise
+        finally:
+            if engine is not None:
+                engine.close()
+    _finish(trace, engine, result.status, result.exit_code, result, started)
+    return result
+
+
+def _finish(
+    trace: TraceWriter,
+    engine: Engine | None,
+    status: str,
+    code: int,
+    result: RunResult | None,
+    started: float,
+    error: str | None = None,
+) -> None:
+    fields: dict[str, Any] = {
+        "status": status,
+        "exit_code": code,
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    if error:
+        fields["error"] = error
+    if engine is not None:
+        fields["ledger"] = engine.ledger.to_list()
+        fields["totals"] = {
+            **engine.budget.usage.to_dict(),
+            "steps": engine.steps_total,
+            "nodes": engine._node_count,
+            "sandbox_restarts": engine.restarts,
+            "largest_prompt_tokens": engine.largest_prompt,
+            "elapsed_s": round(time.monotonic() - started, 3),
+        }
+    if result is not None:
+        fields["answer"] = result.answer
+        fields["message"] = result.message
+        fields["stop"] = result.stop
+    trace.update(**fields)
