@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, BinaryIO
 
 from rlm.errors import InputError
-from rlm.textfile import MappedText, detect_encoding, line_starts, write_index
+from rlm.textfile import INDEX_FLAG_ASCII, MappedText, detect_encoding, line_starts, write_index
 
 __all__ = ["Profile", "Source", "open_source", "default_cache_dir", "HEAD_LINES", "TAIL_LINES"]
 
@@ -34,7 +34,7 @@ SAMPLE_LINE_CHARS = 200  # each head/tail line is cut to this many characters
 _HASH_CHUNK = 16 * 1024 * 1024
 _SPOOL_CHUNK = 1024 * 1024
 _FINGERPRINT_BLOCK = 64 * 1024
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 # How long a FIFO may stay silent before we call it empty (a writer that has
 # opened it but not written yet gets this long).
 FIFO_WAIT_SECONDS = 5.0
@@ -316,7 +316,9 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
     )
 
 
-def _scan(path: str, digest: str | None, transcode: bool) -> tuple[dict[str, Any], tuple[Any, int] | None]:
+def _scan(
+    path: str, digest: str | None, transcode: bool
+) -> tuple[dict[str, Any], tuple[Any, int, int] | None]:
     """One pass over the bytes: sha256 (in a thread), line starts, invalid lines."""
     size = os.path.getsize(path)
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
@@ -348,8 +350,8 @@ def _scan(path: str, digest: str | None, transcode: bool) -> tuple[dict[str, Any
             else:
                 first = 3 if mm[:3] == b"\xef\xbb\xbf" else 0
                 starts = line_starts(mm, first)
-                invalid = _count_invalid_lines(mm, starts)
-                starts_info = (starts, size)
+                invalid, all_ascii = _count_invalid_lines(mm, starts)
+                starts_info = (starts, size, INDEX_FLAG_ASCII if all_ascii else 0)
             longest = int((starts[1:] - starts[:-1]).max()) if len(starts) > 1 else 0
         finally:
             if hasher is not None:
@@ -362,12 +364,13 @@ def _scan(path: str, digest: str | None, transcode: bool) -> tuple[dict[str, Any
     return facts, starts_info
 
 
-def _count_invalid_lines(mm: Any, starts: Any) -> int:
-    """Lines holding bytes that are not valid UTF-8 (ASCII blocks are skipped fast)."""
+def _count_invalid_lines(mm: Any, starts: Any) -> tuple[int, bool]:
+    """(lines holding bytes that are not valid UTF-8, whether every byte is ASCII)."""
     import numpy as np
 
     size = len(mm)
     bad_lines: set[int] = set()
+    all_ascii = True
     for off in range(0, size, _HASH_CHUNK):
         end = min(off + _HASH_CHUNK, size)
         # Extend to the next line start so no character straddles the cut.
@@ -376,6 +379,7 @@ def _count_invalid_lines(mm: Any, starts: Any) -> int:
         block = mm[off:end]
         if block.isascii():
             continue
+        all_ascii = False
         pos = 0
         while pos < len(block):
             try:
@@ -387,7 +391,7 @@ def _count_invalid_lines(mm: Any, starts: Any) -> int:
                 bad_lines.add(line)
                 nxt = int(starts[line + 1]) - off if line + 1 < len(starts) else len(block)
                 pos = max(nxt, bad + 1)
-    return len(bad_lines)
+    return len(bad_lines), all_ascii
 
 
 def _fingerprint(path: str, size: int) -> str:
@@ -430,15 +434,15 @@ class _Cache:
         except OSError:
             pass  # an unwritable cache only costs a rescan next time
 
-    def store(self, facts: dict[str, Any], starts: Any, size: int, *, owned: list[str]) -> str:
+    def store(self, facts: dict[str, Any], starts: Any, size: int, flags: int, *, owned: list[str]) -> str:
         """Write the index (and facts); falls back to a private temp index the Source removes."""
         try:
             os.makedirs(self.directory, exist_ok=True)
-            write_index(starts, self.index_path, size)
+            write_index(starts, self.index_path, size, flags)
         except OSError:
             fd, tmp = tempfile.mkstemp(prefix="rlm-index-", suffix=".idx")
             os.close(fd)
-            write_index(starts, tmp, size)
+            write_index(starts, tmp, size, flags)
             owned.append(tmp)
             _PENDING.add(tmp)
             return tmp

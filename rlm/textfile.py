@@ -31,9 +31,22 @@ __all__ = [
     "Lines",
     "MappedText",
     "SCAN_CHUNK_BYTES",
+    "LazyPattern",
+    "LazyText",
+    "ShiftedMatch",
+    "TEXT_IN_MEMORY_MAX_BYTES",
     "build_index",
     "detect_encoding",
     "line_starts",
+    "re_compile",
+    "re_findall",
+    "re_finditer",
+    "re_fullmatch",
+    "re_match",
+    "re_search",
+    "re_split",
+    "re_sub",
+    "re_subn",
     "read_index",
     "write_index",
 ]
@@ -99,19 +112,22 @@ def line_starts(buf: Any, first: int = 0) -> Any:
     return np.concatenate(parts)
 
 
-def write_index(starts: Any, out_path: str, buffer_size: int) -> None:
+INDEX_FLAG_ASCII = 1  # every byte of the indexed buffer is ASCII
+
+
+def write_index(starts: Any, out_path: str, buffer_size: int, flags: int = 0) -> None:
     """Write a line-start array to `out_path` atomically (temp file + rename)."""
     np = _numpy()
     arr = np.ascontiguousarray(starts, dtype="<i8")
     tmp = f"{out_path}.{os.getpid()}.tmp"
     with open(tmp, "wb") as fh:
-        fh.write(_INDEX_HEADER.pack(INDEX_MAGIC, buffer_size, len(arr), 0))
+        fh.write(_INDEX_HEADER.pack(INDEX_MAGIC, buffer_size, len(arr), flags))
         fh.write(arr.tobytes())
     os.replace(tmp, out_path)
 
 
-def read_index(index_path: str, buffer_size: int) -> tuple[mmap.mmap, memoryview] | None:
-    """Map a prebuilt index; None when it is missing, corrupt or for other bytes."""
+def read_index(index_path: str, buffer_size: int) -> tuple[mmap.mmap, memoryview, int] | None:
+    """Map a prebuilt index: (mapping, int64 view, flags); None if missing, corrupt or for other bytes."""
     try:
         with open(index_path, "rb") as fh:
             if os.fstat(fh.fileno()).st_size < _INDEX_HEADER.size + 8:
@@ -119,7 +135,7 @@ def read_index(index_path: str, buffer_size: int) -> tuple[mmap.mmap, memoryview
             mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
         return None
-    magic, size, count, _ = _INDEX_HEADER.unpack_from(mm, 0)
+    magic, size, count, flags = _INDEX_HEADER.unpack_from(mm, 0)
     if magic != INDEX_MAGIC or size != buffer_size or len(mm) != _INDEX_HEADER.size + 8 * count:
         mm.close()
         return None
@@ -128,7 +144,7 @@ def read_index(index_path: str, buffer_size: int) -> tuple[mmap.mmap, memoryview
         view.release()
         mm.close()
         return None
-    return mm, view
+    return mm, view, flags
 
 
 def build_index(path: str, out_path: str) -> int:
@@ -221,7 +237,7 @@ class MappedText:
         self._char_done = False
         self._block_cache: tuple[int, str] | None = None
         self._ascii_ranges: dict[tuple[int, int], bool] = {}
-        self._all_ascii = False
+        self._all_ascii: bool | None = None  # None: not known yet
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             head = fh.read(4)
@@ -246,7 +262,8 @@ class MappedText:
 
         loaded = read_index(index_path, len(buf)) if index_path else None
         if loaded is not None:
-            self._index_mm, self._starts = loaded
+            self._index_mm, self._starts, flags = loaded
+            self._all_ascii = bool(flags & INDEX_FLAG_ASCII)
         else:
             first = 3 if (not transcode and buf[:3] == _UTF8_BOM) else 0
             self._starts_np = line_starts(buf, first)
@@ -267,10 +284,27 @@ class MappedText:
     def window_bytes(self) -> int:
         return self._wend - self._wstart
 
+    def _bytes_are_chars(self) -> bool:
+        """True when byte offsets are character offsets (single-byte or pure ASCII text)."""
+        if self._single_byte or self._all_ascii:
+            return True
+        if self._all_ascii is None:
+            # One vectorised pass (~0.1 s per GB), remembered; grep reuses the ranges.
+            self._all_ascii = all(self._is_ascii(a, b) for a, b in self._scan_ranges())
+        return self._all_ascii
+
+    def char_offset_of_byte(self, pos: int) -> int:
+        """Character offset in the window's text of absolute byte `pos` (a character boundary)."""
+        if self._bytes_are_chars():
+            return pos - self._wstart
+        self._extend_char_table(None, byte_target=pos)
+        k = min(bisect.bisect_right(self._char_bytes, pos) - 1, len(self._char_offsets) - 1)
+        return self._char_offsets[k] + len(self._decode(self._buf[self._char_bytes[k] : pos]))
+
     @property
     def n_chars(self) -> int:
-        """Characters in the window's text (a full pass the first time, unless single-byte)."""
-        if self._single_byte:
+        """Characters in the window's text (a full pass the first time, unless ASCII)."""
+        if self._bytes_are_chars():
             return self.window_bytes
         self._extend_char_table(None)
         return self._char_offsets[-1]
@@ -352,13 +386,17 @@ class MappedText:
 
     # -- characters ------------------------------------------------------------
 
-    def _extend_char_table(self, char_target: int | None) -> None:
-        """Grow the block table until it covers `char_target` (None: the whole window)."""
+    def _extend_char_table(self, char_target: int | None, byte_target: int | None = None) -> None:
+        """Grow the block table to cover `char_target` or `byte_target` (both None: the whole window)."""
         if not self._char_offsets:
             self._char_bytes = [self._wstart]
             self._char_offsets = [0]
         buf = self._buf
-        while not self._char_done and (char_target is None or self._char_offsets[-1] <= char_target):
+        while not self._char_done and (
+            (char_target is None and byte_target is None)
+            or (char_target is not None and self._char_offsets[-1] <= char_target)
+            or (byte_target is not None and self._char_bytes[-1] <= byte_target)
+        ):
             a = self._char_bytes[-1]
             b = min(a + CHAR_BLOCK_BYTES, self._wend)
             # Never split a UTF-8 sequence: move the cut past continuation bytes
@@ -386,7 +424,7 @@ class MappedText:
         start = max(0, start)
         if stop <= start:
             return ""
-        if self._single_byte:
+        if self._bytes_are_chars():
             a = self._wstart + start
             b = min(self._wstart + stop, self._wend)
             return self._decode(self._buf[a:b]) if a < b else ""
@@ -411,9 +449,15 @@ class MappedText:
         """`length` characters from character offset `start` (0-based) of the text."""
         return self.display(self.char_slice(start, start + max(0, length)))
 
-    def text(self) -> str:
-        """The window's whole text as one str (decodes all of it: costs its size in memory)."""
+    def text(self) -> str | LazyText:
+        """What model code sees as `context`: a str, or above TEXT_IN_MEMORY_MAX_BYTES a LazyText."""
+        if self.window_bytes > TEXT_IN_MEMORY_MAX_BYTES:
+            return LazyText(self)
         return self._decode(self._buf[self._wstart : self._wend])
+
+    def lazy_text(self) -> LazyText:
+        """The window's text as a LazyText whatever its size."""
+        return LazyText(self)
 
     # -- grep ------------------------------------------------------------------
 
@@ -575,3 +619,544 @@ def detect_encoding(head: bytes, requested: str = "utf-8") -> tuple[str, str, bo
 def _looks_binary(buf: Any) -> bool:
     """NUL bytes in the first 64 KiB: the usual test (git, grep) for binary data."""
     return b"\x00" in buf[:65536]
+
+
+# --------------------------------------------------------------------------- lazy text
+
+# Above this many bytes, MappedText.text() returns a LazyText instead of a str.
+#
+# Why: a str of the whole file costs its full size again on top of the mapping
+# (1x for ASCII, 2-4x for other text), plus a full decode. At 32 MiB that is at
+# most ~128 MB and ~30 ms, which buys full `str` fidelity for every small or
+# medium input; above it the worker must stay within 1.3x the file size, which
+# a full copy cannot. The LazyText answers len, indexing, slicing, `in`, count,
+# find/rfind/index, startswith/endswith, splitlines, split and iteration from
+# the mapped bytes in bounded memory (a 16 MiB chunk at a time), and the re_*
+# functions below run regexes over it chunk by chunk. bench/huge_file.py
+# measures both sides of this choice.
+TEXT_IN_MEMORY_MAX_BYTES = 32 * 1024 * 1024
+
+
+class LazyText:
+    """The text of a MappedText window as a read-only, str-like object.
+
+    Results equal those of the same operation on the decoded str, with two
+    documented limits: `splitlines()` splits on "\\n" (dropping a "\\r" before
+    it), as `context_lines` does; regexes run chunk by chunk (chunks end at line
+    ends), so a match spanning two 16 MiB chunks is not found, and a
+    non-MULTILINE `$`/`\\Z` also matches at the end of each chunk. Operations
+    that would copy the whole text (lower(), replace(), ...) raise with advice
+    instead; `str(text)` makes the full copy when it is really wanted.
+    """
+
+    __slots__ = ("_t",)
+
+    def __init__(self, text: MappedText) -> None:
+        self._t = text
+
+    # -- size and slicing --------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._t.n_chars
+
+    def __bool__(self) -> bool:
+        return self._t.window_bytes > 0
+
+    def __getitem__(self, index: int | slice) -> str:
+        if isinstance(index, slice):
+            start, stop, step = index.start, index.stop, index.step
+            if step is None or step == 1:
+                if (start is None or start >= 0) and (stop is not None and stop >= 0):
+                    return self._t.char_slice(start or 0, stop)  # no length needed
+                a, b, _ = index.indices(len(self))
+                return self._t.char_slice(a, b)
+            a, b, s = index.indices(len(self))
+            lo, hi = (a, b) if s > 0 else (b + 1, a + 1)
+            return self._t.char_slice(lo, hi)[::s] if hi > lo else ""
+        try:
+            i = index.__index__()
+        except AttributeError:
+            raise TypeError(f"string indices must be integers, not '{type(index).__name__}'") from None
+        if i < 0:
+            i += len(self)
+        ch = self._t.char_slice(i, i + 1) if i >= 0 else ""
+        if not ch:
+            raise IndexError("string index out of range")
+        return ch
+
+    def __iter__(self) -> Iterator[str]:
+        for chunk, _ in self._chunks():
+            yield from chunk
+
+    def __str__(self) -> str:
+        return self._t._decode(self._t._buf[self._t._wstart : self._t._wend])
+
+    def __repr__(self) -> str:
+        size = self._t.window_bytes
+        return (
+            f"<context: {self._t.n_lines:,} lines, {size:,} bytes of text, read lazily; "
+            f"works like a read-only str (len, slicing, in, count, find, splitlines, re.*)>"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazyText):
+            other = str(other) if other._t is not self._t else None
+            if other is None:
+                return True
+        if not isinstance(other, str):
+            return NotImplemented
+        if len(other) != len(self):
+            return False
+        pos = 0
+        for chunk, _ in self._chunks():
+            if other[pos : pos + len(chunk)] != chunk:
+                return False
+            pos += len(chunk)
+        return True
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    def __add__(self, other: str) -> str:
+        return str(self) + other
+
+    def __radd__(self, other: str) -> str:
+        return other + str(self)
+
+    # -- searching ------------------------------------------------------------
+
+    def _needle_bytes(self, sub: str) -> bytes | None:
+        """`sub` as it appears in the raw bytes, when byte search is exact for it."""
+        if "\ufffd" in sub:
+            return None  # a replacement character stands for bytes we cannot predict
+        try:
+            return sub.encode(self._t._decode_as)
+        except UnicodeEncodeError:
+            return None
+
+    def _char_range(self, start: int | None, end: int | None) -> tuple[int, int] | None:
+        if start is None and end is None:
+            return None
+        a, b, _ = slice(start, end).indices(len(self))
+        return a, b
+
+    def __contains__(self, sub: object) -> bool:
+        if not isinstance(sub, str):
+            raise TypeError(f"'in <context>' requires string as left operand, not {type(sub).__name__}")
+        return self.find(sub) >= 0
+
+    def count(self, sub: str, start: int | None = None, end: int | None = None) -> int:
+        rng = self._char_range(start, end)
+        if rng is not None:
+            a, b = rng
+            if sub == "":
+                return max(0, b - a) + 1 if a <= len(self) else 0
+            if b - a <= SCAN_CHUNK_BYTES:
+                return self._t.char_slice(a, b).count(sub)
+            return sum(1 for _ in _find_all(self._slice_chunks(a, b), sub))
+        if sub == "":
+            return len(self) + 1
+        needle = self._needle_bytes(sub)
+        if needle is None:
+            return sum(1 for _ in _find_all(self._chunks(), sub))
+        t = self._t
+        if b"\n" not in needle:
+            # Chunks end at line ends, so no match straddles two of them.
+            return sum(t._buf[a:b].count(needle) for a, b in t._scan_ranges())
+        n, pos, find = 0, t._wstart, t._buf.find
+        while True:
+            i = find(needle, pos, t._wend)
+            if i < 0:
+                return n
+            n += 1
+            pos = i + len(needle)
+
+    def find(self, sub: str, start: int | None = None, end: int | None = None) -> int:
+        t = self._t
+        rng = self._char_range(start, end)
+        if rng is not None:
+            if sub == "":
+                return rng[0] if rng[0] <= len(self) and rng[0] <= rng[1] else -1
+            for i in _find_all(self._slice_chunks(*rng), sub):
+                return i
+            return -1
+        if sub == "":
+            return 0
+        needle = self._needle_bytes(sub)
+        if needle is None:
+            for i in _find_all(self._chunks(), sub):
+                return i
+            return -1
+        i = t._buf.find(needle, t._wstart, t._wend)
+        return -1 if i < 0 else t.char_offset_of_byte(i)
+
+    def rfind(self, sub: str, start: int | None = None, end: int | None = None) -> int:
+        t = self._t
+        rng = self._char_range(start, end)
+        needle = self._needle_bytes(sub)
+        if rng is not None or needle is None or sub == "":
+            a, b = rng if rng is not None else (0, len(self))
+            if sub == "":
+                return b if a <= b else -1
+            last = -1
+            for i in _find_all(self._slice_chunks(a, b), sub, overlapping=True):
+                last = i
+            return last
+        i = t._buf.rfind(needle, t._wstart, t._wend)
+        return -1 if i < 0 else t.char_offset_of_byte(i)
+
+    def index(self, sub: str, start: int | None = None, end: int | None = None) -> int:
+        i = self.find(sub, start, end)
+        if i < 0:
+            raise ValueError("substring not found")
+        return i
+
+    def rindex(self, sub: str, start: int | None = None, end: int | None = None) -> int:
+        i = self.rfind(sub, start, end)
+        if i < 0:
+            raise ValueError("substring not found")
+        return i
+
+    def startswith(self, prefix: str | tuple[str, ...], start: int = 0) -> bool:
+        options = (prefix,) if isinstance(prefix, str) else prefix
+        return any(self._t.char_slice(start, start + len(p)) == p for p in options)
+
+    def endswith(self, suffix: str | tuple[str, ...]) -> bool:
+        options = (suffix,) if isinstance(suffix, str) else suffix
+        n = len(self)
+        return any(self._t.char_slice(n - len(s), n) == s if len(s) <= n else False for s in options)
+
+    # -- splitting --------------------------------------------------------------
+
+    def splitlines(self, keepends: bool = False) -> Sequence[str]:
+        """The lines; without keepends this is `context_lines` itself (no copy)."""
+        if not keepends:
+            return self._t.lines
+        out: list[str] = []
+        for chunk, _ in self._chunks():
+            out.extend(chunk.splitlines(True))
+        return out
+
+    def split(self, sep: str | None = None, maxsplit: int = -1) -> list[str]:
+        """As str.split; builds the list (its memory is the caller's choice)."""
+        if sep == "":
+            raise ValueError("empty separator")
+        if maxsplit >= 0:
+            if sep is None:
+                return str(self).split(None, maxsplit)
+            cuts = []
+            for i in _find_all(self._chunks(), sep):
+                if len(cuts) == maxsplit:
+                    break
+                cuts.append(i)
+            edges = [0, *(x for c in cuts for x in (c, c + len(sep))), len(self)]
+            return [self._t.char_slice(edges[k], edges[k + 1]) for k in range(0, len(edges), 2)]
+        out: list[str] = []
+        carry = ""
+        for chunk, _ in self._chunks():
+            buf = carry + chunk
+            if sep is not None:
+                parts = buf.split(sep)
+                carry = parts.pop()
+            else:
+                parts = buf.split()
+                # The last word may go on in the next chunk unless whitespace ends this one.
+                carry = "" if not buf or buf[-1].isspace() or not parts else parts.pop()
+            out.extend(parts)
+        if sep is not None or carry:
+            out.append(carry)
+        return out
+
+    # -- chunks -------------------------------------------------------------------
+
+    def _chunks(self) -> Iterator[tuple[str, int]]:
+        """(decoded chunk, its character offset), chunks ending at line ends."""
+        t = self._t
+        pos = 0
+        for a, b in t._scan_ranges():
+            text = t._decode(t._buf[a:b])
+            yield text, pos
+            pos += len(text)
+
+    def _slice_chunks(self, a: int, b: int) -> Iterator[tuple[str, int]]:
+        pos = a
+        while pos < b:
+            hi = min(b, pos + SCAN_CHUNK_BYTES)
+            yield self._t.char_slice(pos, hi), pos
+            pos = hi
+
+    def __getattr__(self, name: str) -> Any:
+        if hasattr(str, name):
+            raise AttributeError(
+                f"context.{name}() would copy the whole {self._t.window_bytes:,}-byte text; "
+                f"call it on a slice (context[a:b].{name}()) or on lines (context_lines), "
+                f"or use grep()/re.findall(...) which read the file lazily"
+            )
+        raise AttributeError(f"'context' has no attribute {name!r}")
+
+
+def _find_all(chunks: Iterator[tuple[str, int]], sub: str, overlapping: bool = False) -> Iterator[int]:
+    """Offsets of a non-empty `sub` across chunks; non-overlapping as str.count counts."""
+    keep = len(sub) - 1
+    step = 1 if overlapping else len(sub)
+    carry = ""
+    next_ok = 0  # absolute offset before which the next match may not start
+    for chunk, at in chunks:
+        buf = carry + chunk
+        base = at - len(carry)
+        i = buf.find(sub, max(0, next_ok - base))
+        while i >= 0:
+            yield base + i
+            next_ok = base + i + step
+            i = buf.find(sub, i + step)
+        carry = buf[max(len(buf) - keep, next_ok - base, 0) :] if keep > 0 else ""
+
+
+# --------------------------------------------------------------------------- re over lazy text
+#
+# The sandbox routes its `re` module's compile, search, match, fullmatch,
+# findall, finditer, sub, subn and split through these. With a str they are
+# exactly `re`'s; with a LazyText they run chunk by chunk (see LazyText's
+# docstring for the two limits), and match objects report offsets in the
+# whole text.
+
+
+class ShiftedMatch:
+    """A match found in one chunk, reporting positions in the whole text."""
+
+    __slots__ = ("_m", "_d")
+
+    def __init__(self, m: re.Match[str], delta: int) -> None:
+        self._m = m
+        self._d = delta
+
+    def group(self, *groups: int | str) -> Any:
+        return self._m.group(*groups)
+
+    def __getitem__(self, g: int | str) -> Any:
+        return self._m[g]
+
+    def groups(self, default: Any = None) -> tuple[Any, ...]:
+        return self._m.groups(default)
+
+    def groupdict(self, default: Any = None) -> dict[str, Any]:
+        return self._m.groupdict(default)
+
+    def expand(self, template: str) -> str:
+        return self._m.expand(template)
+
+    def start(self, group: int | str = 0) -> int:
+        s = self._m.start(group)
+        return s + self._d if s >= 0 else -1
+
+    def end(self, group: int | str = 0) -> int:
+        e = self._m.end(group)
+        return e + self._d if e >= 0 else -1
+
+    def span(self, group: int | str = 0) -> tuple[int, int]:
+        return self.start(group), self.end(group)
+
+    @property
+    def re(self) -> re.Pattern[str]:
+        return self._m.re
+
+    @property
+    def lastindex(self) -> int | None:
+        return self._m.lastindex
+
+    @property
+    def lastgroup(self) -> str | None:
+        return self._m.lastgroup
+
+    @property
+    def string(self) -> str:
+        """The chunk the match was found in (not the whole text)."""
+        return self._m.string
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return f"<re.Match object; span={self.span()!r}, match={self._m.group()!r}>"
+
+
+def _as_pattern(pattern: Any, flags: int) -> re.Pattern[str]:
+    if isinstance(pattern, LazyPattern):
+        pattern = pattern.pattern_object
+    if isinstance(pattern, re.Pattern):
+        if flags:
+            raise ValueError("cannot process flags argument with a compiled pattern")
+        return pattern
+    return re.compile(pattern, flags)
+
+
+def _chunk_matches(p: re.Pattern[str], text: LazyText) -> Iterator[tuple[re.Match[str], int]]:
+    """(match, delta to add to its offsets) over the chunks of `text`, in order."""
+    prev = ""
+    for chunk, at in text._chunks():
+        # One character of the previous chunk in front, searched from 1: `^`, `\A`,
+        # `\b` and one-character lookbehinds see the true context at the seam.
+        buf = prev + chunk
+        for m in p.finditer(buf, len(prev)):
+            yield m, at - len(prev)
+        if chunk:
+            prev = chunk[-1]
+
+
+def _wrap(m: re.Match[str], delta: int) -> re.Match[str] | ShiftedMatch:
+    return m if delta == 0 else ShiftedMatch(m, delta)
+
+
+def re_findall(pattern: Any, string: Any, flags: int = 0) -> list[Any]:
+    p = _as_pattern(pattern, flags)
+    if not isinstance(string, LazyText):
+        return p.findall(string)
+    out: list[Any] = []
+    prev = ""
+    for chunk, _ in string._chunks():
+        out.extend(p.findall(prev + chunk, len(prev)))
+        if chunk:
+            prev = chunk[-1]
+    return out
+
+
+def re_finditer(pattern: Any, string: Any, flags: int = 0) -> Iterator[Any]:
+    p = _as_pattern(pattern, flags)
+    if not isinstance(string, LazyText):
+        return p.finditer(string)
+    return (_wrap(m, d) for m, d in _chunk_matches(p, string))
+
+
+def re_search(pattern: Any, string: Any, flags: int = 0) -> Any:
+    p = _as_pattern(pattern, flags)
+    if not isinstance(string, LazyText):
+        return p.search(string)
+    for m, d in _chunk_matches(p, string):
+        return _wrap(m, d)
+    return None
+
+
+def re_match(pattern: Any, string: Any, flags: int = 0) -> Any:
+    p = _as_pattern(pattern, flags)
+    if not isinstance(string, LazyText):
+        return p.match(string)
+    for chunk, _ in string._chunks():
+        return p.match(chunk)  # at the start of the text: the first chunk decides
+    return p.match("")
+
+
+def re_fullmatch(pattern: Any, string: Any, flags: int = 0) -> Any:
+    p = _as_pattern(pattern, flags)
+    # A full match must see all of the text: this one really decodes it whole.
+    return p.fullmatch(str(string))
+
+
+def re_subn(pattern: Any, repl: Any, string: Any, count: int = 0, flags: int = 0) -> tuple[str, int]:
+    p = _as_pattern(pattern, flags)
+    if not isinstance(string, LazyText):
+        return p.subn(repl, string, count)
+    out: list[str] = []
+    n = 0
+    last = 0  # offset in the whole text up to which output has been written
+    for m, d in _chunk_matches(p, string):
+        if count and n >= count:
+            break
+        s, e = m.start() + d, m.end() + d
+        out.append(string[last:s])
+        out.append(repl(_wrap(m, d)) if callable(repl) else m.expand(repl))
+        last = e
+        n += 1
+    out.append(string._t.char_slice(last, len(string)))
+    return "".join(out), n
+
+
+def re_sub(pattern: Any, repl: Any, string: Any, count: int = 0, flags: int = 0) -> str:
+    if not isinstance(string, LazyText):
+        return _as_pattern(pattern, flags).sub(repl, string, count)
+    return re_subn(pattern, repl, string, count, flags)[0]
+
+
+def re_split(pattern: Any, string: Any, maxsplit: int = 0, flags: int = 0) -> list[Any]:
+    p = _as_pattern(pattern, flags)
+    if not isinstance(string, LazyText):
+        return p.split(string, maxsplit)
+    out: list[Any] = []
+    last = 0
+    n = 0
+    for m, d in _chunk_matches(p, string):
+        if maxsplit and n >= maxsplit:
+            break
+        out.append(string._t.char_slice(last, m.start() + d))
+        out.extend(m.groups())
+        last = m.end() + d
+        n += 1
+    out.append(string._t.char_slice(last, len(string)))
+    return out
+
+
+def re_compile(pattern: Any, flags: int = 0) -> LazyPattern:
+    return LazyPattern(_as_pattern(pattern, flags))
+
+
+class LazyPattern:
+    """A compiled pattern whose methods also accept a LazyText."""
+
+    __slots__ = ("pattern_object",)
+
+    def __init__(self, p: re.Pattern[str]) -> None:
+        self.pattern_object = p
+
+    def _plain(self, string: Any, pos: int, endpos: int | None) -> bool:
+        return not isinstance(string, LazyText) or pos != 0 or endpos is not None
+
+    def _str(self, string: Any) -> Any:
+        return str(string) if isinstance(string, LazyText) else string
+
+    def search(self, string: Any, pos: int = 0, endpos: int | None = None) -> Any:
+        if self._plain(string, pos, endpos):
+            return self.pattern_object.search(self._str(string), pos, *(() if endpos is None else (endpos,)))
+        return re_search(self.pattern_object, string)
+
+    def match(self, string: Any, pos: int = 0, endpos: int | None = None) -> Any:
+        if self._plain(string, pos, endpos):
+            return self.pattern_object.match(self._str(string), pos, *(() if endpos is None else (endpos,)))
+        return re_match(self.pattern_object, string)
+
+    def fullmatch(self, string: Any, pos: int = 0, endpos: int | None = None) -> Any:
+        args = () if endpos is None else (endpos,)
+        return self.pattern_object.fullmatch(self._str(string), pos, *args)
+
+    def findall(self, string: Any, pos: int = 0, endpos: int | None = None) -> list[Any]:
+        if self._plain(string, pos, endpos):
+            return self.pattern_object.findall(self._str(string), pos, *(() if endpos is None else (endpos,)))
+        return re_findall(self.pattern_object, string)
+
+    def finditer(self, string: Any, pos: int = 0, endpos: int | None = None) -> Iterator[Any]:
+        if self._plain(string, pos, endpos):
+            return self.pattern_object.finditer(
+                self._str(string), pos, *(() if endpos is None else (endpos,))
+            )
+        return re_finditer(self.pattern_object, string)
+
+    def sub(self, repl: Any, string: Any, count: int = 0) -> str:
+        return re_sub(self.pattern_object, repl, string, count)
+
+    def subn(self, repl: Any, string: Any, count: int = 0) -> tuple[str, int]:
+        return re_subn(self.pattern_object, repl, string, count)
+
+    def split(self, string: Any, maxsplit: int = 0) -> list[Any]:
+        return re_split(self.pattern_object, string, maxsplit)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.pattern_object, name)  # pattern, flags, groups, groupindex
+
+    def __repr__(self) -> str:
+        return repr(self.pattern_object)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazyPattern):
+            other = other.pattern_object
+        return self.pattern_object == other
+
+    def __hash__(self) -> int:
+        return hash(self.pattern_object)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rlm.textfile import GrepResult, MappedText, build_index, read_index
+import rlm.textfile as tf
+from rlm.textfile import GrepResult, LazyText, MappedText, build_index, read_index
 
 DATA = Path("/work/shared/data")
 APACHE = DATA / "elastic" / "apache_logs"
@@ -201,8 +202,10 @@ def test_prebuilt_index_is_used_and_checked(tmp_path: Path) -> None:
     assert build_index(path, idx) == 5000
     loaded = read_index(idx, len(data))
     assert loaded is not None
-    loaded[1].release()
-    loaded[0].close()
+    mm, view, flags = loaded
+    assert flags == 0 and len(view) == 5001 and view[-1] == len(data)
+    view.release()
+    mm.close()
     with MappedText(path, index_path=idx, start_line=4001, end_line=4003) as t:
         assert t._index_mm is not None  # the prebuilt index is mapped, not rebuilt
         assert list(t.lines) == ["row 4000", "row 4001", "row 4002"]
@@ -212,3 +215,120 @@ def test_prebuilt_index_is_used_and_checked(tmp_path: Path) -> None:
     other = _write(tmp_path, "rows2.txt", data + b"row extra\n")
     with MappedText(other, index_path=idx) as t:
         assert t._index_mm is None and t.n_lines == 5001 and t.lines[-1] == "row extra"
+
+
+# --------------------------------------------------------------------------- LazyText and re_*
+
+
+SAMPLE = (
+    "alpha beta\nGamma δelta ünïcode\r\n\nline with error 500 and 503\n"
+    "ab ab abab aba\nweiß straße\nlast line without newline"
+) * 7
+
+
+@pytest.fixture(params=[37, 64, 1 << 20], ids=["chunk37", "chunk64", "chunk1M"])
+def lazy_pair(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # Tiny chunks put seams everywhere: every result must still equal the str's.
+    monkeypatch.setattr(tf, "SCAN_CHUNK_BYTES", request.param)
+    monkeypatch.setattr(tf, "CHAR_BLOCK_BYTES", max(16, request.param // 2))
+    path = _write(tmp_path, "lazy.txt", SAMPLE.encode())
+    t = MappedText(path)
+    lazy = t.lazy_text()
+    assert len(list(t._scan_ranges())) > (1 if request.param < 1000 else 0)
+    yield lazy, SAMPLE
+    t.close()
+
+
+def test_lazy_text_behaves_like_str(lazy_pair: tuple[LazyText, str]) -> None:
+    lazy, s = lazy_pair
+    assert len(lazy) == len(s)
+    assert str(lazy) == s and lazy == s and lazy != s + "x"
+    for i in (0, 1, 17, 100, len(s) - 1, -1, -len(s)):
+        assert lazy[i] == s[i]
+    with pytest.raises(IndexError):
+        lazy[len(s)]
+    for a, b, c in [
+        (0, 10, None),
+        (5, 300, None),
+        (-40, None, None),
+        (None, -3, None),
+        (3, 90, 4),
+        (None, None, -7),
+    ]:
+        assert lazy[a:b:c] == s[a:b:c], (a, b, c)
+    for sub in ["ab", "aba", "\n", "\r\n", "δelta", "ß", "503\nab", "without newline" + "alpha", "zzz", "a"]:
+        assert lazy.count(sub) == s.count(sub), sub
+        assert lazy.find(sub) == s.find(sub), sub
+        assert lazy.rfind(sub) == s.rfind(sub), sub
+        assert (sub in lazy) == (sub in s), sub
+        assert lazy.count(sub, 50, 400) == s.count(sub, 50, 400), sub
+        assert lazy.find(sub, 100) == s.find(sub, 100), sub
+    assert lazy.count("") == s.count("") and lazy.find("") == 0
+    assert lazy.index("weiß") == s.index("weiß")
+    with pytest.raises(ValueError):
+        lazy.index("not there")
+    assert lazy.startswith("alpha") and lazy.startswith(("x", "alpha b"))
+    assert lazy.endswith("newline") and not lazy.endswith("alpha")
+    assert "".join(lazy) == s
+    assert lazy.split("\n") == s.split("\n")
+    assert lazy.split("ab") == s.split("ab")
+    assert lazy.split() == s.split()
+    assert lazy.split("\n", 3) == s.split("\n", 3)
+    assert lazy.splitlines(True) == s.splitlines(True)
+    assert list(lazy.splitlines()) == [x.removesuffix("\r") for x in s.split("\n")]
+    assert "lines" in repr(lazy)
+    with pytest.raises(AttributeError, match="would copy the whole"):
+        lazy.lower()
+
+
+@pytest.mark.parametrize(
+    "pattern,flags",
+    [
+        (r"\d+", 0),
+        (r"(\w+) (\w+)", 0),
+        (r"(?P<code>5\d\d)|(?P<word>ab)", 0),
+        (r"^\w+", re.MULTILINE),
+        (r"^alpha", 0),
+        (r"\bab\b", 0),
+        (r"line.*$", re.MULTILINE),
+        (r"ü\w+", re.IGNORECASE),
+    ],
+)
+def test_re_functions_match_re_on_lazy_text(
+    lazy_pair: tuple[LazyText, str], pattern: str, flags: int
+) -> None:
+    lazy, s = lazy_pair
+    assert tf.re_findall(pattern, lazy, flags) == re.findall(pattern, s, flags)
+    assert [m.span() for m in tf.re_finditer(pattern, lazy, flags)] == [
+        m.span() for m in re.finditer(pattern, s, flags)
+    ]
+    got, want = tf.re_search(pattern, lazy, flags), re.search(pattern, s, flags)
+    assert (got and (got.span(), got.group())) == (want and (want.span(), want.group()))
+    assert tf.re_sub(pattern, "<\\g<0>>", lazy, flags=flags) == re.sub(pattern, "<\\g<0>>", s, flags=flags)
+    assert tf.re_subn(pattern, lambda m: str(m.start()), lazy, count=5, flags=flags) == re.subn(
+        pattern, lambda m: str(m.start()), s, count=5, flags=flags
+    )
+    assert tf.re_split(pattern, lazy, flags=flags) == re.split(pattern, s, flags=flags)
+    compiled = tf.re_compile(pattern, flags)
+    assert compiled.findall(lazy) == re.compile(pattern, flags).findall(s)
+    assert compiled.findall(s) == re.findall(pattern, s, flags)
+    assert compiled.pattern == pattern
+
+
+def test_re_functions_pass_str_through() -> None:
+    assert tf.re_findall(r"\d", "a1b22") == ["1", "2", "2"]
+    assert tf.re_match("a", "abc").span() == (0, 1)
+    assert tf.re_fullmatch(r"a\w+", "abc") is not None
+    with pytest.raises(re.error):
+        tf.re_findall("(", "x")
+
+
+def test_text_switches_to_lazy_above_the_threshold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _write(tmp_path, "t.txt", b"x 1\ny 2\n" * 100)
+    with MappedText(path) as t:
+        assert isinstance(t.text(), str)
+        monkeypatch.setattr(tf, "TEXT_IN_MEMORY_MAX_BYTES", 100)
+        ctx = t.text()
+        assert isinstance(ctx, LazyText)
+        assert ctx.count("x") == 100 and "y 2" in ctx and len(ctx) == 800
+        assert tf.re_findall(r"y (\d)", ctx) == ["2"] * 100
