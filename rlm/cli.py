@@ -17,6 +17,7 @@ from rlm import __version__
 from rlm.errors import ExitCode, RlmError
 from rlm.local.cli import app as local_app
 from rlm.redact import redact, redact_text
+from rlm.replay_cli import logs_command, replay_command
 
 app = typer.Typer(
     name="rlm",
@@ -26,6 +27,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(local_app, name="local")
+app.command("replay")(replay_command)
+app.command("logs")(logs_command)
 
 
 def _version(value: bool) -> None:

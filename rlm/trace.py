@@ -67,6 +67,7 @@ class TraceWriter:
             "nodes": [],
             "steps": [],
             "subcalls": [],
+            "bridge_calls": [],
             "ledger": [],
             "synthesis": None,
             "answer": None,
@@ -104,6 +105,12 @@ class TraceWriter:
     def add_subcall(self, call: dict[str, Any]) -> None:
         with self._lock:
             self.doc["subcalls"].append(call)
+        self.flush()
+
+    def add_bridge_call(self, call: dict[str, Any]) -> None:
+        """What an llm_query/partition_map called from model code returned, so --verify can serve it."""
+        with self._lock:
+            self.doc["bridge_calls"].append(call)
         self.flush()
 
     def flush(self) -> None:
