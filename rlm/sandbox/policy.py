@@ -726,6 +726,17 @@ class Interpreter:
 
     # -- public ------------------------------------------------------------
 
+    @property
+    def protected(self) -> dict[str, object]:
+        """The names re-injected before every cell; assign to replace them
+        (e.g. to add `context` only for the cells that use it)."""
+        return dict(self._protected)
+
+    @protected.setter
+    def protected(self, value: Mapping[str, object]) -> None:
+        self._protected = dict(value)
+        self._protected_ids = frozenset(id(v) for v in self._protected.values())
+
     def update_protected(self, names: Mapping[str, object]) -> None:
         """Add or replace protected names (e.g. `context`, bound only for cells that use it)."""
         self._protected.update(names)
@@ -849,12 +860,11 @@ class Interpreter:
         table.update(_REFUSED_BUILTINS)
         out = self._out
         user_classes = self._user_classes
-        protected_ids = self._protected_ids
         writable_exact = frozenset({dict, list, bytearray, collections.defaultdict, collections.Counter})
         writable_any = (dict, list, bytearray, collections.deque, collections.UserDict, collections.UserList)
 
         def guarded_write(ob: Any) -> Any:
-            if id(ob) in protected_ids:
+            if id(ob) in self._protected_ids:
                 raise TypeError("the sandbox's own objects (context, helpers) are read-only")
             t = _REAL_TYPE(ob)
             if t in writable_exact or t in user_classes or isinstance(ob, writable_any):
