@@ -59,11 +59,16 @@ SCAN_CHUNK_BYTES = 16 * 1024 * 1024
 # text). A block is decoded whole when a peek lands in it: ~1 ms per block.
 CHAR_BLOCK_BYTES = 1024 * 1024
 
+# Threads for vectorised scans (index build, literal grep); numpy drops the GIL.
+MAX_SCAN_THREADS = 4
+
 INDEX_MAGIC = b"RLMIDX01"
 # magic, byte size of the indexed buffer, number of int64 entries, first data byte
 _INDEX_HEADER = struct.Struct("<8sQQQ")
 
 _UTF8_BOM = b"\xef\xbb\xbf"
+_REGEX_SPECIAL = set(".^$*+?{}[]|()\\")
+_LITERAL_ESCAPE = re.compile(r"\\([^A-Za-z0-9])")  # "\." and the like stand for the character
 # Encodings whose bytes map one to one onto characters: offsets need no table.
 _SINGLE_BYTE = {"latin-1", "iso8859-1", "ascii", "cp1252", "cp1250", "cp1251", "iso8859-15"}
 _CONTROL_TO_DOT = {c: "." for c in range(32) if c != 9}
@@ -99,17 +104,34 @@ def line_starts(buf: Any, first: int = 0) -> Any:
     size = len(buf)
     if first >= size:
         return np.array([size], dtype=np.int64)
-    parts = [np.array([first], dtype=np.int64)]
-    for off in range(first, size, SCAN_CHUNK_BYTES):
-        n = min(SCAN_CHUNK_BYTES, size - off)
-        chunk = np.frombuffer(buf, dtype=np.uint8, count=n, offset=off)
+
+    def newlines(off: int) -> Any:
+        chunk = np.frombuffer(buf, dtype=np.uint8, count=min(SCAN_CHUNK_BYTES, size - off), offset=off)
         hits = np.flatnonzero(chunk == 10)
-        del chunk
         hits += off + 1
-        parts.append(hits.astype(np.int64, copy=False))
+        return hits
+
+    parts = [np.array([first], dtype=np.int64)]
+    parts.extend(_parallel_map(newlines, range(first, size, SCAN_CHUNK_BYTES)))
     if buf[size - 1] != 10:
         parts.append(np.array([size], dtype=np.int64))
-    return np.concatenate(parts)
+    return np.concatenate(parts).astype(np.int64, copy=False)
+
+
+def _parallel_map(fn: Any, items: Sequence[Any]) -> Iterator[Any]:
+    """map() over threads when there is more than one item and core, results in order.
+
+    numpy's comparisons and searches release the GIL, so the chunks of one scan
+    run on all cores; plain Python work would not gain from this.
+    """
+    workers = min(MAX_SCAN_THREADS, os.cpu_count() or 1, len(items))
+    if workers <= 1:
+        yield from map(fn, items)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlm-scan") as pool:
+        yield from pool.map(fn, items)
 
 
 INDEX_FLAG_ASCII = 1  # every byte of the indexed buffer is ASCII
@@ -468,7 +490,11 @@ class MappedText:
         """
         flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
         compiled = re.compile(pattern, flags)
-        lines = self._grep_ranges(compiled, self._bytes_pattern(pattern, flags))
+        needle = self._literal_needle(pattern, ignore_case)
+        if needle is not None:
+            lines = self._grep_literal(needle, ignore_case, compiled)
+        else:
+            lines = self._grep_ranges(compiled, self._bytes_pattern(pattern, flags))
         total = 0
         shown: list[int] = []
         for line_numbers in lines:
@@ -477,6 +503,77 @@ class MappedText:
                 shown.extend(line_numbers[: max_matches - len(shown)])
         matches = [(ln, self.display(self._line(ln - 1))) for ln in shown]
         return GrepResult(total=total, matches=matches)
+
+    def _literal_needle(self, pattern: str, ignore_case: bool) -> bytes | None:
+        """The bytes to look for when `pattern` is a plain string (escapes allowed).
+
+        Such a pattern is found by vectorised byte comparisons instead of the
+        regex engine; byte matches are exactly text matches for UTF-8 and
+        single-byte text (a character's encoding never starts inside another's).
+        """
+        text = _LITERAL_ESCAPE.sub(r"\1", pattern)
+        if not pattern or "\\" in text or any(c in _REGEX_SPECIAL for c in _LITERAL_ESCAPE.sub("", pattern)):
+            return None
+        if "\n" in text or "\r" in text or (ignore_case and not text.isascii()):
+            return None
+        if self._decode_as != "utf-8" and not self._single_byte:
+            return None
+        try:
+            return text.encode(self._decode_as)
+        except UnicodeEncodeError:
+            return None
+
+    def _needle_order(self, needle: bytes, ignore_case: bool) -> list[int]:
+        """Needle positions, rarest byte first (frequencies sampled from the window's start)."""
+        np = _numpy()
+        sample = np.frombuffer(self._buf, np.uint8, min(65536, self.window_bytes), self._wstart)
+        freq = np.bincount(sample, minlength=256)
+        if ignore_case:
+            freq = freq.copy()
+            for c in range(65, 91):
+                freq[c] = freq[c + 32] = freq[c] + freq[c + 32]
+        return sorted(range(len(needle)), key=lambda k: (int(freq[needle[k]]), k))
+
+    def _grep_literal(self, needle: bytes, ignore_case: bool, pat: re.Pattern[str]) -> Iterator[list[int]]:
+        """Distinct matching line numbers for a literal, by vectorised comparisons on all cores."""
+        np = _numpy()
+        starts_np = self._starts_array()
+        order = self._needle_order(needle, ignore_case)
+        size, buf = len(needle), self._buf
+        # Unicode case folding lets "k"/"s" match non-ASCII letters (K, ſ): exact
+        # on ASCII ranges only; other ranges take the decoded-text path.
+        folds_wide = ignore_case and any(c in b"kKsS" for c in needle)
+
+        def equal(arr: Any, c: int) -> Any:
+            if ignore_case and 65 <= (c | 0x20) - 32 <= 90:
+                return (arr | 0x20) == (c | 0x20)
+            return arr == c
+
+        def scan(rng: tuple[int, int]) -> Any:
+            a, b = rng
+            if folds_wide and not self._is_ascii(a, b):
+                return np.asarray(self._grep_text_range(pat, a, b), dtype=np.int64) + (self._first - 1)
+            arr = np.frombuffer(buf, np.uint8, b - a, a)
+            j = order[0]
+            cand = np.flatnonzero(equal(arr, needle[j]))
+            cand -= j
+            cand = cand[(cand >= 0) & (cand <= len(arr) - size)]
+            for k in order[1:]:
+                if not len(cand):
+                    break
+                cand = cand[equal(arr[cand + k], needle[k])]
+            if not len(cand):
+                return cand
+            g = np.searchsorted(starts_np, cand + a, side="right") - 1
+            return g[np.concatenate(([True], g[1:] != g[:-1]))]
+
+        last = -1
+        for g in _parallel_map(scan, list(self._scan_ranges())):
+            if len(g) and g[0] == last:
+                g = g[1:]
+            if len(g):
+                last = int(g[-1])
+                yield (g - (self._first - 1)).tolist()
 
     def _bytes_pattern(self, pattern: str, flags: int) -> re.Pattern[bytes] | None:
         """The pattern compiled for the raw bytes, when that gives the same lines.

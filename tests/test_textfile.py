@@ -332,3 +332,32 @@ def test_text_switches_to_lazy_above_the_threshold(tmp_path: Path, monkeypatch: 
         assert isinstance(ctx, LazyText)
         assert ctx.count("x") == 100 and "y 2" in ctx and len(ctx) == 800
         assert tf.re_findall(r"y (\d)", ctx) == ["2"] * 100
+
+
+@pytest.mark.parametrize(
+    "pattern,ignore_case",
+    [
+        ("GET /", False),
+        ("get /", True),
+        (r"Mozilla/5\.0", False),
+        ("KiBaNa", True),
+        ("ü", False),
+        ("zz", False),
+    ],
+)
+def test_literal_fast_path_equals_regex_path(
+    pattern: str, ignore_case: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = APACHE.read_bytes()[:300_000] if APACHE.exists() else b"GET / x\n" * 5000
+    body += "über ünï Kelvin \u212aibana\n".encode() * 3
+    path = _write(tmp_path, "mix.log", body)
+    monkeypatch.setattr(tf, "SCAN_CHUNK_BYTES", 4096)  # many ranges, several threads
+    with MappedText(path) as t:
+        assert t._literal_needle(pattern, ignore_case) is not None
+        fast = t.grep(pattern, max_matches=20, ignore_case=ignore_case)
+        monkeypatch.setattr(MappedText, "_literal_needle", lambda self, p, ic: None)
+        slow = t.grep(pattern, max_matches=20, ignore_case=ignore_case)
+    assert fast == slow
+    lines = body.decode().splitlines()
+    flags = re.IGNORECASE if ignore_case else 0
+    assert fast.total == sum(1 for s in lines if re.search(pattern, s, flags))
