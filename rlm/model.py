@@ -94,6 +94,9 @@ def _classify(exc: BaseException) -> str:
     name = type(exc).__name__
     if name in ("AuthenticationError", "PermissionDeniedError", "NotFoundError"):
         return "config"
+    text = str(exc).lower()
+    if "missing credentials" in text or "api_key client option must be set" in text:
+        return "config"  # some providers report a missing key as a server error
     if name in ("ContextWindowExceededError", "BadRequestError", "UnprocessableEntityError"):
         return "fatal"
     if name in _RETRYABLE_NAMES or isinstance(exc, TimeoutError | ConnectionError):
@@ -169,6 +172,9 @@ class ModelClient:
         if self.api_base or self.api_key or self.model.startswith("scripted/"):
             return
         litellm = load_litellm()
+        # An empty variable is no key, but litellm counts it as present.
+        for name in [k for k, v in os.environ.items() if not v.strip() and k.endswith(("_API_KEY", "_TOKEN"))]:
+            del os.environ[name]
         try:
             env = litellm.validate_environment(model=self.model)
         except Exception:

@@ -229,6 +229,8 @@ class Worker:
                 reply = self.handle(req)
             except BridgeError as exc:
                 reply = {"ok": False, "error": str(exc)}
+            except Exception as exc:  # a fault of ours, not of the model's code: report it, keep serving
+                reply = {"ok": False, "error": f"internal error in the sandbox: {type(exc).__name__}: {exc}"}
             self.send(reply)
 
 
@@ -238,6 +240,20 @@ def _cpu_timer() -> tuple[Any, Any] | None:
     except ImportError:
         return None
     return arm_cpu_timer, disarm_cpu_timer
+
+
+# Imported before lock-down: afterwards no file can be opened, so a lazy import would fail.
+_PRELOAD = ("numpy", "_strptime", "encodings.utf_16", "encodings.latin_1", "encodings.cp1252", "unicodedata")
+
+
+def _preload() -> None:
+    import importlib
+
+    for name in _PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
 
 
 def _apply_os_limits(spec: dict[str, Any]) -> dict[str, Any]:
@@ -269,6 +285,7 @@ def main() -> None:
             json.dumps({"ready": False, "error": f"{type(exc).__name__}: {exc}"}).encode() + b"\n"
         )
         return
+    _preload()
     sandbox = _apply_os_limits(spec) if spec.get("os_limits", True) else {"active": [], "missing": []}
     worker.send({"ready": True, "n_lines": worker.text.n_lines, "sandbox": sandbox})
     worker.serve()

@@ -1,0 +1,65 @@
+"""Shared test helpers: the real data, scripted models, running the CLI as a user does."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+
+
+def shared_data_dir() -> Path:
+    """../shared/data beside the checkout (RLM_SHARED_DATA overrides)."""
+    explicit = os.environ.get("RLM_SHARED_DATA")
+    return Path(explicit) if explicit else ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    path = shared_data_dir()
+    if not path.is_dir():
+        pytest.fail(f"the shared data folder is missing: {path} (set RLM_SHARED_DATA)")
+    return path
+
+
+@pytest.fixture
+def apache_log(shared_data: Path) -> Path:
+    return shared_data / "elastic" / "apache_logs"
+
+
+def write_script(path: Path, replies: list[Any] | dict[str, Any]) -> str:
+    """Write a scripted-provider script; returns the model string that plays it."""
+    path.write_text(json.dumps(replies), encoding="utf-8")
+    return f"scripted/{path}"
+
+
+def run_cli(args: list[str], *, cwd: Path, env: dict[str, str] | None = None, stdin: bytes | None = None,
+            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`rlm ARGS` in a subprocess, as a user would run it."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("RLM_")}
+    full_env.update(
+        {"RLM_RETRY_BASE_DELAY": "0.01", "XDG_CONFIG_HOME": str(cwd / ".config"), "RLM_CACHE_DIR": str(cwd / ".cache")}
+    )
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "rlm", *args],
+        cwd=cwd,
+        env=full_env,
+        input=stdin,
+        capture_output=True,
+        timeout=timeout,
+        text=stdin is None,
+    )
+
+
+def latest_trace(directory: Path) -> dict[str, Any]:
+    traces = sorted((directory / "traces").glob("*.json"))
+    assert traces, f"no trace written in {directory / 'traces'}"
+    return json.loads(traces[-1].read_text())

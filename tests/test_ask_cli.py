@@ -1,0 +1,253 @@
+"""`rlm ask` end to end through the CLI, with the scripted provider inside litellm."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from conftest import latest_trace, run_cli, write_script
+
+
+def _count(path: Path, needle: str) -> int:
+    return sum(1 for line in path.read_text(errors="replace").splitlines() if needle in line)
+
+
+def test_grep_execute_final_over_real_apache_log(tmp_path: Path, apache_log: Path) -> None:
+    expected = _count(apache_log, '" 404 ')
+    answer = f"There were {expected} requests with status 404 [F2]."
+    model = write_script(
+        tmp_path / "s.json",
+        [
+            {"content": "First a look at the status codes.", "tool": "grep", "args": {"pattern": '" 404 ', "max_matches": 3}},
+            {"tool": "execute", "args": {"code": "n = sum(1 for l in context_lines if '\" 404 ' in l)\nprint(n)"}},
+            {"tool": "final", "args": {"answer": f"{expected} requests returned 404"}},
+            answer,
+        ],
+    )
+    proc = run_cli(["ask", str(apache_log), "how many requests returned 404?", "-m", model], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == answer + "\n"  # stdout is the synthesized answer alone
+    trace = latest_trace(tmp_path)
+    assert trace["status"] == "final" and trace["exit_code"] == 0
+    assert [s["action"]["name"] for s in trace["steps"]] == ["grep", "execute", "final"]
+    grep_preview = trace["steps"][0]["observation"]["preview"]
+    assert grep_preview.startswith(f"{expected} lines match")
+    assert trace["steps"][1]["observation"]["preview"].strip() == str(expected)
+    assert trace["answer"] == answer
+    assert trace["input"]["sha256"] and trace["input"]["lines"] == 10_000
+    kinds = [f["kind"] for f in trace["ledger"]]
+    assert kinds == ["grep", "result", "final_draft"]
+    # The file is never in a prompt: no line of the log in any recorded reply or preview beyond caps.
+    assert trace["totals"]["largest_prompt_tokens"] < 4000
+
+
+def test_json_output_for_scripts(tmp_path: Path, apache_log: Path) -> None:
+    model = write_script(
+        tmp_path / "s.json",
+        [
+            {"tool": "execute", "args": {"code": "len(context_lines)"}},
+            {"tool": "final", "args": {"answer": "10000 lines"}},
+            "The log has 10000 lines [F1].",
+        ],
+    )
+    proc = run_cli(["ask", str(apache_log), "how many lines?", "-m", model, "--json", "-q"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["answer"] == "The log has 10000 lines [F1]."
+    assert doc["status"] == "final" and doc["exit_code"] == 0
+    assert doc["findings"][0]["text"] == "`len(context_lines)` gave: 10000"
+    assert doc["usage"]["calls"] == 3 and doc["usage"]["cost_usd"] is None
+    assert Path(tmp_path / doc["trace"]).exists()
+    # -q: no progress on stderr for a clean answer (only warnings, e.g. a missing sandbox layer)
+    assert all(line.startswith("rlm: warning:") for line in proc.stderr.splitlines()), proc.stderr
+
+
+def test_every_turn_empty_ends_cleanly_non_zero(tmp_path: Path, apache_log: Path) -> None:
+    """The classic failure: a model that returns empty content every turn."""
+    model = write_script(tmp_path / "s.json", {"rules": [{"match": ".", "reply": ""}]})
+    proc = run_cli(["ask", str(apache_log), "what is the busiest hour?", "-m", model, "--max-steps", "4"], cwd=tmp_path)
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert "no answer could be established" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    trace = latest_trace(tmp_path)
+    assert trace["status"] == "no_answer" and len(trace["steps"]) == 4
+    assert all(s["parse_error"] == "your reply was empty; reply with exactly one action" for s in trace["steps"])
+
+
+def test_malformed_actions_until_step_cap_answer_from_ledger(tmp_path: Path, apache_log: Path) -> None:
+    model = write_script(
+        tmp_path / "s.json",
+        {
+            "replies": [
+                {"tool": "execute", "args": {"code": "print(sum(1 for l in context_lines if 'GET' in l))"}},
+                {"tool": "grep", "args": {"patern": "x"}},
+                {"tool": "peek", "args": "{not json"},
+                {"tool": "teleport", "args": {}},
+                "I think the answer is obvious.",
+            ],
+            "rules": [{"match": "final answer to a question", "reply": "GET requests: 9,9xx [F1]"}],
+        },
+    )
+    get_count = _count(apache_log, "GET")
+    proc = run_cli(["ask", str(apache_log), "how many GET requests?", "-m", model, "--max-steps", "5"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "GET requests: 9,9xx [F1]"
+    assert "forced" in proc.stderr and "step limit of 5" in proc.stderr
+    trace = latest_trace(tmp_path)
+    assert trace["status"] == "forced"
+    errors = [s["parse_error"] for s in trace["steps"]]
+    assert errors[1] == "unknown argument `patern` for `grep`; it takes: pattern, max_matches, ignore_case"
+    assert errors[2].startswith("the arguments of `peek` are not valid JSON")
+    assert errors[3].startswith("unknown action `teleport`")
+    assert errors[4].startswith("no action found")
+    assert trace["ledger"][0]["text"].endswith(f"gave: {get_count}")
+
+
+def test_final_on_first_turn_is_refused(tmp_path: Path, apache_log: Path) -> None:
+    model = write_script(
+        tmp_path / "s.json",
+        [
+            {"tool": "final", "args": {"answer": "42"}},
+            {"tool": "execute", "args": {"code": "print(len(context_lines))"}},
+            {"tool": "final", "args": {"answer": "10000"}},
+            "10000 [F1]",
+        ],
+    )
+    proc = run_cli(["ask", str(apache_log), "lines?", "-m", model], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    trace = latest_trace(tmp_path)
+    assert trace["steps"][0]["observation"]["preview"].startswith("final refused: you have not looked")
+    assert proc.stdout.strip() == "10000 [F1]"
+
+
+def test_text_protocol_ignores_invented_observations(tmp_path: Path, apache_log: Path) -> None:
+    """Generation after the first action is the model's invention and must not be believed."""
+    log = tmp_path / "calls.jsonl"
+    model = write_script(
+        tmp_path / "s.json",
+        {
+            "log": str(log),
+            "replies": [
+                '```python\nprint(len(context_lines))\n```\nOutput: 5\n\n```python\nfinal("5 lines")\n```',
+                'FINAL("10000 lines")',
+                "10000 lines [F1]",
+            ],
+        },
+    )
+    proc = run_cli(["ask", str(apache_log), "lines?", "-m", model, "--protocol", "text"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    trace = latest_trace(tmp_path)
+    assert [s["action"]["name"] for s in trace["steps"]] == ["execute", "final"]
+    assert trace["steps"][0]["observation"]["preview"].strip() == "10000"
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    second = calls[1]["messages"]
+    assert calls[1]["tools"] == []  # text protocol: no native tools offered
+    assistant = [m for m in second if m["role"] == "assistant"][0]["content"]
+    assert "Output: 5" not in assistant and assistant.endswith("```")
+    assert "```python" in second[0]["content"]  # the system prompt states the protocol
+
+
+def test_worker_survives_system_exit_and_infinite_loop(tmp_path: Path, apache_log: Path) -> None:
+    model = write_script(
+        tmp_path / "s.json",
+        [
+            {"tool": "execute", "args": {"code": "x = 41\nraise SystemExit(3)"}},
+            {"tool": "execute", "args": {"code": "x += 1\nprint(x)"}},
+            {"tool": "execute", "args": {"code": "while True:\n    pass"}},
+            # A loop that swallows every exception still cannot outlive the cell.
+            {"tool": "execute", "args": {"code": "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass"}},
+            {"tool": "execute", "args": {"code": "print('x' in dir())"}},
+            {"tool": "execute", "args": {"code": "import os"}},
+            {"tool": "final", "args": {"answer": "done"}},
+            "done",
+        ],
+    )
+    proc = run_cli(["ask", str(apache_log), "q", "-m", model, "--timeout", "2"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    obs = [s["observation"]["preview"] for s in latest_trace(tmp_path)["steps"]]
+    assert "SystemExit" in obs[0]
+    assert obs[1].strip() == "42"  # state survived SystemExit
+    assert "error:" in obs[2] and ("CPU" in obs[2] or "variables are gone" in obs[2])
+    assert "variables are gone" in obs[3]
+    assert obs[4].strip() == "False"  # the restarted worker has a fresh namespace
+    assert "not allowed" in obs[5] and "os" in obs[5]
+
+
+def test_prompt_does_not_grow_with_file_size(tmp_path: Path, apache_log: Path) -> None:
+    lines = apache_log.read_bytes().splitlines(keepends=True)
+    sizes = {}
+    for mb in (1, 100):
+        big = tmp_path / f"big{mb}.log"
+        with big.open("wb") as fh:
+            written = 0
+            while written < mb * 1_000_000:
+                chunk = b"".join(lines)
+                fh.write(chunk)
+                written += len(chunk)
+        run_dir = tmp_path / f"run{mb}"
+        run_dir.mkdir()
+        model = write_script(
+            run_dir / "s.json",
+            [
+                {"tool": "peek", "args": {"start": 1, "length": 30}},
+                {"tool": "grep", "args": {"pattern": '" 500 ', "max_matches": 50}},
+                {"tool": "execute", "args": {"code": "print(context_lines[-1])"}},
+                {"tool": "final", "args": {"answer": "ok"}},
+                "ok",
+            ],
+        )
+        proc = run_cli(["ask", str(big), "q", "-m", model, "--json", "-q"], cwd=run_dir, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        sizes[mb] = json.loads(proc.stdout)["largest_prompt_tokens"]
+    assert abs(sizes[100] - sizes[1]) <= 0.1 * sizes[1], sizes
+
+
+def test_exit_codes(tmp_path: Path, apache_log: Path) -> None:
+    missing = run_cli(["ask", str(tmp_path / "nope.log"), "q", "-m", "scripted/x.json"], cwd=tmp_path)
+    assert missing.returncode == 3 and missing.stderr.count("\n") == 1 and "Traceback" not in missing.stderr
+    no_model = run_cli(["ask", str(apache_log), "q"], cwd=tmp_path, env={"HOME": str(tmp_path)})
+    assert no_model.returncode == 4 and "no model configured" in no_model.stderr
+    no_key = run_cli(["ask", str(apache_log), "q", "-m", "gpt-4o-mini"], cwd=tmp_path, env={"OPENAI_API_KEY": ""})
+    assert no_key.returncode == 4 and "OPENAI_API_KEY" in no_key.stderr
+    usage = run_cli(["ask", str(apache_log)], cwd=tmp_path)
+    assert usage.returncode == 2
+    bad_depth = run_cli(["ask", str(apache_log), "q", "-m", "scripted/x.json", "--max-depth", "4"], cwd=tmp_path)
+    assert bad_depth.returncode == 2 and "--max-depth" in bad_depth.stderr
+
+
+def test_provider_failure_after_retries_prints_partial_answer(tmp_path: Path, apache_log: Path) -> None:
+    model = write_script(
+        tmp_path / "s.json",
+        {
+            "replies": [{"tool": "execute", "args": {"code": "print(len(context_lines))"}}],
+            "default": {"error": "server", "message": "upstream overloaded"},
+        },
+    )
+    proc = run_cli(["ask", str(apache_log), "lines?", "-m", model], cwd=tmp_path, env={"RLM_RETRIES": "2"})
+    assert proc.returncode == 5
+    assert "upstream overloaded" in proc.stderr
+    assert re.search(r"gave: 10000", proc.stdout)  # the partial answer from the ledger
+    assert latest_trace(tmp_path)["status"] == "provider_error"
+
+
+def test_stdin_is_read(tmp_path: Path, apache_log: Path) -> None:
+    model = write_script(
+        tmp_path / "s.json",
+        [{"tool": "execute", "args": {"code": "print(len(context_lines))"}}, {"tool": "final", "args": {"answer": "2000"}}, "2000 [F1]"],
+    )
+    data = b"".join(apache_log.read_bytes().splitlines(keepends=True)[:2000])
+    proc = run_cli(["ask", "-", "lines?", "-m", model, "-q"], cwd=tmp_path, stdin=data)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b"2000 [F1]\n"
+    assert latest_trace(tmp_path)["steps"][0]["observation"]["preview"].strip() == "2000"
+
+
+def test_help_and_version_do_not_import_litellm(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = "import sys; from rlm.cli import app\ntry:\n    app(['--version'])\nexcept SystemExit:\n    pass\nprint('litellm' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.stdout.splitlines() == ["rlm 0.1.0", "False"]
