@@ -361,3 +361,21 @@ def test_literal_fast_path_equals_regex_path(
     lines = body.decode().splitlines()
     flags = re.IGNORECASE if ignore_case else 0
     assert fast.total == sum(1 for s in lines if re.search(pattern, s, flags))
+
+
+def test_lazy_regex_across_cuts_inside_one_long_non_ascii_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tf, "SCAN_CHUNK_BYTES", 50)
+    s = ("ßü€ word𝄞 " * 40) + "\nend ü\n"
+    path = _write(tmp_path, "long.txt", s.encode())
+    with MappedText(path) as t:
+        assert len(list(t._scan_ranges())) > 10
+        lazy = t.lazy_text()
+        assert str(lazy) == s and len(lazy) == len(s)
+        assert [m.span() for m in tf.re_finditer(r"\bword", lazy)] == [
+            m.span() for m in re.finditer(r"\bword", s)
+        ]
+        assert tf.re_findall(r"€ (\w+)", lazy) == re.findall(r"€ (\w+)", s)
+        assert lazy.count("ü€") == s.count("ü€") and lazy.rfind("ü") == s.rfind("ü")
+        assert t.grep("word").total == 1 and t.grep("ü$").matches == [(2, "end ü")]
