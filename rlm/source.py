@@ -106,7 +106,11 @@ class Profile:
 
 
 class Source:
-    """An opened input. Closing it removes a spooled stdin copy (and a private index)."""
+    """An opened input. Closing it removes a spooled stdin copy (and a private index).
+
+    Files it owns that are never closed are removed at interpreter exit, not
+    when the object is collected: a worker may still be reading them.
+    """
 
     def __init__(self, profile: Profile, *, owned_paths: list[str] | None = None) -> None:
         self.profile = profile
@@ -124,12 +128,6 @@ class Source:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def __del__(self) -> None:  # last resort; close() is the contract
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 # Spooled files still on disk; removed at interpreter exit if close() never ran.

@@ -122,20 +122,37 @@ def line_starts(buf: Any, first: int = 0) -> Any:
     return np.concatenate(parts).astype(np.int64, copy=False)
 
 
+_threads_ok = True  # False once a thread could not start (e.g. RLIMIT_NPROC in the sandbox)
+
+
 def _parallel_map(fn: Any, items: Sequence[Any]) -> Iterator[Any]:
     """map() over threads when there is more than one item and core, results in order.
 
     numpy's comparisons and searches release the GIL, so the chunks of one scan
-    run on all cores; plain Python work would not gain from this.
+    run on all cores. Where threads cannot start (the locked-down worker), the
+    work runs in the calling thread, with the same results.
     """
+    global _threads_ok
     workers = min(MAX_SCAN_THREADS, os.cpu_count() or 1, len(items))
-    if workers <= 1:
+    if workers <= 1 or not _threads_ok:
         yield from map(fn, items)
         return
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlm-scan") as pool:
-        yield from pool.map(fn, items)
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlm-scan")
+    futures = []
+    try:
+        try:
+            for item in items:
+                futures.append(pool.submit(fn, item))
+        except RuntimeError:  # "can't start new thread"
+            _threads_ok = False
+        for future in futures:
+            yield future.result()
+        for item in items[len(futures) :]:
+            yield fn(item)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 INDEX_FLAG_ASCII = 1  # every byte of the indexed buffer is ASCII

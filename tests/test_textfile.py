@@ -379,3 +379,27 @@ def test_lazy_regex_across_cuts_inside_one_long_non_ascii_line(
         assert tf.re_findall(r"€ (\w+)", lazy) == re.findall(r"€ (\w+)", s)
         assert lazy.count("ü€") == s.count("ü€") and lazy.rfind("ü") == s.rfind("ü")
         assert t.grep("word").total == 1 and t.grep("ü$").matches == [(2, "end ü")]
+
+
+def test_scans_fall_back_when_threads_cannot_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import concurrent.futures
+
+    body = b"".join(b"%d GET /x\n" % i for i in range(3000))
+    path = _write(tmp_path, "t.log", body)
+    monkeypatch.setattr(tf, "SCAN_CHUNK_BYTES", 1024)
+    monkeypatch.setattr(tf, "_threads_ok", True)
+    calls = {"n": 0}
+    real_submit = concurrent.futures.ThreadPoolExecutor.submit
+
+    def submit(self, fn, *a, **k):  # the third thread "cannot start", as under RLIMIT_NPROC
+        calls["n"] += 1
+        if calls["n"] > 2:
+            raise RuntimeError("can't start new thread")
+        return real_submit(self, fn, *a, **k)
+
+    monkeypatch.setattr(concurrent.futures.ThreadPoolExecutor, "submit", submit)
+    monkeypatch.setattr(tf.os, "cpu_count", lambda: 4)
+    with MappedText(path) as t:
+        assert t.n_lines == 3000 and t.lines[2999] == "2999 GET /x"
+        assert tf._threads_ok is False
+        assert t.grep("GET /x").total == 3000
