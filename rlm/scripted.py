@@ -9,7 +9,8 @@ replies, or an object:
      "default": reply,                      # when the replies run out
      "log": "calls.jsonl"}                  # every request appended here
 
-A rule's regex is searched in the request's messages ("role: content" lines).
+A rule's regex is searched in the request's messages ("role: content" lines);
+its reply text may use the groups it matched (\\1, \\g<name>).
 A reply is a string (the message content), or an object with any of
 `content`, `tool` + `args` (one tool call), `tool_calls` ([{name, args}]),
 `delay` (seconds to wait first), `error` (`rate_limit`, `server`, `timeout`,
@@ -48,13 +49,14 @@ class _Script:
     def next_reply(self, transcript: str) -> tuple[Any, int]:
         with self.lock:
             for i, rule in enumerate(self.rules):
-                if re.search(rule["match"], transcript, re.S):
+                found = re.search(rule["match"], transcript, re.S)
+                if found:
                     times = rule.get("times")
                     if times is not None:
                         if times <= 0:
                             continue
                         rule["times"] = times - 1
-                    return rule["reply"], -1 - i
+                    return _expand(rule["reply"], found), -1 - i
             if self.position < len(self.replies):
                 self.position += 1
                 return self.replies[self.position - 1], self.position - 1
@@ -92,6 +94,15 @@ class _Script:
         }
         with self.lock, open(self.log, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(entry) + "\n")
+
+
+def _expand(reply: Any, found: re.Match[str]) -> Any:
+    """Fill \\1, \\g<name> in a rule's reply text from what its regex matched."""
+    if isinstance(reply, str):
+        return found.expand(reply)
+    if isinstance(reply, dict) and isinstance(reply.get("content"), str):
+        return {**reply, "content": found.expand(reply["content"])}
+    return reply
 
 
 _scripts: dict[str, _Script] = {}

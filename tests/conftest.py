@@ -40,12 +40,22 @@ def write_script(path: Path, replies: list[Any] | dict[str, Any]) -> str:
     return f"scripted/{path}"
 
 
-def run_cli(args: list[str], *, cwd: Path, env: dict[str, str] | None = None, stdin: bytes | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    args: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    stdin: bytes | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
     """`rlm ARGS` in a subprocess, as a user would run it."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("RLM_")}
     full_env.update(
-        {"RLM_RETRY_BASE_DELAY": "0.01", "XDG_CONFIG_HOME": str(cwd / ".config"), "RLM_CACHE_DIR": str(cwd / ".cache")}
+        {
+            "RLM_RETRY_BASE_DELAY": "0.01",
+            "XDG_CONFIG_HOME": str(cwd / ".config"),
+            "RLM_CACHE_DIR": str(cwd / ".cache"),
+        }
     )
     full_env.update(env or {})
     return subprocess.run(
@@ -63,3 +73,27 @@ def latest_trace(directory: Path) -> dict[str, Any]:
     traces = sorted((directory / "traces").glob("*.json"))
     assert traces, f"no trace written in {directory / 'traces'}"
     return json.loads(traces[-1].read_text())
+
+
+@pytest.fixture
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run in-process in tmp_path with no user config, no RLM_* variables, fast retries."""
+    for key in [k for k in os.environ if k.startswith("RLM_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / ".config"))
+    monkeypatch.setenv("RLM_CACHE_DIR", str(tmp_path / ".cache"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def ask(path: Path, question: str, script: Path, **flags: Any) -> Any:
+    """run_ask in-process with a scripted model; returns the RunResult."""
+    from rlm.run import run_ask
+    from rlm.settings import load_settings
+
+    settings = load_settings({"model": f"scripted/{script}", "retry_base_delay": 0.01, **flags})
+    return run_ask(settings, str(path), question)
+
+
+def script_log(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]

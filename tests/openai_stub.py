@@ -42,14 +42,18 @@ class OpenAIStub:
                     stub.requests.append({"path": self.path, "body": body, "headers": dict(self.headers)})
                     reply = stub.replies.pop(0) if stub.replies else stub.default
                 if reply is None:
-                    self._json(400, {"error": {"message": "stub has no reply left", "type": "invalid_request_error"}})
+                    self._json(
+                        400, {"error": {"message": "stub has no reply left", "type": "invalid_request_error"}}
+                    )
                     return
                 if isinstance(reply, str):
                     reply = {"content": reply}
                 if reply.get("delay"):
                     time.sleep(float(reply["delay"]))
                 if reply.get("status"):
-                    self._json(int(reply["status"]), {"error": {"message": reply.get("message", "stub error")}})
+                    self._json(
+                        int(reply["status"]), {"error": {"message": reply.get("message", "stub error")}}
+                    )
                     return
                 self._json(200, stub.completion(body, reply))
 

@@ -19,8 +19,15 @@ def test_grep_execute_final_over_real_apache_log(tmp_path: Path, apache_log: Pat
     model = write_script(
         tmp_path / "s.json",
         [
-            {"content": "First a look at the status codes.", "tool": "grep", "args": {"pattern": '" 404 ', "max_matches": 3}},
-            {"tool": "execute", "args": {"code": "n = sum(1 for l in context_lines if '\" 404 ' in l)\nprint(n)"}},
+            {
+                "content": "First a look at the status codes.",
+                "tool": "grep",
+                "args": {"pattern": '" 404 ', "max_matches": 3},
+            },
+            {
+                "tool": "execute",
+                "args": {"code": "n = sum(1 for l in context_lines if '\" 404 ' in l)\nprint(n)"},
+            },
             {"tool": "final", "args": {"answer": f"{expected} requests returned 404"}},
             answer,
         ],
@@ -66,14 +73,18 @@ def test_json_output_for_scripts(tmp_path: Path, apache_log: Path) -> None:
 def test_every_turn_empty_ends_cleanly_non_zero(tmp_path: Path, apache_log: Path) -> None:
     """The classic failure: a model that returns empty content every turn."""
     model = write_script(tmp_path / "s.json", {"rules": [{"match": ".", "reply": ""}]})
-    proc = run_cli(["ask", str(apache_log), "what is the busiest hour?", "-m", model, "--max-steps", "4"], cwd=tmp_path)
+    proc = run_cli(
+        ["ask", str(apache_log), "what is the busiest hour?", "-m", model, "--max-steps", "4"], cwd=tmp_path
+    )
     assert proc.returncode == 1
     assert proc.stdout == ""
     assert "no answer could be established" in proc.stderr
     assert "Traceback" not in proc.stderr
     trace = latest_trace(tmp_path)
     assert trace["status"] == "no_answer" and len(trace["steps"]) == 4
-    assert all(s["parse_error"] == "your reply was empty; reply with exactly one action" for s in trace["steps"])
+    assert all(
+        s["parse_error"] == "your reply was empty; reply with exactly one action" for s in trace["steps"]
+    )
 
 
 def test_malformed_actions_until_step_cap_answer_from_ledger(tmp_path: Path, apache_log: Path) -> None:
@@ -91,7 +102,9 @@ def test_malformed_actions_until_step_cap_answer_from_ledger(tmp_path: Path, apa
         },
     )
     get_count = _count(apache_log, "GET")
-    proc = run_cli(["ask", str(apache_log), "how many GET requests?", "-m", model, "--max-steps", "5"], cwd=tmp_path)
+    proc = run_cli(
+        ["ask", str(apache_log), "how many GET requests?", "-m", model, "--max-steps", "5"], cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "GET requests: 9,9xx [F1]"
     assert "forced" in proc.stderr and "step limit of 5" in proc.stderr
@@ -157,7 +170,12 @@ def test_worker_survives_system_exit_and_infinite_loop(tmp_path: Path, apache_lo
             {"tool": "execute", "args": {"code": "x += 1\nprint(x)"}},
             {"tool": "execute", "args": {"code": "while True:\n    pass"}},
             # A loop that swallows every exception still cannot outlive the cell.
-            {"tool": "execute", "args": {"code": "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass"}},
+            {
+                "tool": "execute",
+                "args": {
+                    "code": "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass"
+                },
+            },
             {"tool": "execute", "args": {"code": "print('x' in dir())"}},
             {"tool": "execute", "args": {"code": "import os"}},
             {"tool": "final", "args": {"answer": "done"}},
@@ -209,11 +227,15 @@ def test_exit_codes(tmp_path: Path, apache_log: Path) -> None:
     assert missing.returncode == 3 and missing.stderr.count("\n") == 1 and "Traceback" not in missing.stderr
     no_model = run_cli(["ask", str(apache_log), "q"], cwd=tmp_path, env={"HOME": str(tmp_path)})
     assert no_model.returncode == 4 and "no model configured" in no_model.stderr
-    no_key = run_cli(["ask", str(apache_log), "q", "-m", "gpt-4o-mini"], cwd=tmp_path, env={"OPENAI_API_KEY": ""})
+    no_key = run_cli(
+        ["ask", str(apache_log), "q", "-m", "gpt-4o-mini"], cwd=tmp_path, env={"OPENAI_API_KEY": ""}
+    )
     assert no_key.returncode == 4 and "OPENAI_API_KEY" in no_key.stderr
     usage = run_cli(["ask", str(apache_log)], cwd=tmp_path)
     assert usage.returncode == 2
-    bad_depth = run_cli(["ask", str(apache_log), "q", "-m", "scripted/x.json", "--max-depth", "4"], cwd=tmp_path)
+    bad_depth = run_cli(
+        ["ask", str(apache_log), "q", "-m", "scripted/x.json", "--max-depth", "4"], cwd=tmp_path
+    )
     assert bad_depth.returncode == 2 and "--max-depth" in bad_depth.stderr
 
 
@@ -235,7 +257,11 @@ def test_provider_failure_after_retries_prints_partial_answer(tmp_path: Path, ap
 def test_stdin_is_read(tmp_path: Path, apache_log: Path) -> None:
     model = write_script(
         tmp_path / "s.json",
-        [{"tool": "execute", "args": {"code": "print(len(context_lines))"}}, {"tool": "final", "args": {"answer": "2000"}}, "2000 [F1]"],
+        [
+            {"tool": "execute", "args": {"code": "print(len(context_lines))"}},
+            {"tool": "final", "args": {"answer": "2000"}},
+            "2000 [F1]",
+        ],
     )
     data = b"".join(apache_log.read_bytes().splitlines(keepends=True)[:2000])
     proc = run_cli(["ask", "-", "lines?", "-m", model, "-q"], cwd=tmp_path, stdin=data)

@@ -50,7 +50,7 @@ class GrepMatches(list):
         return format_grep(self.pattern, self.total, list(self))
 
 
-class BridgeError(Exception):
+class SubCallError(Exception):
     """A model call made from code failed; the message says why."""
 
 
@@ -116,7 +116,7 @@ class Worker:
         if reply is None:
             raise SystemExit(0)
         if "bridge_error" in reply:
-            raise BridgeError(str(reply["bridge_error"]))
+            raise SubCallError(str(reply["bridge_error"]))
         return reply.get("bridge_result")
 
     def llm_query(
@@ -227,7 +227,7 @@ class Worker:
                 return
             try:
                 reply = self.handle(req)
-            except BridgeError as exc:
+            except SubCallError as exc:
                 reply = {"ok": False, "error": str(exc)}
             except Exception as exc:  # a fault of ours, not of the model's code: report it, keep serving
                 reply = {"ok": False, "error": f"internal error in the sandbox: {type(exc).__name__}: {exc}"}
