@@ -252,7 +252,10 @@ REFUSED = [
     ("'{0.__class__}'.format(1)", 'access to attribute "__class__" is not allowed'),
     ("str.format('{0.__globals__}', print)", 'access to attribute "__globals__" is not allowed'),
     ("'{x.__class__}'.format_map({'x': 1})", 'access to attribute "__class__" is not allowed'),
-    ("def g():\n    yield 1\ng().gi_frame", '"gi_frame" is a restricted name'),
+    (
+        "def g():\n    yield 1\ng().gi_frame",
+        '"gi_frame" is a restricted name: frame and code introspection is not allowed',
+    ),
     ("getattr((i for i in []), 'gi_frame')", 'attribute "gi_frame" is not allowed'),
     ("import re\nre.enum", "module 're' has no attribute 'enum'"),
     ("import string\nstring.Formatter", "module 'string' has no attribute 'Formatter'"),

@@ -754,19 +754,31 @@ class Interpreter:
         self.namespace["__builtins__"] = self._builtins
         self.namespace.update(self._protected)
         error: str | None = None
-        saved = sys.stdout, sys.stderr
+        saved = sys.stdout, sys.stderr, sys.unraisablehook
         sys.stdout = sys.stderr = self._out  # libraries that print must not reach the protocol pipe
+        sys.unraisablehook = self._unraisable
         try:
             exec(compiled, self.namespace)
         except BaseException as exc:  # noqa: BLE001 - user code may raise anything, SystemExit included
             error = self._describe(exc, filename)
         finally:
-            sys.stdout, sys.stderr = saved
+            sys.stdout, sys.stderr, sys.unraisablehook = saved
         return CellOutcome(output=self._out.getvalue(), error=error)
 
     def user_variables(self) -> list[str]:
         """Names the cells defined (for "your variables are: ..." messages)."""
         return sorted(k for k in self.namespace if not k.startswith("_") and k not in self._protected)
+
+    def _unraisable(self, info: Any) -> None:
+        """An exception in a finalizer (e.g. a generator's `finally` run by the
+        garbage collector): say so in one line, without the interpreter's
+        traceback of internal frames."""
+        exc = info.exc_value
+        try:
+            text = f"{_REAL_TYPE(exc).__name__}: {exc}" if exc is not None else "unknown error"
+        except BaseException:  # noqa: BLE001 - a user __str__ may raise anything
+            text = _REAL_TYPE(exc).__name__
+        self._out.write(f"[an exception in a finalizer was ignored: {text[:_MAX_MESSAGE]}]\n")
 
     # -- compile -----------------------------------------------------------
 
@@ -789,6 +801,10 @@ class Interpreter:
             match = re.match(r"Line (\d+): (.*)", first, re.S)
             line = int(match.group(1)) if match else 0
             text = match.group(2) if match else first
+            text = text.replace(
+                ", that is forbidden to access in RestrictedPython.",
+                ": frame and code introspection is not allowed in this sandbox.",
+            )
             more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
             raise _Refused(
                 self._with_line(f"PolicyError: refused by the sandbox: {text}{more}", filename, line)
