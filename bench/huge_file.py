@@ -101,8 +101,21 @@ def py(code: str, *args: str, env: dict[str, str] | None = None) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-WORKER_CODE = r"""
-import json, resource, sys, time
+# Peak RSS of this process's own memory map. VmHWM, not ru_maxrss: on Linux the
+# latter carries over the parent's peak across fork + exec.
+PEAK_RSS = r"""
+def peak_rss():
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+"""
+
+WORKER_CODE = (
+    PEAK_RSS
+    + r"""
+import json, sys, time
 import rlm.textfile as tf
 path, idx, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 if mode == "str":
@@ -124,12 +137,15 @@ out["len"] = len(ctx)
 out["findall_404"] = len(tf.re_findall(r'" 404 ', ctx))
 out["lines_404"] = sum(1 for s in t.lines if '" 404 ' in s)
 out["ops_s"] = time.perf_counter() - t0
-out["maxrss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+out["maxrss"] = peak_rss()
 print(json.dumps(out))
 """
+)
 
-COMPREHENSION_CODE = r"""
-import json, resource, sys, time, statistics
+COMPREHENSION_CODE = (
+    PEAK_RSS
+    + r"""
+import json, sys, time, statistics
 from rlm.textfile import MappedText
 path, idx, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3])
 t = MappedText(path, index_path=idx)
@@ -139,15 +155,16 @@ def over(seq):
 lazy = []
 for _ in range(repeats):
     t0 = time.perf_counter(); a = over(lines); lazy.append(time.perf_counter() - t0); del a
-rss_lazy = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+rss_lazy = peak_rss()
 t0 = time.perf_counter(); plain = list(lines); build = time.perf_counter() - t0
 listed = []
 for _ in range(repeats):
     t0 = time.perf_counter(); b = over(plain); listed.append(time.perf_counter() - t0); n = len(b); del b
-rss_list = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+rss_list = peak_rss()
 print(json.dumps({"lazy_s": statistics.median(lazy), "list_s": statistics.median(listed),
                   "list_build_s": build, "matches": n, "rss_lazy": rss_lazy, "rss_list": rss_list}))
 """
+)
 
 OPEN_CODE = r"""
 import json, sys, time
@@ -176,7 +193,8 @@ def main() -> int:
         t0 = time.perf_counter()
         size = build_log(path, args.size_mb)
         print(f"built {path} ({size / 2**20:,.0f} MiB) in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-        run(["cat", str(path)])  # warm the page cache for every contender alike
+        # Warm the page cache for every contender alike.
+        subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)
         r = args.repeats
 
         n_wc = int(run(["wc", "-l", str(path)]).split()[0])

@@ -347,8 +347,9 @@ def _scan(
                 starts_info = None
             else:
                 first = 3 if mm[:3] == b"\xef\xbb\xbf" else 0
-                starts = line_starts(mm, first)
-                invalid, all_ascii = _count_invalid_lines(mm, starts)
+                wide: list[tuple[int, int]] = []
+                starts = line_starts(mm, first, non_ascii=wide)
+                invalid, all_ascii = _count_invalid_lines(mm, starts, wide), not wide
                 starts_info = (starts, size, INDEX_FLAG_ASCII if all_ascii else 0)
             longest = int((starts[1:] - starts[:-1]).max()) if len(starts) > 1 else 0
         finally:
@@ -362,34 +363,32 @@ def _scan(
     return facts, starts_info
 
 
-def _count_invalid_lines(mm: Any, starts: Any) -> tuple[int, bool]:
-    """(lines holding bytes that are not valid UTF-8, whether every byte is ASCII)."""
+def _count_invalid_lines(mm: Any, starts: Any, ranges: list[tuple[int, int]]) -> int:
+    """Lines holding bytes that are not valid UTF-8, looking only at the non-ASCII `ranges`."""
     import numpy as np
 
-    size = len(mm)
     bad_lines: set[int] = set()
-    all_ascii = True
-    for off in range(0, size, _HASH_CHUNK):
-        end = min(off + _HASH_CHUNK, size)
-        # Extend to the next line start so no character straddles the cut.
-        k = int(np.searchsorted(starts, end, side="left"))
-        end = int(starts[k]) if k < len(starts) else size
-        block = mm[off:end]
-        if block.isascii():
-            continue
-        all_ascii = False
-        pos = 0
-        while pos < len(block):
-            try:
-                block[pos:].decode("utf-8")
-                break
-            except UnicodeDecodeError as exc:
-                bad = pos + exc.start
-                line = int(np.searchsorted(starts, off + bad, side="right")) - 1
-                bad_lines.add(line)
-                nxt = int(starts[line + 1]) - off if line + 1 < len(starts) else len(block)
-                pos = max(nxt, bad + 1)
-    return len(bad_lines), all_ascii
+    view = memoryview(mm)
+    try:
+        for off, end in ranges:
+            # Widen to whole lines so that no character straddles a cut.
+            line = int(np.searchsorted(starts, off, side="right")) - 1
+            lo = int(starts[line])
+            k = int(np.searchsorted(starts, end, side="left"))
+            hi = int(starts[k]) if k < len(starts) else len(mm)
+            pos = lo
+            while pos < hi:
+                try:
+                    str(view[pos:hi], "utf-8")
+                    break
+                except UnicodeDecodeError as exc:
+                    bad = pos + exc.start
+                    line = int(np.searchsorted(starts, bad, side="right")) - 1
+                    bad_lines.add(line)
+                    pos = max(int(starts[line + 1]) if line + 1 < len(starts) else hi, bad + 1)
+    finally:
+        view.release()
+    return len(bad_lines)
 
 
 def _fingerprint(path: str, size: int) -> str:
