@@ -59,6 +59,10 @@ SCAN_CHUNK_BYTES = 4 * 1024 * 1024
 # Bytes decoded per step when iterating over lines: fits in the CPU cache, which
 # makes decode + split about 4x faster than on megabytes at once.
 ITER_BLOCK_BYTES = 256 * 1024
+# peek_lines and grep return lines whole up to this size; a longer line (a
+# binary blob, a minified file) is cut there with a note, so that one peek can
+# never decode a gigabyte. `lines[i]` always returns the whole line.
+SHOWN_LINE_MAX_BYTES = 4 * 1024 * 1024
 # Bytes per block of the character-offset table (peek by characters, len of the
 # text). A block is decoded whole when a peek lands in it: ~1 ms per block.
 CHAR_BLOCK_BYTES = 1024 * 1024
@@ -430,7 +434,24 @@ class MappedText:
         hi = min(self.n_lines, start + length - 1)
         if hi < lo:
             return []
-        return [(lo + k, self.display(s)) for k, s in enumerate(self._decode_lines(lo - 1, hi))]
+        span = self._starts[self._first + hi] - self._starts[self._first + lo - 1]
+        if span <= SHOWN_LINE_MAX_BYTES:
+            return [(lo + k, self.display(s)) for k, s in enumerate(self._decode_lines(lo - 1, hi))]
+        return [(n, self.shown_line(n)) for n in range(lo, hi + 1)]
+
+    def shown_line(self, number: int) -> str:
+        """Line `number` (1-based) for display: whole unless longer than SHOWN_LINE_MAX_BYTES."""
+        g = self._first + number - 1
+        a, b = self._starts[g], self._starts[g + 1]
+        if b - a <= SHOWN_LINE_MAX_BYTES:
+            return self.display(self._line(number - 1))
+        cut = a + SHOWN_LINE_MAX_BYTES
+        while cut > a and self._buf[cut] & 0xC0 == 0x80:
+            cut -= 1  # never split a UTF-8 sequence
+        head = self.display(self._decode_range(a, cut))
+        return (
+            f"{head} …[line cut: it is {b - a:,} bytes long; read it with peek(start, length, unit='chars')]"
+        )
 
     def line_of_byte(self, pos: int) -> int:
         """1-based window line containing absolute byte offset `pos`."""
@@ -532,7 +553,7 @@ class MappedText:
             total += len(line_numbers)
             if len(shown) < max_matches:
                 shown.extend(line_numbers[: max_matches - len(shown)])
-        matches = [(ln, self.display(self._line(ln - 1))) for ln in shown]
+        matches = [(ln, self.shown_line(ln)) for ln in shown]
         return GrepResult(total=total, matches=matches)
 
     def _literal_needle(self, pattern: str, ignore_case: bool) -> bytes | None:
@@ -753,15 +774,16 @@ def _looks_binary(buf: Any) -> bool:
 
 # Above this many bytes, MappedText.text() returns a LazyText instead of a str.
 #
-# Why: a str of the whole file costs its full size again on top of the mapping
-# (1x for ASCII, 2-4x for other text), plus a full decode. At 32 MiB that is at
-# most ~128 MB and ~30 ms, which buys full `str` fidelity for every small or
-# medium input; above it the worker must stay within 1.3x the file size, which
-# a full copy cannot. The LazyText answers len, indexing, slicing, `in`, count,
-# find/rfind/index, startswith/endswith, splitlines, split and iteration from
-# the mapped bytes in bounded memory (a 16 MiB chunk at a time), and the re_*
-# functions below run regexes over it chunk by chunk. bench/huge_file.py
-# measures both sides of this choice.
+# What the choice costs (measured with bench/huge_file.py and on a 32 MiB slice
+# of the same log, 2 shared cores): a str of the whole window costs a full
+# decode (~60 ms and 32 MB for 32 MiB of ASCII; up to 4x the bytes for wide
+# text) on top of the mapping; for 1 GiB it is ~1 s and +1 GiB, which breaks the
+# worker's goal of peak memory <= 1.3x the file size. A LazyText costs nothing
+# up front and answers count / `in` / re_findall within ~1.3x of the same call
+# on a str (it works on 4 MiB chunks: bytes.count and mmap.find for substrings,
+# the regex engine per decoded chunk), with a few MB of transient memory. Below
+# the threshold the absolute cost of a str is small, and model code gets a real
+# str (isinstance checks, every method); above it memory wins.
 TEXT_IN_MEMORY_MAX_BYTES = 32 * 1024 * 1024
 
 

@@ -141,7 +141,12 @@ def test_single_ten_megabyte_line_peeks_by_characters(tmp_path: Path) -> None:
         r = t.grep("céf", max_matches=1)
         assert r.total == 0
         r = t.grep("déf0", max_matches=1)
-        assert r.total == 1 and r.matches[0][0] == 1 and len(r.matches[0][1]) == len(text)
+        assert r.total == 1 and r.matches[0][0] == 1
+        # Past SHOWN_LINE_MAX_BYTES a shown line is cut with a note; lines[] stays whole.
+        shown = r.matches[0][1]
+        assert shown.startswith(text[:1000]) and "line cut" in shown
+        assert len(shown.encode()) < tf.SHOWN_LINE_MAX_BYTES + 200
+        assert t.lines[0] == text
 
 
 def test_invalid_bytes_are_replaced_not_raised(tmp_path: Path) -> None:
@@ -403,3 +408,17 @@ def test_scans_fall_back_when_threads_cannot_start(tmp_path: Path, monkeypatch: 
         assert t.n_lines == 3000 and t.lines[2999] == "2999 GET /x"
         assert tf._threads_ok is False
         assert t.grep("GET /x").total == 3000
+
+
+def test_overlong_lines_are_cut_in_peeks_and_grep_but_not_in_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tf, "SHOWN_LINE_MAX_BYTES", 1000)
+    long_line = "é" * 600 + " needle " + "x" * 2000
+    path = _write(tmp_path, "wide.txt", f"short\n{long_line}\nend\n".encode())
+    with MappedText(path) as t:
+        rows = t.peek_lines(1, 3)
+        assert rows[0] == (1, "short") and rows[2] == (3, "end")
+        assert rows[1][1].startswith("é" * 500) and "line cut" in rows[1][1] and len(rows[1][1]) < 700
+        assert t.grep("needle").matches[0][1] == rows[1][1]
+        assert t.lines[1] == long_line
