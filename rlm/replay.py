@@ -8,13 +8,14 @@ tree is drawn; `--json` needs nothing but the standard library.
 
 from __future__ import annotations
 
+import json
 import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, TextIO
 
 from rlm.errors import InputError
-from rlm.redact import redact
+from rlm.redact import redact, redact_text
 from rlm.textcap import cap_line
 from rlm.trace import read_trace
 
@@ -47,9 +48,25 @@ def load_trace(path: str | os.PathLike[str]) -> dict[str, Any]:
             break
     if problems:
         raise InputError(f"{path} is not a valid trace: {problems[0]}")
-    # A trace is redacted when written; redacting again protects output from
-    # traces written by other versions, and costs little.
-    return redact(doc)
+    return redact_doc(doc)
+
+
+def redact_doc(doc: dict[str, Any]) -> dict[str, Any]:
+    """Redact again on the way out (traces from other versions, keys set since).
+
+    One pass over the JSON text instead of one per string: redacting string by
+    string re-reads the environment each time, which costs more than the whole
+    rest of a replay. If masking broke the JSON (a match ending inside an
+    escape), fall back to the per-string walk.
+    """
+    text = json.dumps(doc, ensure_ascii=False)
+    masked = redact_text(text)
+    if masked == text:
+        return doc
+    try:
+        return json.loads(masked)
+    except json.JSONDecodeError:
+        return redact(doc)
 
 
 # -- the shape of the investigation -------------------------------------------------------
@@ -292,12 +309,10 @@ def replay_json(doc: dict[str, Any], path: str | os.PathLike[str]) -> dict[str, 
 
 
 class _Drawer:
-    """Builds the rich tree: nodes hold steps; a step holds its output, findings and sub-calls."""
+    """Builds the tree: nodes hold steps; a step holds its output, findings and sub-calls."""
 
     def __init__(self, doc: dict[str, Any], full: bool) -> None:
-        from rich.text import Text
-
-        self.Text = Text
+        self.Text = _Text
         self.doc = doc
         self.full = full
         self.steps_of: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -406,21 +421,59 @@ class _Drawer:
             leaf.add(self._finding(f))
 
 
-def render(doc: dict[str, Any], path: str | os.PathLike[str], out: TextIO, *, full: bool = False) -> None:
-    """Draw the investigation; colour and box lines on a terminal, plain text otherwise."""
-    from rich.console import Console, Group
-    from rich.text import Text
-    from rich.tree import Tree
+class _Text:
+    """Styled text as (text, style) segments: cheap to build, drawn plain or with rich."""
 
-    tty = hasattr(out, "isatty") and out.isatty()
-    console = Console(
-        file=out,
-        force_terminal=tty,
-        color_system="auto" if tty else None,
-        width=None if tty else 220,
-        highlight=False,
-        emoji=False,
-    )
+    def __init__(self, text: str = "", style: str | None = None) -> None:
+        self.segments: list[tuple[str, str | None]] = [(text, style)] if text else []
+
+    def append(self, text: str, style: str | None = None) -> None:
+        self.segments.append((text, style))
+
+    def lines(self) -> list[list[tuple[str, str | None]]]:
+        out: list[list[tuple[str, str | None]]] = [[]]
+        for text, style in self.segments:
+            parts = text.split("\n")
+            for i, part in enumerate(parts):
+                if i:
+                    out.append([])
+                if part:
+                    out[-1].append((part, style))
+        return out
+
+
+class _Tree:
+    """A tree of styled labels, laid out with guide lines like `tree(1)`.
+
+    rich's Tree measures and wraps every cell of every label: for a 50-step
+    trace that is most of the replay time. Lines here are laid out once and
+    left to the terminal to wrap.
+    """
+
+    def __init__(self, label: _Text) -> None:
+        self.label = label
+        self.children: list[_Tree] = []
+
+    def add(self, label: _Text) -> _Tree:
+        child = _Tree(label)
+        self.children.append(child)
+        return child
+
+    def layout(
+        self, prefix: str = "", first: str = "", rest: str = ""
+    ) -> list[tuple[str, list[tuple[str, str | None]]]]:
+        rows = []
+        for i, line in enumerate(self.label.lines()):
+            rows.append(((prefix + first) if i == 0 else (prefix + rest), line))
+        for i, child in enumerate(self.children):
+            last = i == len(self.children) - 1
+            rows += child.layout(prefix + rest, "└── " if last else "├── ", "    " if last else "│   ")
+        return rows
+
+
+def render(doc: dict[str, Any], path: str | os.PathLike[str], out: TextIO, *, full: bool = False) -> None:
+    """Draw the investigation: colour on a terminal (rich), plain text otherwise."""
+    Text = _Text
     inp = doc.get("input") or {}
     head = Text()
     head.append(f"rlm run {doc.get('run_id', Path(path).stem)}", style="bold")
@@ -442,21 +495,20 @@ def render(doc: dict[str, Any], path: str | os.PathLike[str], out: TextIO, *, fu
         head.append(
             f"\nModel: {model_text} · rlm {doc.get('tool_version')} · {doc.get('started_at')}", style="dim"
         )
-    parts: list[Any] = [head]
+    parts: list[_Tree] = [_Tree(head)]
     note = status_note(doc)
     if note:
-        parts.append(Text(note, style="bold yellow"))
+        parts.append(_Tree(Text(note, style="bold yellow")))
     for w in doc.get("warnings") or []:
-        parts.append(Text(f"warning: {w}", style="yellow"))
+        parts.append(_Tree(Text(f"warning: {w}", style="yellow")))
 
     drawer = _Drawer(doc, full)
-    tree = Tree(Text("investigation", style="bold"), guide_style="dim")
+    tree = _Tree(Text("investigation", style="bold"))
     roots = [n for n in doc.get("nodes") or [] if not n.get("parent")]
     for node in roots:
         drawer.add_node(tree, node)
-    orphans = [
-        s for s in doc.get("steps") or [] if s["node"] not in {n.get("id") for n in doc.get("nodes") or []}
-    ]
+    known = {n.get("id") for n in doc.get("nodes") or []}
+    orphans = [s for s in doc.get("steps") or [] if s["node"] not in known]
     for s in orphans:
         drawer.add_step(tree, {"id": s["node"]}, s)
     if not roots and not orphans:
@@ -471,12 +523,31 @@ def render(doc: dict[str, Any], path: str | os.PathLike[str], out: TextIO, *, fu
             t.append(f" · {synthesis['prompt_tokens']:,} prompt tokens", style="dim")
         if synthesis.get("error"):
             t.append(f" · {synthesis['error']}", style="red")
-        parts.append(t)
+        parts.append(_Tree(t))
     answer = doc.get("answer")
     t = Text("Answer: ", style="bold green")
     if answer:
         t.append(str(answer))
     else:
         t.append(doc.get("message") or "(no answer)", style="yellow")
-    parts.append(t)
-    console.print(Group(*parts))
+    parts.append(_Tree(t))
+    rows = [row for part in parts for row in part.layout()]
+    if hasattr(out, "isatty") and out.isatty():
+        _print_rich(rows, out)
+    else:
+        out.write("".join(guide + "".join(text for text, _ in line) + "\n" for guide, line in rows))
+        out.flush()
+
+
+def _print_rich(rows: list[tuple[str, list[tuple[str, str | None]]]], out: TextIO) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(file=out, highlight=False, emoji=False)
+    text = Text()
+    for guide, line in rows:
+        text.append(guide, style="dim")
+        for part, style in line:
+            text.append(part, style=style)
+        text.append("\n")
+    console.print(text, end="", soft_wrap=True)
