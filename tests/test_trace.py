@@ -124,9 +124,18 @@ def test_planted_keys_appear_in_no_trace_stdout_or_stderr(tmp_path: Path) -> Non
     model = write_script(
         tmp_path / "s.json",
         [
-            {"content": f"The key might be {PLANTED_ENV}; let me look.", "tool": "grep", "args": {"pattern": "DEBUG"}},
+            {
+                "content": f"The key might be {PLANTED_ENV}; let me look.",
+                "tool": "grep",
+                "args": {"pattern": "DEBUG"},
+            },
             {"tool": "peek", "args": {"start": 50, "length": 5}},
-            {"tool": "execute", "args": {"code": f"print('{PLANTED_ENV}')\nprint(context_lines[51])\nnote(context_lines[50])"}},
+            {
+                "tool": "execute",
+                "args": {
+                    "code": f"print('{PLANTED_ENV}')\nprint(context_lines[51])\nnote(context_lines[50])"
+                },
+            },
             {"tool": "final", "args": {"answer": f"The key is {PLANTED_ENV} and {PLANTED_SK}"}},
             f"The secrets are {PLANTED_ENV}, {PLANTED_SK}, Bearer {PLANTED_BEARER} and ?api_key={PLANTED_URL_KEY}.",
         ],
@@ -135,7 +144,9 @@ def test_planted_keys_appear_in_no_trace_stdout_or_stderr(tmp_path: Path) -> Non
     planted = (PLANTED_ENV, PLANTED_SK, PLANTED_BEARER, PLANTED_URL_KEY)
     outputs: list[tuple[str, str]] = []
     for extra in ([], ["--json"]):
-        proc = run_cli(["ask", str(data), "what keys are in the log?", "-m", model, *extra], cwd=tmp_path, env=env)
+        proc = run_cli(
+            ["ask", str(data), "what keys are in the log?", "-m", model, *extra], cwd=tmp_path, env=env
+        )
         assert proc.returncode == 0, proc.stderr
         outputs += [("stdout", proc.stdout), ("stderr", proc.stderr)]
     assert "[REDACTED]" in outputs[0][1]  # the answer was printed, masked
@@ -184,7 +195,12 @@ def test_fifty_steps_over_100_mb_give_a_trace_well_under_1_mb(tmp_path: Path) ->
         elif kind == 1:
             replies.append({"tool": "grep", "args": {"pattern": f"id={i:04d}", "max_matches": 200}})
         else:
-            replies.append({"tool": "execute", "args": {"code": f"print('\\n'.join(context_lines[{i * 1000}:{i * 1000 + 80}]))"}})
+            replies.append(
+                {
+                    "tool": "execute",
+                    "args": {"code": f"print('\\n'.join(context_lines[{i * 1000}:{i * 1000 + 80}]))"},
+                }
+            )
     replies += [{"tool": "final", "args": {"answer": "done"}}, "done [F1]"]
     model = write_script(tmp_path / "s.json", replies)
     proc = run_cli(
@@ -209,7 +225,11 @@ def test_fifty_steps_over_100_mb_give_a_trace_well_under_1_mb(tmp_path: Path) ->
 def test_no_trace_flag_writes_nothing(tmp_path: Path, apache_log: Path) -> None:
     model = write_script(
         tmp_path / "s.json",
-        [{"tool": "execute", "args": {"code": "print(1)"}}, {"tool": "final", "args": {"answer": "1"}}, "1 [F1]"],
+        [
+            {"tool": "execute", "args": {"code": "print(1)"}},
+            {"tool": "final", "args": {"answer": "1"}},
+            "1 [F1]",
+        ],
     )
     proc = run_cli(["ask", str(apache_log), "q", "-m", model, "--no-trace", "-q"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -219,8 +239,10 @@ def test_no_trace_flag_writes_nothing(tmp_path: Path, apache_log: Path) -> None:
 def test_trace_names_sort_by_time_and_schema_is_versioned(tmp_path: Path, apache_log: Path) -> None:
     model = write_script(
         tmp_path / "s.json",
-        {"rules": [{"match": "final answer to a question", "reply": "10000 [F1]"}],
-         "default": {"tool": "execute", "args": {"code": "print(len(context_lines))"}}},
+        {
+            "rules": [{"match": "final answer to a question", "reply": "10000 [F1]"}],
+            "default": {"tool": "execute", "args": {"code": "print(len(context_lines))"}},
+        },
     )
     for _ in range(2):
         proc = run_cli(["ask", str(apache_log), "q", "-m", model, "--max-steps", "1", "-q"], cwd=tmp_path)
