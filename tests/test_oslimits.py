@@ -271,3 +271,27 @@ def test_report_shape() -> None:
     report.add("netns", "unshare(CLONE_NEWNET) failed: Operation not permitted (errno 1)")
     assert report.active == ["seccomp"]
     assert report.missing == [("netns", "unshare(CLONE_NEWNET) failed: Operation not permitted (errno 1)")]
+
+
+def test_unavailable_layers_are_named_and_the_rest_still_applies() -> None:
+    """A second lock-down runs where the first one took privileges away: the
+    network namespace and the uid drop are no longer possible (seccomp denies
+    unshare), and the report must say so while the process keeps working."""
+    script = textwrap.dedent(
+        """
+        import json
+        from rlm.sandbox.oslimits import apply_os_limits
+        apply_os_limits(memory_bytes=0)
+        again = apply_os_limits(memory_bytes=0)
+        print(json.dumps({"active": again.active, "missing": again.missing, "sum": sum(range(1000))}))
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    missing = dict(result["missing"])
+    assert result["sum"] == sum(range(1000))
+    if "seccomp" in " ".join(result["active"]):
+        assert "Operation not permitted" in missing["netns"]
+    assert "rlimit-as" in missing and missing["rlimit-as"] == "no memory limit was requested"
+    assert all(why for why in missing.values())
