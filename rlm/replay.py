@@ -31,24 +31,35 @@ LINE_CHARS = 160
 def load_trace(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and sanity-check a trace; anything unusable is an InputError (exit 3)."""
     doc = read_trace(path)
-    problems = []
+    problem = _shape_problem(doc)
+    if problem:
+        raise InputError(f"{path} is not a valid trace: {problem}")
+    return redact_doc(doc)
+
+
+def _shape_problem(doc: dict[str, Any]) -> str | None:
+    """What makes a document unusable for replay, or None: fields are checked before any is used."""
     for key in ("nodes", "steps"):
-        value = doc.get(key, [])
+        value = doc.get(key) or []
         if not isinstance(value, list) or not all(isinstance(x, dict) for x in value):
-            problems.append(f"'{key}' is not a list of objects")
+            return f"'{key}' is not a list of objects"
     for key in ("subcalls", "bridge_calls", "ledger", "warnings"):
-        if not isinstance(doc.get(key) or [], list):
-            problems.append(f"'{key}' is not a list")
-    for key in ("settings", "input", "totals"):
+        value = doc.get(key) or []
+        if not isinstance(value, list) or (key != "warnings" and not all(isinstance(x, dict) for x in value)):
+            return f"'{key}' is not a list of objects"
+    for key in ("settings", "input", "totals", "models"):
         if not isinstance(doc.get(key) or {}, dict):
-            problems.append(f"'{key}' is not an object")
+            return f"'{key}' is not an object"
+    for i, node in enumerate(doc.get("nodes") or []):
+        if not isinstance(node.get("id"), str):
+            return f"node {i + 1} has no id"
     for i, step in enumerate(doc.get("steps") or []):
         if not isinstance(step.get("node"), str) or not isinstance(step.get("index"), int):
-            problems.append(f"step {i + 1} has no node id or index")
-            break
-    if problems:
-        raise InputError(f"{path} is not a valid trace: {problems[0]}")
-    return redact_doc(doc)
+            return f"step {i + 1} has no node id or index"
+        for key in ("action", "observation", "model_call"):
+            if not isinstance(step.get(key) or {}, dict):
+                return f"step {i + 1}: '{key}' is not an object"
+    return None
 
 
 def redact_doc(doc: dict[str, Any]) -> dict[str, Any]:
