@@ -7,6 +7,7 @@ Nothing here prints; progress goes to an optional callback the CLI renders.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -89,6 +90,7 @@ class Engine:
         self._lock = threading.Lock()
         self._protocols: dict[int, str] = {}
         self._tmpdir = tempfile.mkdtemp(prefix="rlm-run-")
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.sandbox_report: dict[str, Any] = {}
         self.steps_total = 0
         self.largest_prompt = 0
@@ -198,6 +200,14 @@ class Engine:
             "step", {"node": node.id, "depth": node.depth, "step": step, "action": action, "outcome": outcome}
         )
 
+    @staticmethod
+    def _window(scope: NodeScope, a: int, b: int) -> MappedText:
+        """Lines a..b (numbered in the scope's file) as a mapped view."""
+        spec = scope.spec
+        return MappedText(
+            spec.path, encoding=spec.encoding, start_line=a, end_line=b, index_path=spec.index_path
+        )
+
     # -- sub-calls ---------------------------------------------------------------
     def _bridge(self, node: Node, name: str, args: dict[str, Any]) -> Any:
         step = len(node.turns) + 1
@@ -241,13 +251,7 @@ class Engine:
                 answer = self._child_over_text(node, question, text, tokens)
         else:
             where, _, a, b = self._slice(node, args)
-            with MappedText(
-                self.path,
-                encoding=self.profile.encoding,
-                start_line=a,
-                end_line=b,
-                index_path=self.profile.index_path,
-            ) as window:
+            with self._window(node.scope, a, b) as window:
                 est = int(window.window_bytes / BYTES_PER_TOKEN)
                 excerpt = "\n".join(window.lines[:]) if est <= limit * 2 else None
             tokens = count_text(excerpt) if excerpt is not None else est
@@ -312,14 +316,8 @@ class Engine:
     def _child_over_lines(self, node: Node, question: str, a: int, b: int, tokens: int) -> str:
         if node.depth >= self.settings.max_depth:
             raise self._refuse_depth(node, tokens)
-        spec = self.worker_spec(start_line=a, end_line=b)
-        with MappedText(
-            self.path,
-            encoding=self.profile.encoding,
-            start_line=a,
-            end_line=b,
-            index_path=self.profile.index_path,
-        ) as window:
+        spec = dataclasses.replace(node.scope.spec, start_line=a, end_line=b)
+        with self._window(node.scope, a, b) as window:
             block = slice_profile(window, f"lines {a:,}-{b:,} of {self.profile.display_name}")
         scope = NodeScope(
             spec=spec,
@@ -427,13 +425,7 @@ class Engine:
                 if chunk_chars
                 else int(self.settings.sub_prompt_tokens * BYTES_PER_TOKEN * 0.8)
             )
-            with MappedText(
-                self.path,
-                encoding=self.profile.encoding,
-                start_line=offset + 1,
-                end_line=offset + n,
-                index_path=self.profile.index_path,
-            ) as window:
+            with self._window(node.scope, offset + 1, offset + n) as window:
                 avg = max(1.0, window.window_bytes / n)
             chunk_lines = max(1, int(target / avg))
         chunk_lines = int(chunk_lines)
@@ -452,20 +444,17 @@ class Engine:
         chunks = self._chunks(node, args)
         prompts_: list[tuple[str, list[dict[str, Any]], int]] = []
         limit = self.settings.sub_prompt_tokens
-        for a, b in chunks:
-            with MappedText(
-                self.path,
-                encoding=self.profile.encoding,
-                start_line=a,
-                end_line=b,
-                index_path=self.profile.index_path,
-            ) as window:
-                if window.window_bytes / BYTES_PER_TOKEN > limit * 2:
-                    raise RlmError(
-                        f"chunks of {b - a + 1:,} lines are about {int(window.window_bytes / BYTES_PER_TOKEN):,} tokens, "
-                        f"over the sub-call limit of {limit:,}; use smaller chunks"
-                    )
-                excerpt = "\n".join(window.lines[:])
+        first = node.scope.first_line
+        with self._window(node.scope, first, first + node.scope.n_lines - 1) as scope_text:
+            avg = scope_text.window_bytes / max(1, node.scope.n_lines)
+            widest = max(b - a + 1 for a, b in chunks)
+            if widest * avg / BYTES_PER_TOKEN > limit * 2:
+                raise RlmError(
+                    f"chunks of {widest:,} lines are about {int(widest * avg / BYTES_PER_TOKEN):,} tokens, "
+                    f"over the sub-call limit of {limit:,}; use smaller chunks"
+                )
+            excerpts = ["\n".join(scope_text.lines[a - first : b - first + 1]) for a, b in chunks]
+        for (a, b), excerpt in zip(chunks, excerpts, strict=True):
             rel = a - node.scope.first_line + 1
             where = f"lines {rel:,}-{rel + b - a:,}"
             messages = self._sub_messages(question, where, excerpt)
@@ -485,7 +474,9 @@ class Engine:
         reservation = self.budget.reserve(len(prompts_), total)
         self.progress("fanout", {"node": node.id, "chunks": len(prompts_)})
         try:
-            results = asyncio.run(self._fan_out(node, question, prompts_, reservation, step))
+            results = self._event_loop().run_until_complete(
+                self._fan_out(node, question, prompts_, reservation, step)
+            )
         finally:
             self.budget.release(reservation)
         summary = "; ".join(f"[{i + 1}] {cap_line(r, 80)}" for i, r in enumerate(results))
@@ -631,7 +622,27 @@ class Engine:
             f"answered from the findings after the loop stopped: {result.detail or result.stop}",
         )
 
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        """One loop for the run: litellm keeps per-loop clients and workers, and a fresh
+        loop per fan-out would pay their start-up and a slow shutdown every time."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop
+
+    def _close_loop(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            # Give background tasks a moment to see the cancellation; never wait on them for long.
+            loop.run_until_complete(asyncio.wait(pending, timeout=0.2))
+        loop.close()
+
     def close(self) -> None:
+        self._close_loop()
         self.text.close()
         shutil.rmtree(self._tmpdir, ignore_errors=True)
 

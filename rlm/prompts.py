@@ -12,8 +12,9 @@ MODULES = (
 )
 
 _COMMON = """You answer a question about a file that is too large to read. The file is NOT in this \
-conversation. It is loaded in a Python sandbox as `context` (the whole text, a str) and `context_lines` \
-(a read-only list of its lines without line endings; context_lines[0] is line 1). Investigate it one \
+conversation. It is loaded in a Python sandbox as `context` (the whole text; a str, or for files over 32 MB a \
+read-only str-like object that supports len, slicing, count, find, `in` and the re functions) and \
+`context_lines` (a read-only list of its lines without line endings; context_lines[0] is line 1). Investigate it one \
 action per turn; after each action you see its result.
 
 Actions:

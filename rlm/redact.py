@@ -49,10 +49,8 @@ def register_secret(value: str | None) -> None:
         _extra_secrets.add(value)
 
 
-def redact_text(text: str) -> str:
-    if not text:
-        return text
-    for value in sorted(set(_secret_values()) | _extra_secrets, key=len, reverse=True):
+def _scrub(text: str, secrets: list[str]) -> str:
+    for value in secrets:
         if value in text:
             text = text.replace(value, MASK)
     for pattern in _PATTERNS:
@@ -63,12 +61,27 @@ def redact_text(text: str) -> str:
     return text
 
 
+def _all_secrets() -> list[str]:
+    return sorted(set(_secret_values()) | _extra_secrets, key=len, reverse=True)
+
+
+def redact_text(text: str) -> str:
+    if not text:
+        return text
+    return _scrub(text, _all_secrets())
+
+
 def redact(obj: Any) -> Any:
-    """Redact every string inside a JSON-like structure."""
-    if isinstance(obj, str):
-        return redact_text(obj)
-    if isinstance(obj, dict):
-        return {k: redact(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [redact(v) for v in obj]
-    return obj
+    """Redact every string inside a JSON-like structure (the secrets are looked up once)."""
+    secrets = _all_secrets()
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return _scrub(value, secrets) if value else value
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(obj)

@@ -103,9 +103,10 @@ class TraceWriter:
         self.flush()
 
     def add_subcall(self, call: dict[str, Any]) -> None:
+        # Not flushed on its own: a fan-out makes many at once, and the step that
+        # made them flushes them (a crash loses at most the calls of one step).
         with self._lock:
             self.doc["subcalls"].append(call)
-        self.flush()
 
     def add_bridge_call(self, call: dict[str, Any]) -> None:
         """What an llm_query/partition_map called from model code returned, so --verify can serve it."""

@@ -61,6 +61,9 @@ def _worker_env() -> dict[str, str]:
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONNOUSERSITE": "1",
         "PYTHONHASHSEED": "0",
+        # numpy's BLAS would start a thread per core at import; the worker needs none.
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
     }
 
 
