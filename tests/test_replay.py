@@ -338,3 +338,39 @@ def test_child_steps_deduced_from_order_when_not_recorded() -> None:
     assert child_steps(doc) == {"n1": 2, "n2": 1, "n3": 3, "n4": None}
     doc["nodes"][1]["parent_step"] = 7  # recorded wins over deduced
     assert child_steps(doc)["n1"] == 7
+
+
+EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "traces" / "examples").glob("*.json"))
+
+
+def test_example_traces_replay_and_verify(tmp_path: Path) -> None:
+    """The examples shipped in traces/examples/ work for a newcomer, from any directory."""
+    assert len(EXAMPLES) >= 3
+    for path in EXAMPLES:
+        doc = json.loads(path.read_text())
+        assert doc["schema"] == "rlm-trace/1" and doc["status"] == "final" and doc["answer"]
+        shown = run_cli(["replay", str(path)], cwd=tmp_path)
+        assert shown.returncode == 0 and f"Answer: {doc['answer']}" in shown.stdout, shown.stderr
+        # The recorded input path is this machine's; the fixture is found next to the trace.
+        verified = run_cli(["replay", str(path), "--verify", "--json"], cwd=tmp_path)
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+        report = json.loads(verified.stdout)
+        assert report["input"].endswith(doc["input"]["display_name"]) and report["counts"]["same"] >= 2
+
+
+def test_verify_finds_the_input_beside_a_moved_checkout(tmp_path: Path) -> None:
+    """A clone elsewhere: the recorded absolute path is gone, `fixtures/...` next to the trace is used."""
+    source = next(p for p in EXAMPLES if p.name == "access-404s.json")
+    doc = json.loads(source.read_text())
+    doc["input"]["path"] = "/nonexistent/checkout/" + doc["input"]["display_name"]
+    clone = tmp_path / "clone"
+    (clone / "traces" / "examples").mkdir(parents=True)
+    (clone / "fixtures").mkdir()
+    shutil.copy(
+        source.parent.parent.parent / doc["input"]["display_name"], clone / doc["input"]["display_name"]
+    )
+    trace = clone / "traces" / "examples" / source.name
+    trace.write_text(json.dumps(doc))
+    proc = run_cli(["replay", str(trace), "--verify"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"input: {clone / doc['input']['display_name']}" in proc.stdout
