@@ -256,3 +256,36 @@ def test_trace_names_sort_by_time_and_schema_is_versioned(tmp_path: Path, apache
     spec = (ROOT / "docs" / "trace-format.md").read_text()
     for key in docs[0]:
         assert f"`{key}`" in spec, f"field {key} is not documented in docs/trace-format.md"
+
+
+def test_writer_keeps_bridge_calls_and_reader_reports_unfinished_runs(tmp_path: Path) -> None:
+    from rlm.trace import TraceWriter, read_trace
+    from rlm.verify import RecordedBridge
+
+    writer = TraceWriter(str(tmp_path))
+    writer.add_node({"id": "n0", "parent": None, "depth": 0, "slice": None, "status": "running"})
+    writer.add_bridge_call(
+        {"node": "n0", "step": 2, "name": "llm_query", "args": {"question": "q"}, "result": "A"}
+    )
+    writer.add_bridge_call(
+        {"node": "n0", "step": 2, "name": "llm_query", "args": {"question": "q"}, "error": "too big"}
+    )
+    writer.add_bridge_call(
+        {"node": "n0", "step": 2, "name": "partition_map", "args": {"question": "p"}, "result": ["x", "y"]}
+    )
+    assert writer.path is not None
+    doc = read_trace(writer.path)
+    assert doc["status"] == "crashed"  # written as "running": the run never finished
+    bridge = RecordedBridge(doc)
+    bridge.current = ("n0", 2)
+    # Served in the order the run made them, errors included.
+    assert bridge("llm_query", {"question": "q"}) == "A"
+    try:
+        bridge("llm_query", {"question": "q"})
+    except Exception as exc:
+        assert getattr(exc, "message", "") == "too big"
+    else:
+        raise AssertionError("a recorded error must be raised again")
+    assert bridge("partition_map", {"question": "p"}) == ["x", "y"]
+    writer.update(status="final", exit_code=0)
+    assert read_trace(writer.path)["status"] == "final"
