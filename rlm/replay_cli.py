@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from rlm.errors import ExitCode, InputError, RlmError, UsageError
-from rlm.redact import redact_text
+from rlm.redact import redact, redact_text
 
 
 def _fail(message: str, code: int) -> None:
@@ -44,9 +44,7 @@ def _resolve_trace(arg: str, trace_dir: str | None) -> Path:
 
 
 def _print_json(doc: dict[str, Any]) -> None:
-    from rlm.replay import redact_doc
-
-    print(json.dumps(redact_doc(doc), ensure_ascii=False, indent=1), flush=True)
+    print(json.dumps(redact(doc), ensure_ascii=False, indent=1), flush=True)
 
 
 def replay_command(
