@@ -92,6 +92,12 @@ def replay_command(
         if rerun:
             from rlm.rerun import render_rerun, rerun_trace
 
+            print(
+                f"rlm: re-running {len(doc.get('steps') or [])} recorded steps (scripted replies, no network)…",
+                file=sys.stderr,
+                flush=True,
+            )
+
             result = rerun_trace(
                 doc, input_override=input_path, trace_path=path, trace_dir=_trace_dir(trace_dir)
             )

@@ -271,6 +271,8 @@ def render_rerun(result: RerunResult, out: TextIO) -> None:
             w(f"  {s.node}.{s.index} {paint(s.status.upper(), '31')} in the new run: {s.recorded}\n")
     if result.recorded_status != result.status:
         w(f"status: {result.recorded_status} -> {result.status}\n")
+        if result.recorded_status in ("crashed", "interrupted"):
+            w("(the recorded run did not finish: the re-run stops where its recorded replies end)\n")
     if result.answer_same:
         w(paint("The answer is the same.", "32") + "\n")
     else:
