@@ -231,8 +231,9 @@ class Node:
 
     def _execute(self, code: str, step: int) -> Outcome:
         s = self.engine.settings
+        # The wall clock allows for the CPU timer and the kernel's kill that follows it.
         reply = self._request(
-            "exec", {"code": code, "cpu_seconds": s.cell_timeout}, timeout=s.cell_timeout + 2
+            "exec", {"code": code, "cpu_seconds": s.cell_timeout}, timeout=s.cell_timeout + 4
         )
         if isinstance(reply, Outcome):
             return reply

@@ -217,8 +217,19 @@ def _public_attrs(name: str, module: _ModuleType) -> dict[str, object]:
     return out
 
 
+def _re_attrs() -> dict[str, object]:
+    """`re` whose functions also take the lazy `context` of a big file (rlm.textfile.LazyText)."""
+    from rlm import textfile
+
+    attrs = _public_attrs("re", re)
+    for name in ("compile", "search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split"):
+        attrs[name] = getattr(textfile, f"re_{name}")
+    return attrs
+
+
 def _build_views() -> dict[str, ModuleView]:
     views = {name: ModuleView(name, _public_attrs(name, mod)) for name, mod in _SOURCE_MODULES.items()}
+    views["re"] = ModuleView("re", _re_attrs())
     # `import urllib.parse` binds the package: give it a view holding only `parse`.
     views["urllib"] = ModuleView("urllib", {"parse": views["urllib.parse"]})
     return views

@@ -23,6 +23,7 @@ import sys
 from typing import Any
 
 from rlm.sandbox.formatting import format_grep, format_peek_chars, format_peek_lines
+from rlm.sandbox.policy import CellOutcome
 from rlm.textcap import cap_middle
 
 # A cell's output is capped here already so a runaway print cannot flood the pipe;
@@ -203,10 +204,15 @@ class Worker:
         if timer and cpu_seconds:
             timer[0](float(cpu_seconds))
         try:
-            outcome = self.interpreter.run(code)
-        finally:
-            if timer and cpu_seconds:
-                timer[1]()
+            try:
+                outcome = self.interpreter.run(code)
+            finally:
+                if timer and cpu_seconds:
+                    timer[1]()
+        except BaseException as exc:  # the CPU timer can fire between the cell's end and disarming
+            if type(exc).__name__ != "CpuTimeExceeded":
+                raise
+            outcome = CellOutcome(output="", error=f"the cell used more than {cpu_seconds:g} s of CPU time")
         output = outcome.output
         truncated = len(output)
         if len(output) > MAX_CELL_OUTPUT:
