@@ -173,7 +173,9 @@ class ModelClient:
             return
         litellm = load_litellm()
         # An empty variable is no key, but litellm counts it as present.
-        for name in [k for k, v in os.environ.items() if not v.strip() and k.endswith(("_API_KEY", "_TOKEN"))]:
+        for name in [
+            k for k, v in os.environ.items() if not v.strip() and k.endswith(("_API_KEY", "_TOKEN"))
+        ]:
             del os.environ[name]
         try:
             env = litellm.validate_environment(model=self.model)
@@ -215,6 +217,8 @@ class ModelClient:
 
     def _to_reply(self, resp: Any, messages: list[dict], tools: list[dict] | None, started: float) -> Reply:
         litellm = load_litellm()
+        if not getattr(resp, "choices", None):
+            raise ProviderError(f"{self.model} returned a reply with no choices")
         choice = resp.choices[0]
         msg = choice.message
         calls = []
@@ -262,6 +266,13 @@ class ModelClient:
             return ConfigError(f"provider refused {self.model}: {_short(exc)}")
         return ProviderError(f"model call to {self.model} failed: {_short(exc)}")
 
+    def _retry_delay(self, exc: Exception, attempt: int) -> float:
+        """Seconds to wait before trying again, or the error to raise instead."""
+        kind = _classify(exc)
+        if kind != "retry" or attempt == self.retries:
+            raise self._fail(exc, kind) from None
+        return self._delay(attempt)
+
     def complete(
         self, messages: list[dict[str, Any]], tools: list[dict] | None = None, max_tokens: int | None = None
     ) -> Reply:
@@ -271,12 +282,10 @@ class ModelClient:
             started = time.monotonic()
             try:
                 resp = litellm.completion(**kw)
-                return self._to_reply(resp, messages, tools, started)
             except Exception as exc:
-                kind = _classify(exc)
-                if kind != "retry" or attempt == self.retries:
-                    raise self._fail(exc, kind) from None
-                self._sleep(self._delay(attempt))
+                self._sleep(self._retry_delay(exc, attempt))
+                continue
+            return self._to_reply(resp, messages, tools, started)
         raise AssertionError("unreachable")
 
     async def acomplete(
@@ -288,10 +297,8 @@ class ModelClient:
             started = time.monotonic()
             try:
                 resp = await litellm.acompletion(**kw)
-                return self._to_reply(resp, messages, tools, started)
             except Exception as exc:
-                kind = _classify(exc)
-                if kind != "retry" or attempt == self.retries:
-                    raise self._fail(exc, kind) from None
-                await asyncio.sleep(self._delay(attempt))
+                await asyncio.sleep(self._retry_delay(exc, attempt))
+                continue
+            return self._to_reply(resp, messages, tools, started)
         raise AssertionError("unreachable")
