@@ -530,8 +530,18 @@ class Engine:
             raise
 
     # -- the run ---------------------------------------------------------------------
+    def _warn_unpriced(self) -> None:
+        if self.settings.max_cost is None:
+            return
+        for model in {id(m): m for m in (self.root_model, self.sub_model)}.values():
+            if not model.priced():
+                msg = f"the price of {model.model} is unknown: --max-cost cannot limit its calls"
+                self.trace.warn(msg)
+                self.progress("warning", {"message": msg})
+
     def run(self) -> RunResult:
         started = time.monotonic()
+        self._warn_unpriced()
         root_scope = NodeScope(
             spec=self.worker_spec(),
             profile_block=self.profile.prompt_block(),

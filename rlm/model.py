@@ -237,7 +237,7 @@ class ModelClient:
                 cost = float(litellm.completion_cost(completion_response=resp))
             except Exception:
                 cost = None  # unknown price: reported as unknown, never as $0
-            if cost == 0.0 and not self._priced():
+            if cost == 0.0 and not self.priced():
                 cost = None
         return Reply(
             content=content,
@@ -250,7 +250,10 @@ class ModelClient:
             finish_reason=getattr(choice, "finish_reason", None),
         )
 
-    def _priced(self) -> bool:
+    def priced(self) -> bool:
+        """Whether litellm knows this model's price (else costs are unknown, never $0)."""
+        if self.model.startswith("scripted/"):
+            return False
         litellm = load_litellm()
         try:
             info = litellm.get_model_info(self.model)
