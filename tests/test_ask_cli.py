@@ -277,3 +277,20 @@ def test_help_and_version_do_not_import_litellm(tmp_path: Path) -> None:
     code = "import sys; from rlm.cli import app\ntry:\n    app(['--version'])\nexcept SystemExit:\n    pass\nprint('litellm' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert proc.stdout.splitlines() == ["rlm 0.1.0", "False"]
+
+
+def test_budget_limit_exits_6_with_the_partial_answer(tmp_path: Path, apache_log: Path) -> None:
+    model = write_script(
+        tmp_path / "s.json",
+        {
+            "replies": [{"tool": "execute", "args": {"code": f"print({i} * 1000)"}} for i in range(1, 10)],
+            "rules": [{"match": "final answer to a question", "reply": "Partial: 3000 [F3]"}],
+        },
+    )
+    proc = run_cli(["ask", str(apache_log), "q", "-m", model, "--max-calls", "4"], cwd=tmp_path)
+    assert proc.returncode == 6
+    assert proc.stdout == "Partial: 3000 [F3]\n"
+    assert "the limit of 4 model calls was reached" in proc.stderr
+    trace = latest_trace(tmp_path)
+    assert trace["status"] == "budget" and len(trace["steps"]) == 3
+    assert trace["totals"]["calls"] == 4  # three turns and the synthesis held back for the answer
