@@ -29,7 +29,7 @@ from rlm.settings import Settings
 from rlm.synthesis import DIGEST_CHARS, Synthesis, synthesize
 from rlm.textcap import cap_line, cap_middle, cap_words
 from rlm.textfile import MappedText
-from rlm.tokens import count_text
+from rlm.tokens import count_message, count_text
 from rlm.trace import TraceWriter, preview
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -84,7 +84,6 @@ class Engine:
             max_time=settings.max_time,
             synthesis_tokens=min(8000, settings.max_tokens // 4),
         )
-        self.text = MappedText(path, encoding=profile.encoding, index_path=profile.index_path)
         self._node_usage: dict[str, Usage] = {}
         self._node_count = 0
         self._lock = threading.Lock()
@@ -109,6 +108,10 @@ class Engine:
     def usage_for(self, node_id: str) -> Usage:
         with self._lock:
             return self._node_usage.setdefault(node_id, Usage())
+
+    @property
+    def nodes_started(self) -> int:
+        return self._node_count
 
     def new_node_id(self) -> str:
         with self._lock:
@@ -170,8 +173,6 @@ class Engine:
         with self._lock:
             self.steps_total += 1
             self.largest_prompt = max(self.largest_prompt, reply.prompt_tokens, est_tokens)
-        from rlm.tokens import count_message
-
         entry = {
             "node": node.id,
             "index": step,
@@ -210,12 +211,22 @@ class Engine:
 
     # -- sub-calls ---------------------------------------------------------------
     def _bridge(self, node: Node, name: str, args: dict[str, Any]) -> Any:
+        """A model call asked for by code in the worker; recorded so `replay --verify` can serve it."""
         step = len(node.turns) + 1
-        if name == "llm_query":
-            return self.llm_query(node, args, step)
-        if name == "partition_map":
-            return self.partition_map(node, args, step, as_list=True)
-        raise RlmError(f"{name} is not available")
+        shown = {k: (preview(v, 200) if k == "text" and isinstance(v, str) else v) for k, v in args.items()}
+        record: dict[str, Any] = {"node": node.id, "step": step, "name": name, "args": shown}
+        try:
+            if name == "llm_query":
+                result: Any = self.llm_query(node, args, step)
+            elif name == "partition_map":
+                result = self.partition_map(node, args, step, as_list=True)
+            else:
+                raise RlmError(f"{name} is not available")
+        except RlmError as exc:
+            self.trace.add_bridge_call({**record, "error": exc.message})
+            raise
+        self.trace.add_bridge_call({**record, "result": result})
+        return result
 
     def _slice(self, node: Node, args: dict[str, Any]) -> tuple[str, str, int | None, int | None]:
         """(description, kind, abs_start, abs_end) of what a sub-call asks about."""
@@ -305,7 +316,7 @@ class Engine:
                 "completion_tokens": reply.completion_tokens,
                 "cost": reply.cost,
                 "latency_s": round(reply.latency_s, 4),
-                "answer": preview(answer),
+                "answer": answer,  # whole: bounded by the reply size, and --rerun plays it back
             }
         )
         if not answer:
@@ -343,18 +354,24 @@ class Engine:
         scope = NodeScope(spec=spec, profile_block=block, description=None, first_line=1, n_lines=n)
         return self._run_child(node, question, scope, {"text_chars": len(text)})
 
-    def _run_child(self, parent: Node, question: str, scope: NodeScope, slice_info: dict[str, Any]) -> str:
-        child = Node(self, self.new_node_id(), parent.depth + 1, question, scope)
+    def _register_node(self, node: Node, parent: Node | None, slice_info: dict[str, Any] | None) -> None:
         self.trace.add_node(
             {
-                "id": child.id,
-                "parent": parent.id,
-                "depth": child.depth,
-                "question": question,
+                "id": node.id,
+                "parent": parent.id if parent else None,
+                "parent_step": len(parent.turns) + 1 if parent else None,
+                "depth": node.depth,
+                "question": node.question,
                 "slice": slice_info,
+                "model": node.model.model,
+                "protocol": node.protocol,
                 "status": "running",
             }
         )
+
+    def _run_child(self, parent: Node, question: str, scope: NodeScope, slice_info: dict[str, Any]) -> str:
+        child = Node(self, self.new_node_id(), parent.depth + 1, question, scope)
+        self._register_node(child, parent, slice_info)
         self.progress(
             "node", {"node": child.id, "parent": parent.id, "depth": child.depth, "question": question}
         )
@@ -365,7 +382,7 @@ class Engine:
             status=result.stop,
             steps=result.steps,
             usage=self.usage_for(child.id).to_dict(),
-            answer=preview(synthesis.answer or ""),
+            answer=synthesis.answer or "",
             answer_source=synthesis.source,
         )
         if result.stop == "budget":
@@ -549,16 +566,7 @@ class Engine:
             n_lines=self.profile.lines,
         )
         root = Node(self, self.new_node_id(), 0, self.question, root_scope)
-        self.trace.add_node(
-            {
-                "id": root.id,
-                "parent": None,
-                "depth": 0,
-                "question": self.question,
-                "slice": None,
-                "status": "running",
-            }
-        )
+        self._register_node(root, None, None)
         provider_error: str | None = None
         try:
             result = root.run()
@@ -653,7 +661,6 @@ class Engine:
 
     def close(self) -> None:
         self._close_loop()
-        self.text.close()
         shutil.rmtree(self._tmpdir, ignore_errors=True)
 
 

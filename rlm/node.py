@@ -276,10 +276,12 @@ class Node:
 
 
 def _code_summary(code: str) -> str:
-    """The code behind a result, short enough for a finding: all of it if small, else its last line."""
+    """The code behind a result, short enough for a finding: all of it if small, else first … last line."""
     lines = [ln.strip() for ln in code.strip().splitlines() if ln.strip() and not ln.strip().startswith("#")]
     joined = "; ".join(lines)
-    return joined if len(joined) <= 160 else cap_words(lines[-1], 160)
+    if len(joined) <= 160:
+        return joined
+    return f"{cap_words(lines[0], 70)}; …; {cap_words(lines[-1], 80)}"
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any
 
 from rlm.engine import Engine, Progress, RunResult
 from rlm.errors import ConfigError, ExitCode
-from rlm.model import ModelClient
+from rlm.model import ModelClient, load_litellm
 from rlm.redact import register_secret
 from rlm.settings import Settings
 from rlm.trace import TraceWriter
@@ -84,6 +84,8 @@ def open_models(settings: Settings) -> Iterator[tuple[ModelClient, ModelClient]]
         sub = root if sub_name == name else make(sub_name)
         for client in {id(root): root, id(sub): sub}.values():
             client.check_credentials()
+        # Pay litellm's import (seconds) here, not inside the first step's timing.
+        load_litellm()
         yield root, sub
 
 
@@ -168,7 +170,7 @@ def _finish(
         fields["totals"] = {
             **engine.budget.usage.to_dict(),
             "steps": engine.steps_total,
-            "nodes": engine._node_count,
+            "nodes": engine.nodes_started,
             "sandbox_restarts": engine.restarts,
             "largest_prompt_tokens": engine.largest_prompt,
             "elapsed_s": round(time.monotonic() - started, 3),
