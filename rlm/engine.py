@@ -25,7 +25,7 @@ from rlm.ledger import Finding, Ledger
 from rlm.model import ModelClient, Reply
 from rlm.node import Node, NodeResult, NodeScope, Outcome
 from rlm.sandbox.client import Sandbox, WorkerSpec
-from rlm.settings import Settings
+from rlm.settings import Settings, sizing_for
 from rlm.synthesis import DIGEST_CHARS, Synthesis, synthesize
 from rlm.textcap import cap_line, cap_middle, cap_words
 from rlm.textfile import MappedText
@@ -90,6 +90,7 @@ class Engine:
         self._protocols: dict[int, str] = {}
         self._tmpdir = tempfile.mkdtemp(prefix="rlm-run-")
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.sub_sizing = sizing_for(settings, sub_model.context_window())
         self.sandbox_report: dict[str, Any] = {}
         self.steps_total = 0
         self.largest_prompt = 0
@@ -252,7 +253,7 @@ class Engine:
         if not question:
             raise RlmError("llm_query needs a question")
         text = args.get("text")
-        limit = self.settings.sub_prompt_tokens
+        limit = self.sub_sizing.sub_prompt_tokens
         if text is not None:
             where = f"a text of {len(text):,} characters"
             tokens = count_text(text) if len(text) < limit * 8 else int(len(text) / BYTES_PER_TOKEN)
@@ -274,7 +275,7 @@ class Engine:
 
     def _refuse_depth(self, node: Node, tokens: int) -> RlmError:
         return RlmError(
-            f"this slice is about {tokens:,} tokens, more than one sub-call takes ({self.settings.sub_prompt_tokens:,}), "
+            f"this slice is about {tokens:,} tokens, more than one sub-call takes ({self.sub_sizing.sub_prompt_tokens:,}), "
             f"and depth {node.depth} cannot start a deeper investigation (the depth limit is "
             f"{self.settings.max_depth}): narrow it to fewer lines, or compute with execute"
         )
@@ -288,7 +289,7 @@ class Engine:
     def _check_window(self, messages: list[dict[str, Any]]) -> int:
         est = self.sub_model.estimate_prompt_tokens(messages)
         window = self.sub_model.context_window()
-        if est + self.settings.reply_max_tokens > window:
+        if est + self.sub_sizing.reply_tokens > window:
             raise RlmError(
                 f"the sub-call prompt (~{est:,} tokens) does not fit the sub-model's window ({window:,} tokens); "
                 "narrow the slice"
@@ -299,7 +300,7 @@ class Engine:
         messages = self._sub_messages(question, where, excerpt)
         est = self._check_window(messages)
         self.budget.admit(est)
-        reply = self.sub_model.complete(messages, max_tokens=self.settings.reply_max_tokens)
+        reply = self.sub_model.complete(messages, max_tokens=self.sub_sizing.reply_tokens)
         return self._settle_subcall(node, question, where, reply, step)
 
     def _settle_subcall(self, node: Node, question: str, where: str, reply: Reply, step: int) -> str:
@@ -415,7 +416,7 @@ class Engine:
             digest,
             result.draft,
             stop_note=stop_note,
-            max_tokens=self.settings.reply_max_tokens,
+            max_tokens=node.sizing.reply_tokens,
         )
         if synthesis.reply is not None:
             r = synthesis.reply
@@ -440,7 +441,7 @@ class Engine:
             target = (
                 int(chunk_chars)
                 if chunk_chars
-                else int(self.settings.sub_prompt_tokens * BYTES_PER_TOKEN * 0.8)
+                else int(self.sub_sizing.sub_prompt_tokens * BYTES_PER_TOKEN * 0.8)
             )
             with self._window(node.scope, offset + 1, offset + n) as window:
                 avg = max(1.0, window.window_bytes / n)
@@ -460,7 +461,7 @@ class Engine:
             raise RlmError("partition_map needs a question")
         chunks = self._chunks(node, args)
         prompts_: list[tuple[str, list[dict[str, Any]], int]] = []
-        limit = self.settings.sub_prompt_tokens
+        limit = self.sub_sizing.sub_prompt_tokens
         first = node.scope.first_line
         with self._window(node.scope, first, first + node.scope.n_lines - 1) as scope_text:
             avg = scope_text.window_bytes / max(1, node.scope.n_lines)
@@ -481,7 +482,7 @@ class Engine:
                     f"a chunk ({where}) is about {est:,} tokens, over the sub-call limit of {limit:,}; use smaller chunks"
                 )
             prompts_.append((where, messages, est))
-        total = sum(est + self.settings.reply_max_tokens // 4 for _, _, est in prompts_)
+        total = sum(est + self.sub_sizing.reply_tokens // 4 for _, _, est in prompts_)
         room = self.budget.room_for(len(prompts_), max(1, total // len(prompts_)))
         if room < len(prompts_):
             raise RlmError(
@@ -530,9 +531,7 @@ class Engine:
             async with sem:
                 self.budget.admit(est, reservation)
                 try:
-                    reply = await self.sub_model.acomplete(
-                        messages, max_tokens=self.settings.reply_max_tokens
-                    )
+                    reply = await self.sub_model.acomplete(messages, max_tokens=self.sub_sizing.reply_tokens)
                 except ProviderError as exc:
                     return f"[error] {where}: {exc.message}"
                 return self._settle_subcall(node, question, where, reply, step)

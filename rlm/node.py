@@ -18,6 +18,7 @@ from rlm.actions import Action, ParseError, parse_text, parse_tool_call, tool_sc
 from rlm.budget import BudgetExceeded
 from rlm.model import Reply
 from rlm.sandbox.client import Sandbox, WorkerLost, WorkerSpec
+from rlm.settings import sizing_for
 from rlm.textcap import cap_middle, cap_words
 from rlm.tokens import count_message, count_messages
 from rlm.trace import preview
@@ -67,7 +68,9 @@ class Node:
         self.model = engine.root_model if depth == 0 else engine.sub_model
         self.protocol = engine.protocol_for(self.model)
         self.tools = tool_schemas() if self.protocol == "tools" else None
-        self.cap = s.max_observation_chars
+        window = self.model.context_window()
+        self.sizing = sizing_for(s, window)
+        self.cap = self.sizing.observation_chars
         self.system = {"role": "system", "content": prompts.system_prompt(self.protocol, self.cap)}
         self.task = {
             "role": "user",
@@ -78,11 +81,10 @@ class Node:
         self.observed = False
         self.sandbox: Sandbox | None = None
         self.largest_prompt = 0
-        window = self.model.context_window()
         fixed = count_messages([self.system, self.task]) + (
             self.model.estimate_prompt_tokens([], self.tools) if self.tools else 0
         )
-        self.history_budget = max(800, min(s.history_tokens, window - s.reply_max_tokens - fixed - 256))
+        self.history_budget = max(600, min(s.history_tokens, window - self.sizing.reply_tokens - fixed - 256))
 
     # -- prompt ---------------------------------------------------------------
     def _messages(self) -> list[dict[str, Any]]:
@@ -112,9 +114,7 @@ class Node:
                 except BudgetExceeded as exc:
                     return self._result(None, "budget", step - 1, exc.detail)
                 started = time.monotonic()
-                reply = self.model.complete(
-                    messages, tools=self.tools, max_tokens=e.settings.reply_max_tokens
-                )
+                reply = self.model.complete(messages, tools=self.tools, max_tokens=self.sizing.reply_tokens)
                 e.budget.charge(reply.prompt_tokens, reply.completion_tokens, reply.cost)
                 e.usage_for(self.id).add(reply.prompt_tokens, reply.completion_tokens, reply.cost)
                 action = self._parse(reply)

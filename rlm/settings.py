@@ -130,3 +130,22 @@ def validate(s: Settings) -> None:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
     if s.cell_timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """Prompt-size settings scaled down to a model's context window (a 4k local model
+    cannot take the defaults that suit a 128k hosted one)."""
+
+    reply_tokens: int
+    observation_chars: int
+    sub_prompt_tokens: int
+
+
+def sizing_for(s: Settings, window: int) -> Sizing:
+    reply = min(s.reply_max_tokens, max(256, window // 6))
+    return Sizing(
+        reply_tokens=reply,
+        observation_chars=min(s.max_observation_chars, max(800, window // 2)),
+        sub_prompt_tokens=min(s.sub_prompt_tokens, max(400, window - reply - 700)),
+    )
