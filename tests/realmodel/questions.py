@@ -2,6 +2,9 @@
 
 The answers are computed here, from the files, every time the suite runs:
 nothing is hard-coded, so a changed data file changes the expectation too.
+Avoid questions whose answer is a number the prompts use as an example
+(an early draft asked for HEAD requests, 42, which the system prompt's
+`final("42 requests")` example also says: a copied example scored as right).
 """
 
 from __future__ import annotations
@@ -57,11 +60,6 @@ def _field(i: int) -> Callable[[str], str | None]:
 def _apache_status(line: str) -> str | None:
     quoted = line.split('"')
     return quoted[2].split()[0] if len(quoted) > 2 and quoted[2].split() else None
-
-
-def _apache_method(line: str) -> str | None:
-    quoted = line.split('"')
-    return quoted[1].split()[0] if len(quoted) > 1 and quoted[1].split() else None
 
 
 def _failed_password_ip(line: str) -> str | None:
@@ -140,10 +138,10 @@ QUESTIONS: tuple[Question, ...] = (
         _count(lambda line: _apache_status(line) == "404"),
     ),
     Question(
-        "apache-head",
+        "apache-304",
         APACHE,
-        "How many requests used the HTTP method HEAD?",
-        _count(lambda line: _apache_method(line) == "HEAD"),
+        "How many requests got the HTTP status code 304?",
+        _count(lambda line: _apache_status(line) == "304"),
     ),
     Question(
         "apache-top-client",

@@ -9,7 +9,8 @@ to stderr and to bench/out/realmodel-<time>.json (or $RLM_REALMODEL_SUMMARY).
 
 Knobs: RLM_REALMODEL_TIMEOUT (seconds per question, default 900),
 RLM_REALMODEL_ARGS (extra `rlm ask` arguments), RLM_REALMODEL_ONLY
-(comma-separated question ids).
+(comma-separated question ids), RLM_REALMODEL_COMMAND (the command to run
+instead of the installed `rlm`, e.g. to compare a modified prompt).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ TIMEOUT_S = float(os.environ.get("RLM_REALMODEL_TIMEOUT", "900"))
 EXTRA_ARGS = shlex.split(os.environ.get("RLM_REALMODEL_ARGS", ""))
 ONLY = {q for q in os.environ.get("RLM_REALMODEL_ONLY", "").split(",") if q}
 RLM = Path(sys.executable).with_name("rlm")
+COMMAND = shlex.split(os.environ.get("RLM_REALMODEL_COMMAND", "")) or [str(RLM)]
 
 
 def _selected() -> list[Question]:
@@ -46,7 +48,7 @@ def _selected() -> list[Question]:
 def _real_model_present() -> None:
     if missing_server_modules() or installed_gguf() is None:
         pytest.skip("the local model is not set up: run scripts/setup-local-model.sh (or `rlm local setup`)")
-    if not RLM.exists():
+    if COMMAND == [str(RLM)] and not RLM.exists():
         pytest.skip(f"the rlm command is not installed next to {sys.executable}")
 
 
@@ -56,7 +58,7 @@ def test_question(q: Question, realmodel_results: list[dict[str, Any]]) -> None:
     if not q.file.is_file():
         pytest.skip(f"data file missing: {q.file}")
     expected = q.answer()
-    command = [str(RLM), "ask", str(q.file), q.question, "-m", "local", "--json", *EXTRA_ARGS]
+    command = [*COMMAND, "ask", str(q.file), q.question, "-m", "local", "--json", *EXTRA_ARGS]
     started = time.monotonic()
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
