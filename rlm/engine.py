@@ -366,6 +366,7 @@ class Engine:
                 "slice": slice_info,
                 "model": node.model.model,
                 "protocol": node.protocol,
+                "observation_chars": node.cap,
                 "status": "running",
             }
         )

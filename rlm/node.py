@@ -9,6 +9,7 @@ itself, synthesis does.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -79,6 +80,7 @@ class Node:
         self.turns: list[Turn] = []
         self.dropped = 0
         self.observed = False
+        self.done: dict[str, tuple[int, str]] = {}  # action -> (step, first line of what it showed)
         self.sandbox: Sandbox | None = None
         self.largest_prompt = 0
         fixed = count_messages([self.system, self.task]) + (
@@ -189,7 +191,17 @@ class Node:
                 return Outcome(prompts.FIRST_FINAL_REFUSED, ok=False)
             self.engine.add_finding(args["answer"], "final_draft", self, step)
             return Outcome("final answer recorded", final=args["answer"])
+        key = json.dumps([name, args], sort_keys=True)
+        if key in self.done:
+            # Small models loop on one action; running it again would show them the same thing.
+            return Outcome(prompts.repeated_action(*self.done[key]), ok=False)
         self.observed = True
+        outcome = self._run_action(name, args, step)
+        first = next((ln for ln in outcome.observation.splitlines() if ln.strip()), "")
+        self.done[key] = (step, cap_words(first, 120))
+        return outcome
+
+    def _run_action(self, name: str, args: dict[str, Any], step: int) -> Outcome:
         if name in ("peek", "grep"):
             return self._worker_op(name, args, step)
         if name == "execute":

@@ -33,13 +33,21 @@ chunk of the file; returns the answers in order (also stored in the variable `re
 - final(answer): give your answer and stop. Allowed only after you have looked at the data.
 
 Results longer than {cap} characters are cut in the middle. Compute exact figures with code instead of \
-reading and estimating; never guess. Answer with the exact figures you established."""
+reading and estimating; never guess. Never repeat an action you already ran: its result is above. As soon \
+as a result answers the question, call final with it."""
 
 _TEXT_PROTOCOL = """
 
-Reply format: each turn write exactly ONE fenced block and stop writing after it:
+Reply format: each turn write exactly ONE fenced block and stop writing after it. The block is Python \
+code, or a single action call. For example, to count values:
 ```python
-<python code, or a single action call such as grep("ERROR") or final("42 requests")>
+from collections import Counter
+c = Counter(line.split()[0] for line in context_lines)
+print(c.most_common(5))
+```
+and, once a result answers the question, answer with the figure it showed:
+```python
+final("<the answer, with the exact figure from the result>")
 ```"""
 
 _TOOLS_PROTOCOL = """
@@ -70,6 +78,13 @@ def steps_left_hint(left: int) -> str:
     return f"\n\n({left} steps left.)"
 
 
+def repeated_action(step: int, first_line: str) -> str:
+    return (
+        f"not run: you already ran exactly this at step {step} (it showed: {first_line}). Use that result: "
+        "if it answers the question, call final with it now; otherwise try a different action."
+    )
+
+
 FIRST_FINAL_REFUSED = (
     "final refused: you have not looked at the file yet. Examine it first with peek, grep or execute, "
     "then answer from what you find."
@@ -93,7 +108,8 @@ SYNTHESIS_SYSTEM = (
     "established. Use only those findings. Start with the direct answer (the exact figure, name or "
     "list), then at most two short sentences if they help. Cite the findings you used by id, like [F2]. "
     "If the findings do not establish the answer, say plainly what is known and what is not. "
-    "Never invent figures."
+    "Never invent figures: every figure must appear in a finding; where the draft disagrees with a "
+    "finding, the finding is right."
 )
 
 

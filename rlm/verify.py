@@ -237,7 +237,7 @@ def _diff(old: str, new: str) -> list[str]:
     return lines
 
 
-def _node_shim(node_id: str, depth: int, services: _Services, sandbox: Any) -> Any:
+def _node_shim(node_id: str, depth: int, services: _Services, sandbox: Any, cap: int | None = None) -> Any:
     """A Node with only what its deterministic actions touch, so they run exactly as in a run."""
     from rlm.node import Node
 
@@ -245,10 +245,11 @@ def _node_shim(node_id: str, depth: int, services: _Services, sandbox: Any) -> A
     node.engine = services
     node.id = node_id
     node.depth = depth
-    node.cap = services.settings.max_observation_chars
+    node.cap = cap or services.settings.max_observation_chars
     node.sandbox = sandbox
     node.observed = True
     node.turns = []
+    node.done = {}
     return node
 
 
@@ -313,7 +314,9 @@ def verify_trace(
                         sandbox.start()
                     except WorkerLost as exc:
                         raise InputError(f"the sandbox could not start for {label}: {exc}") from None
-                shim = _node_shim(node_id, int(node.get("depth") or 0), services, sandbox)
+                shim = _node_shim(
+                    node_id, int(node.get("depth") or 0), services, sandbox, node.get("observation_chars")
+                )
                 bridge.current = (node_id, step["index"])
                 outcome = shim._act(Action(name, args), step["index"])
                 now = preview(outcome.observation)

@@ -294,3 +294,21 @@ def test_budget_limit_exits_6_with_the_partial_answer(tmp_path: Path, apache_log
     trace = latest_trace(tmp_path)
     assert trace["status"] == "budget" and len(trace["steps"]) == 3
     assert trace["totals"]["calls"] == 4  # three turns and the synthesis held back for the answer
+
+
+def test_a_repeated_action_is_not_run_again(tmp_path: Path, apache_log: Path) -> None:
+    """Small models loop on one action; the loop tells them to use the result they have."""
+    model = write_script(
+        tmp_path / "s.json",
+        [
+            {"tool": "grep", "args": {"pattern": "HEAD"}},
+            {"tool": "grep", "args": {"pattern": "HEAD"}},
+            {"tool": "final", "args": {"answer": "answer"}},
+            "answer",
+        ],
+    )
+    proc = run_cli(["ask", str(apache_log), "q", "-m", model], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    obs = [s["observation"]["preview"] for s in latest_trace(tmp_path)["steps"]]
+    total = sum(1 for line in apache_log.read_text().splitlines() if "HEAD" in line)
+    assert obs[1].startswith(f"not run: you already ran exactly this at step 1 (it showed: {total} lines match")
