@@ -344,9 +344,10 @@ def test_server_that_exits_early_gives_its_log_tail(tmp_path: Path) -> None:
         textwrap.dedent(
             """
             import sys
+            print("llama_model_load: error loading model: tensor data is not within the file bounds")
             for i in range(40):
-                print(f"loading line {i}")
-            print("error: failed to load model: bad magic", file=sys.stderr)
+                print(f"traceback line {i}")
+            print("ValueError: Failed to load model", file=sys.stderr)
             sys.exit(3)
             """
         )
@@ -356,9 +357,10 @@ def test_server_that_exits_early_gives_its_log_tail(tmp_path: Path) -> None:
             pytest.fail("the block must not run")
     message = info.value.message
     assert "exited with code 3" in message
-    assert "error: failed to load model: bad magic" in message
-    assert "loading line 39" in message
-    assert "loading line 5\n" not in message  # only the tail
+    assert "ValueError: Failed to load model" in message
+    assert "traceback line 39" in message
+    assert "traceback line 5\n" not in message  # only the tail...
+    assert "error loading model: tensor data is not within the file bounds" in message  # ...and the cause
     assert info.value.exit_code == ExitCode.PROVIDER
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -29,7 +30,9 @@ SERVER_REQUIREMENT = "llama-cpp-python[server]==0.3.36"
 # `python -m llama_cpp.server` needs these importable; checked with find_spec so
 # that nothing heavy is imported in this process.
 SERVER_MODULES: tuple[str, ...] = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context")
-_LOG_TAIL_LINES = 20
+_LOG_TAIL_LINES = 12
+_CAUSE_LINES = 3
+_ERROR_LINE = re.compile(r"\berror\b|\bfailed\b", re.IGNORECASE)
 _STOP_GRACE_S = 5.0
 
 
@@ -121,13 +124,22 @@ def _launch_command(command: Sequence[str]) -> list[str]:
 
 
 def log_tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
-    """The last `lines` lines of a log file, or a note that it is empty."""
+    """The last `lines` lines of a log file, preceded by earlier lines that name an error.
+
+    llama.cpp states the cause ("error loading model: ... corrupted or
+    incomplete") before the Python traceback that fills the end of the log,
+    so those lines are kept even when they are not among the last ones.
+    """
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         return f"(server log unreadable: {exc})"
-    kept = [line for line in text.splitlines() if line.strip()][-lines:]
-    return "\n".join(kept) if kept else "(the server wrote nothing)"
+    kept = [line for line in text.splitlines() if line.strip()]
+    if not kept:
+        return "(the server wrote nothing)"
+    head, tail = kept[:-lines], kept[-lines:]
+    causes = [line for line in head if _ERROR_LINE.search(line)][-_CAUSE_LINES:]
+    return "\n".join([*causes, "...", *tail] if causes else tail)
 
 
 def _answers(url: str) -> bool:
@@ -185,11 +197,11 @@ def run_server(
                 code = proc.poll()
                 if code is not None:
                     raise ProviderError(
-                        f"the {what} exited with code {code} before answering; its log ends:\n{log_tail(log_path)}"
+                        f"the {what} exited with code {code} before answering; from its log:\n{log_tail(log_path)}"
                     )
                 if time.monotonic() >= deadline:
                     raise ProviderError(
-                        f"the {what} did not answer within {startup_timeout:.0f}s; its log ends:\n"
+                        f"the {what} did not answer within {startup_timeout:.0f}s; from its log:\n"
                         f"{log_tail(log_path)}"
                     )
                 time.sleep(0.2)
