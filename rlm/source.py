@@ -71,6 +71,9 @@ class Profile:
             f"longest line: {self.longest_line:,} bytes",
         ]
         out = [f"File: {self.display_name} ({', '.join(facts)})"]
+        hint = FORMAT_HINTS.get(self.format)
+        if hint:
+            out.append(f"Hint: {hint}")
         if self.binary:
             out.append(
                 "Binary data (NUL bytes found): peek and grep show the printable content, "
@@ -457,6 +460,24 @@ _TIMESTAMPED = re.compile(
     r"\d{2}/[A-Z][a-z]{2}/\d{4}|\b\d{6} \d{6}\b|\b\d{10}(?:\.\d+)?\b|[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d|"
     r"\b\d\d[.:-]\d\d[ T]\d\d:\d\d:\d\d|\b(?:INFO|WARN|WARNING|ERROR|DEBUG|TRACE|FATAL)\b"
 )
+
+
+# How to take each detected format apart in code: small models guess field
+# positions wrong (a status code counted by substring catches sizes and paths).
+_ACCESS_HINT = (
+    "line.split() gives [0] client IP, [3] '[day/Mon/year:time', [5] '\"METHOD', [6] path, "
+    "[8] status code, [9] bytes (when the request has three parts)"
+)
+FORMAT_HINTS = {
+    "apache-access": _ACCESS_HINT,
+    "nginx-access": _ACCESS_HINT,
+    "syslog": "line.split() gives [0] month, [1] day, [2] time, [3] host, [4] 'program[pid]:'; "
+    "the message follows",
+    "csv": "csv.DictReader(context_lines) yields one dict per row, keyed by the header line",
+    "tsv": "csv.DictReader(context_lines, delimiter='\\t') yields one dict per row, keyed by the header",
+    "jsonl": "one JSON object per line: json.loads(line)",
+    "json": "the whole file is one JSON document: json.loads(context)",
+}
 
 
 def _detect_format(sample: list[str], display: str, head: bytes) -> str:
