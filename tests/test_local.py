@@ -476,7 +476,8 @@ def test_real_server_answers_and_leaves_no_process() -> None:
             ).encode(),
             headers={"Content-Type": "application/json", "Authorization": f"Bearer {ep.api_key}"},
         )
-        with urllib.request.urlopen(request, timeout=300) as resp:
+        no_proxy = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with no_proxy.open(request, timeout=300) as resp:
             reply = json.load(resp)
         assert "5" in reply["choices"][0]["message"]["content"]
     assert all(_wait_gone(pid) for pid in server_pids)
@@ -487,3 +488,15 @@ def test_real_server_answers_and_leaves_no_process() -> None:
             raise RuntimeError("inside the block")
     assert server_pids
     assert all(_wait_gone(pid) for pid in server_pids)
+
+
+def test_loopback_bypasses_a_proxy_only_inside_the_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlm.local.server import _loopback_bypasses_proxy
+
+    monkeypatch.setenv("NO_PROXY", "example.com")
+    monkeypatch.delenv("no_proxy", raising=False)
+    with _loopback_bypasses_proxy():
+        assert os.environ["NO_PROXY"] == "example.com,127.0.0.1"
+        assert os.environ["no_proxy"] == "127.0.0.1"
+    assert os.environ["NO_PROXY"] == "example.com"
+    assert "no_proxy" not in os.environ

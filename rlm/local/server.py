@@ -147,8 +147,10 @@ def _answers(url: str) -> bool:
     import urllib.error
     import urllib.request
 
+    # No proxy: an http_proxy from the environment must not see (or break) a loopback health check.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
-        with urllib.request.urlopen(url, timeout=2.0) as resp:
+        with opener.open(url, timeout=2.0) as resp:
             return bool(200 <= resp.status < 300)
     except (urllib.error.URLError, OSError, ValueError):
         return False
@@ -227,5 +229,32 @@ def local_server(
     port = free_port()
     command = server_command(gguf, port, n_ctx, threads or default_threads())
     api_base = f"http://127.0.0.1:{port}/v1"
-    with run_server(command, f"{api_base}/models", startup_timeout=startup_timeout):
+    with (
+        _loopback_bypasses_proxy(),
+        run_server(command, f"{api_base}/models", startup_timeout=startup_timeout),
+    ):
         yield LocalEndpoint(model=f"openai/{LOCAL_MODEL_ALIAS}", api_base=api_base, n_ctx=n_ctx)
+
+
+@contextlib.contextmanager
+def _loopback_bypasses_proxy() -> Iterator[None]:
+    """Add 127.0.0.1 to NO_PROXY/no_proxy for the block, restoring both after.
+
+    litellm's HTTP client honours http_proxy from the environment, and a
+    corporate proxy cannot reach (or must not see) a server on our loopback:
+    measured, `rlm ask -m local` with http_proxy set failed with a connection
+    error before this.
+    """
+    saved = {name: os.environ.get(name) for name in ("NO_PROXY", "no_proxy")}
+    for name, value in saved.items():
+        hosts = [h.strip() for h in (value or "").split(",") if h.strip()]
+        if "127.0.0.1" not in hosts:
+            os.environ[name] = ",".join([*hosts, "127.0.0.1"])
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
