@@ -36,6 +36,8 @@ Progress = Callable[[str, dict[str, Any]], None]
 # Bytes per token when sizing a slice without reading it (logs run ~3-4).
 BYTES_PER_TOKEN = 3.0
 MAX_CHUNKS = 512
+# Models with a window this small (local ones) write answers without citation ids.
+SMALL_WINDOW = 8192
 NOBODY_UID = 65534
 
 
@@ -418,6 +420,7 @@ class Engine:
             result.draft,
             stop_note=stop_note,
             max_tokens=node.sizing.reply_tokens,
+            cite=node.window > SMALL_WINDOW,
         )
         if synthesis.reply is not None:
             r = synthesis.reply

@@ -10,6 +10,7 @@ itself, synthesis does.
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -86,11 +87,24 @@ class Node:
         fixed = count_messages([self.system, self.task]) + (
             self.model.estimate_prompt_tokens([], self.tools) if self.tools else 0
         )
+        self.window = window
+        self.fixed_tokens = fixed
+        self.token_ratio = 1.0  # provider's prompt tokens / our estimate, learnt from each reply
+        self.repeats = 0  # refused repeats in a row
         self.history_budget = max(600, min(s.history_tokens, window - self.sizing.reply_tokens - fixed - 256))
 
     # -- prompt ---------------------------------------------------------------
+    def _over_budget(self) -> bool:
+        history = sum(t.tokens for t in self.turns)
+        if history > self.history_budget:
+            return True
+        # tiktoken undercounts some models' tokenizers (Qwen by ~1.5x on log lines): the
+        # provider's own counts correct the estimate, so a small window does not overflow.
+        needed = (self.fixed_tokens + history) * self.token_ratio + self.sizing.reply_tokens
+        return needed > self.window - 64
+
     def _messages(self) -> list[dict[str, Any]]:
-        while self.turns and sum(t.tokens for t in self.turns) > self.history_budget and len(self.turns) > 1:
+        while len(self.turns) > 1 and self._over_budget():
             self.turns.pop(0)
             self.dropped += 1
         messages = [self.system, self.task]
@@ -119,6 +133,8 @@ class Node:
                 reply = self.model.complete(messages, tools=self.tools, max_tokens=self.sizing.reply_tokens)
                 e.budget.charge(reply.prompt_tokens, reply.completion_tokens, reply.cost)
                 e.usage_for(self.id).add(reply.prompt_tokens, reply.completion_tokens, reply.cost)
+                if reply.prompt_tokens and est and not self.model.model.startswith("scripted/"):
+                    self.token_ratio = min(3.0, max(1.0, reply.prompt_tokens / est))
                 action = self._parse(reply)
                 stopped: BudgetExceeded | None = None
                 try:
@@ -134,6 +150,12 @@ class Node:
                     return self._result(outcome.final, "final", step)
                 if outcome.fatal:
                     return self._result(None, "sandbox", step, outcome.fatal)
+                self.repeats = self.repeats + 1 if outcome.repeated else 0
+                if self.repeats >= 2:
+                    # Told twice to use the result it has; more turns only burn tokens.
+                    return self._result(
+                        None, "stuck", step, "the model kept repeating an action it had already run"
+                    )
             return self._result(None, "max_steps", max_steps, f"the step limit of {max_steps} was reached")
         finally:
             if self.sandbox is not None:
@@ -194,7 +216,7 @@ class Node:
         key = json.dumps([name, args], sort_keys=True)
         if key in self.done:
             # Small models loop on one action; running it again would show them the same thing.
-            return Outcome(prompts.repeated_action(*self.done[key]), ok=False)
+            return Outcome(prompts.repeated_action(*self.done[key]), ok=False, repeated=True)
         self.observed = True
         outcome = self._run_action(name, args, step)
         first = next((ln for ln in outcome.observation.splitlines() if ln.strip()), "")
@@ -258,6 +280,8 @@ class Node:
             parts.append(cap_middle(output, self.cap))
         if error:
             parts.append(f"error: {error}")
+            if error.startswith("SyntaxError") and _looks_like_prose(code):
+                parts.append(prompts.PROSE_NOT_CODE)
         if not parts:
             parts.append(prompts.NO_OUTPUT)
         elif not error and output.strip() and len(output.strip()) <= RESULT_FINDING_CHARS:
@@ -287,6 +311,19 @@ class Node:
             )
 
 
+def _looks_like_prose(code: str) -> bool:
+    """A sentence where code should be: several words and none of Python's punctuation."""
+    first = next((ln.strip() for ln in code.splitlines() if ln.strip()), "")
+    words = first.split()
+    return (
+        len(words) >= 5
+        and words[0][:1].isupper()
+        and words[0] not in ("True", "False", "None")
+        and "=" not in first
+        and not re.match(r"^[\w.]+\(", first)
+    )
+
+
 def _code_summary(code: str) -> str:
     """The code behind a result, short enough for a finding: all of it if small, else first … last line."""
     lines = [ln.strip() for ln in code.strip().splitlines() if ln.strip() and not ln.strip().startswith("#")]
@@ -302,6 +339,7 @@ class Outcome:
     ok: bool = True
     final: str | None = None
     fatal: str | None = None
+    repeated: bool = False
 
     def preview(self) -> str:
         return preview(self.observation)

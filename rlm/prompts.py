@@ -92,6 +92,8 @@ FIRST_FINAL_REFUSED = (
 
 NO_OUTPUT = "(no output — did you forget to print?)"
 
+PROSE_NOT_CODE = 'That was text, not Python. To answer, reply with final("...") in the block.'
+
 SUBQUERY_SYSTEM = (
     "You answer a question about an excerpt of a larger file. Use only the excerpt. Be brief and exact: "
     "give figures, names and line numbers as they appear. If the excerpt does not contain the answer, say "
@@ -106,11 +108,19 @@ def subquery_prompt(question: str, where: str, excerpt: str) -> str:
 SYNTHESIS_SYSTEM = (
     "You write the final answer to a question about a file from the findings an investigation "
     "established. Use only those findings. Start with the direct answer (the exact figure, name or "
-    "list), then at most two short sentences if they help. Cite the findings you used by id, like [F2]. "
+    "list), then at most two short sentences if they help.{cite} "
     "If the findings do not establish the answer, say plainly what is known and what is not. "
     "Never invent figures: every figure must appear in a finding; where the draft disagrees with a "
     "finding, the finding is right."
 )
+
+
+CITE = " Cite the findings you used by id, like [F2]."
+
+
+def synthesis_system(cite: bool) -> str:
+    """Small models given the citation rule sometimes answer with the id alone; they go without it."""
+    return SYNTHESIS_SYSTEM.format(cite=CITE if cite else "")
 
 
 def synthesis_prompt(question: str, digest: str, draft: str | None, stop_note: str | None) -> str:

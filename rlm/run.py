@@ -178,5 +178,7 @@ def _finish(
     if result is not None:
         fields["answer"] = result.answer
         fields["message"] = result.message
+        if result.status == "provider_error":
+            fields["error"] = result.message
         fields["stop"] = result.stop
     trace.update(**fields)

@@ -51,12 +51,13 @@ def synthesize(
     *,
     stop_note: str | None,
     max_tokens: int,
+    cite: bool = True,
 ) -> Synthesis:
     """One call with no tools; never raises for provider trouble."""
     if not findings and not draft:
         return Synthesis(None, "none")
     messages = [
-        {"role": "system", "content": prompts.SYNTHESIS_SYSTEM},
+        {"role": "system", "content": prompts.synthesis_system(cite)},
         {"role": "user", "content": prompts.synthesis_prompt(question, digest, draft, stop_note)},
     ]
     est = model.estimate_prompt_tokens(messages)

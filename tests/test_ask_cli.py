@@ -297,18 +297,45 @@ def test_budget_limit_exits_6_with_the_partial_answer(tmp_path: Path, apache_log
 
 
 def test_a_repeated_action_is_not_run_again(tmp_path: Path, apache_log: Path) -> None:
-    """Small models loop on one action; the loop tells them to use the result they have."""
+    """Small models loop on one action: it is refused, and a second refusal in a row ends the loop."""
+    model = write_script(
+        tmp_path / "s.json",
+        {
+            "replies": [
+                {"tool": "grep", "args": {"pattern": "HEAD"}},
+                {"tool": "grep", "args": {"pattern": "HEAD"}},
+                {"tool": "grep", "args": {"pattern": "HEAD"}},
+                {"tool": "execute", "args": {"code": "print('never reached')"}},
+            ],
+            "rules": [{"match": "final answer to a question", "reply": "answer [F1]"}],
+        },
+    )
+    proc = run_cli(["ask", str(apache_log), "q", "-m", model], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "answer [F1]\n"
+    trace = latest_trace(tmp_path)
+    obs = [s["observation"]["preview"] for s in trace["steps"]]
+    total = sum(1 for line in apache_log.read_text().splitlines() if "HEAD" in line)
+    assert obs[1].startswith(
+        f"not run: you already ran exactly this at step 1 (it showed: {total} lines match"
+    )
+    assert len(obs) == 3 and trace["status"] == "forced" and trace["stop"] == "stuck"
+
+
+def test_model_code_mistakes_get_plain_advice(tmp_path: Path, apache_log: Path) -> None:
     model = write_script(
         tmp_path / "s.json",
         [
-            {"tool": "grep", "args": {"pattern": "HEAD"}},
-            {"tool": "grep", "args": {"pattern": "HEAD"}},
-            {"tool": "final", "args": {"answer": "answer"}},
-            "answer",
+            {"tool": "execute", "args": {"code": "The busiest client is 66.249.73.135 with many requests"}},
+            {"tool": "execute", "args": {"code": "print(grep('HEAD', context_lines))"}},
+            {"tool": "final", "args": {"answer": "x"}},
+            "x",
         ],
     )
     proc = run_cli(["ask", str(apache_log), "q", "-m", model], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     obs = [s["observation"]["preview"] for s in latest_trace(tmp_path)["steps"]]
-    total = sum(1 for line in apache_log.read_text().splitlines() if "HEAD" in line)
-    assert obs[1].startswith(f"not run: you already ran exactly this at step 1 (it showed: {total} lines match")
+    assert (
+        "SyntaxError" in obs[0] and 'That was text, not Python. To answer, reply with final("...")' in obs[0]
+    )
+    assert "grep always searches the whole file" in obs[1]

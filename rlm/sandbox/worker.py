@@ -107,7 +107,12 @@ class Worker:
         return Shown(format_peek_lines(rows, start, length, self.text.n_lines))
 
     def grep(self, pattern: str, max_matches: int = 50, ignore_case: bool = False) -> GrepMatches:
-        max_matches = max(1, min(GREP_CODE_MAX, int(max_matches)))
+        if not isinstance(pattern, str) or isinstance(max_matches, bool) or not isinstance(max_matches, int):
+            raise TypeError(
+                "grep(pattern, max_matches=50, ignore_case=False): the pattern is a string and the second "
+                "argument the number of matching lines to return; grep always searches the whole file"
+            )
+        max_matches = max(1, min(GREP_CODE_MAX, max_matches))
         result = self.text.grep(str(pattern), max_matches=max_matches, ignore_case=bool(ignore_case))
         return GrepMatches(str(pattern), result.total, result.matches)
 
