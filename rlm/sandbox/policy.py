@@ -357,12 +357,7 @@ def guarded_getattr(obj: Any, name: str, default: Any = _MISSING) -> Any:
         raise AttributeError(f'attribute "{name}" is not allowed in this sandbox (frame/code introspection)')
     if name in _SPECIAL_ATTRS:
         return _special_getattr(obj, name, default)
-    if type(obj) is _ModuleType:
-        raise AttributeError("real module objects are not accessible in this sandbox")
-    value = getattr(obj, name) if default is _MISSING else getattr(obj, name, default)
-    if type(value) is _ModuleType:
-        raise AttributeError(f'attribute "{name}" is a module; modules are only available through import')
-    return value
+    return _plain_getattr(obj, name, default)
 
 
 def _guarded_hasattr(obj: Any, name: str) -> bool:
