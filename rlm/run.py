@@ -111,11 +111,10 @@ def run_ask(
     started = time.monotonic()
     with open_source(input_arg, cache_dir=settings.cache_dir, stdin=stdin) as source:
         profile = source.profile
-        trace.update(
-            question=question,
-            settings=settings.affecting_results(),
-            input={k: v for k, v in profile.to_dict().items() if k not in ("index_path",)},
-        )
+        # The sha256 of a file seen for the first time is still being computed: it is
+        # recorded when known, and the run does not wait for it to start.
+        recorded = {k: v for k, v in profile.to_dict(wait=False).items() if k != "index_path"}
+        trace.update(question=question, settings=settings.affecting_results(), input=recorded)
         engine: Engine | None = None
         try:
             with open_models(settings) as (root, sub):
@@ -131,6 +130,7 @@ def run_ask(
                     progress=progress,
                 )
                 result = engine.run()
+            trace.update(input={**recorded, "sha256": profile.sha256})
         except KeyboardInterrupt:
             _finish(trace, engine, "interrupted", int(ExitCode.INTERRUPTED), None, started)
             raise
@@ -145,6 +145,8 @@ def run_ask(
         finally:
             if engine is not None:
                 engine.close()
+            if recorded["sha256"] is None and profile.digest.done():
+                trace.update(input={**recorded, "sha256": profile.sha256})
     _finish(trace, engine, result.status, result.exit_code, result, started)
     return result
 

@@ -20,7 +20,7 @@ import stat
 import sys
 import tempfile
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, BinaryIO
 
 from rlm.errors import InputError
@@ -40,6 +40,32 @@ _CACHE_VERSION = 2
 FIFO_WAIT_SECONDS = 5.0
 
 
+class Digest:
+    """A sha256 being computed in the background.
+
+    Hashing a gigabyte takes about a second on one core, several times the
+    line-index scan; nothing needs the digest until the trace is finished, so
+    the investigation starts without waiting for it.
+    """
+
+    def __init__(self, value: str | None = None) -> None:
+        self._value = value
+        self._done = threading.Event()
+        if value is not None:
+            self._done.set()
+
+    def set(self, value: str) -> None:
+        self._value = value
+        self._done.set()
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def result(self) -> str:
+        self._done.wait()
+        return self._value or ""
+
+
 @dataclass(frozen=True)
 class Profile:
     """What the model is told about the input, and what the worker needs to map it."""
@@ -50,7 +76,7 @@ class Profile:
     lines: int
     encoding: str
     format: str
-    sha256: str
+    digest: Digest = field(repr=False, compare=False)
     invalid_lines: int
     binary: bool
     head: list[str] = field(default_factory=list)
@@ -58,8 +84,16 @@ class Profile:
     longest_line: int = 0  # bytes, line ending included
     index_path: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    @property
+    def sha256(self) -> str:
+        """The input's sha256; waits for the background hash of a file seen for the first time."""
+        return self.digest.result()
+
+    def to_dict(self, *, wait: bool = True) -> dict[str, Any]:
+        """The profile as JSON; with wait=False, sha256 is None while it is still being computed."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "digest"}
+        out["sha256"] = self.sha256 if wait or self.digest.done() else None
+        return out
 
     def prompt_block(self, max_chars: int = 1200) -> str:
         """A compact description for a prompt, never longer than `max_chars`."""
@@ -283,13 +317,17 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
     facts = cache.load()
     index_path: str | None = None
     if facts is None:
-        facts, starts_info = _scan(path, digest, transcode)
+        facts, starts_info = _scan(path, transcode)
         if starts_info is not None:
-            index_path = cache.store(facts, *starts_info, owned=owned)
-        else:
-            cache.store_facts(facts)
+            index_path = cache.store(*starts_info, owned=owned)
+        cache.store_facts(facts)
     elif not transcode:
         index_path = cache.index_path if os.path.exists(cache.index_path) else None
+    if "sha256" in facts:
+        sha = Digest(facts["sha256"])
+    else:
+        known = facts
+        sha = _hash_in_background(path, digest, lambda value: cache.store_facts({**known, "sha256": value}))
     with MappedText(path, index_path=index_path) as text:
         n = text.n_lines
         head = [_cap(text.display(s)) for s in text.lines[:HEAD_LINES]]
@@ -307,7 +345,7 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
         lines=n,
         encoding=encoding,
         format="binary" if binary else _detect_format(sample, display, head_bytes),
-        sha256=facts["sha256"],
+        digest=sha,
         invalid_lines=facts["invalid_lines"],
         binary=binary,
         head=head,
@@ -317,53 +355,50 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
     )
 
 
-def _scan(
-    path: str, digest: str | None, transcode: bool
-) -> tuple[dict[str, Any], tuple[Any, int, int] | None]:
-    """One pass over the bytes: sha256 (in a thread), line starts, invalid lines."""
+def _hash_in_background(path: str, known: str | None, on_done: Any) -> Digest:
+    """The file's sha256 from a thread of its own (hashlib drops the GIL on big buffers);
+    the facts are cached once it is known, so a second question skips the scan."""
+    if known is not None:
+        on_done(known)
+        return Digest(known)
+    digest = Digest()
+
+    def run() -> None:
+        h = hashlib.sha256()
+        try:
+            with open(path, "rb") as fh:
+                while chunk := fh.read(_HASH_CHUNK):
+                    h.update(chunk)
+        except OSError as exc:
+            digest.set(f"unavailable ({exc.strerror or exc})")
+            return
+        on_done(h.hexdigest())  # cached first, so whoever waits on the digest finds it stored
+        digest.set(h.hexdigest())
+
+    threading.Thread(target=run, name="rlm-sha256", daemon=True).start()
+    return digest
+
+
+def _scan(path: str, transcode: bool) -> tuple[dict[str, Any], tuple[Any, int, int] | None]:
+    """One pass over the bytes: line starts, invalid lines, the longest line."""
     size = os.path.getsize(path)
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        hasher: threading.Thread | None = None
-        result: dict[str, str] = {}
-        if digest is None:
-            # hashlib drops the GIL on big buffers, so hashing overlaps the scan.
-            def run() -> None:
-                h = hashlib.sha256()
-                view = memoryview(mm)
-                try:
-                    for off in range(0, size, _HASH_CHUNK):
-                        h.update(view[off : off + _HASH_CHUNK])
-                finally:
-                    view.release()
-                result["sha256"] = h.hexdigest()
-
-            hasher = threading.Thread(target=run, name="rlm-sha256", daemon=True)
-            hasher.start()
-        try:
-            if transcode:
-                text = MappedText(path)
-                try:
-                    starts = text._starts_array().copy()
-                    invalid = sum(1 for s in text.lines if "\ufffd" in s)
-                finally:
-                    text.close()
-                starts_info = None
-            else:
-                first = 3 if mm[:3] == b"\xef\xbb\xbf" else 0
-                wide: list[tuple[int, int]] = []
-                starts = line_starts(mm, first, non_ascii=wide)
-                invalid, all_ascii = _count_invalid_lines(mm, starts, wide), not wide
-                starts_info = (starts, size, INDEX_FLAG_ASCII if all_ascii else 0)
-            longest = int((starts[1:] - starts[:-1]).max()) if len(starts) > 1 else 0
-        finally:
-            if hasher is not None:
-                hasher.join()
-    facts = {
-        "sha256": digest or result["sha256"],
-        "invalid_lines": invalid,
-        "longest_line": longest,
-    }
-    return facts, starts_info
+        if transcode:
+            text = MappedText(path)
+            try:
+                starts = text._starts_array().copy()
+                invalid = sum(1 for s in text.lines if "\ufffd" in s)
+            finally:
+                text.close()
+            starts_info = None
+        else:
+            first = 3 if mm[:3] == b"\xef\xbb\xbf" else 0
+            wide: list[tuple[int, int]] = []
+            starts = line_starts(mm, first, non_ascii=wide)
+            invalid, all_ascii = _count_invalid_lines(mm, starts, wide), not wide
+            starts_info = (starts, size, INDEX_FLAG_ASCII if all_ascii else 0)
+        longest = int((starts[1:] - starts[:-1]).max()) if len(starts) > 1 else 0
+    return {"invalid_lines": invalid, "longest_line": longest}, starts_info
 
 
 def _count_invalid_lines(mm: Any, starts: Any, ranges: list[tuple[int, int]]) -> int:
@@ -420,7 +455,7 @@ class _Cache:
                 facts = json.load(fh)
         except (OSError, ValueError):
             return None
-        if not isinstance(facts, dict) or not {"sha256", "invalid_lines", "longest_line"} <= facts.keys():
+        if not isinstance(facts, dict) or not {"invalid_lines", "longest_line"} <= facts.keys():
             return None
         return facts
 
@@ -434,8 +469,9 @@ class _Cache:
         except OSError:
             pass  # an unwritable cache only costs a rescan next time
 
-    def store(self, facts: dict[str, Any], starts: Any, size: int, flags: int, *, owned: list[str]) -> str:
-        """Write the index (and facts); falls back to a private temp index the Source removes."""
+    def store(self, starts: Any, size: int, flags: int, *, owned: list[str]) -> str:
+        """Write the index; falls back to a private temp index the Source removes.
+        The facts follow once the file's sha256 is known (store_facts)."""
         try:
             os.makedirs(self.directory, exist_ok=True)
             write_index(starts, self.index_path, size, flags)
@@ -446,7 +482,6 @@ class _Cache:
             owned.append(tmp)
             _PENDING.add(tmp)
             return tmp
-        self.store_facts(facts)
         return self.index_path
 
 

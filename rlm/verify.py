@@ -163,7 +163,8 @@ class VerifyReport:
 
     @property
     def input_changed(self) -> bool:
-        return self.recorded_sha256 != self.actual_sha256
+        # A run stopped before its input's hash was known recorded none: nothing to compare.
+        return self.recorded_sha256 is not None and self.recorded_sha256 != self.actual_sha256
 
     @property
     def counts(self) -> dict[str, int]:
@@ -360,6 +361,8 @@ def render_verify(report: VerifyReport, out: TextIO) -> None:
                 "33",
             )
         )
+    elif report.recorded_sha256 is None:
+        w("The trace has no sha256 of its input (the run stopped before it was known): not checked.\n")
     else:
         w("The input is the one the run read (sha256 matches).\n")
     for c in report.checks:
