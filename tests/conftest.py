@@ -40,6 +40,20 @@ def write_script(path: Path, replies: list[Any] | dict[str, Any]) -> str:
     return f"scripted/{path}"
 
 
+def cli_env(cwd: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a CLI run in a test: no RLM_* of the user's, no user config, fast retries."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RLM_")}
+    env.update(
+        {
+            "RLM_RETRY_BASE_DELAY": "0.01",
+            "XDG_CONFIG_HOME": str(cwd / ".config"),
+            "RLM_CACHE_DIR": str(cwd / ".cache"),
+        }
+    )
+    env.update(extra or {})
+    return env
+
+
 def run_cli(
     args: list[str],
     *,
@@ -49,19 +63,10 @@ def run_cli(
     timeout: float = 120,
 ) -> subprocess.CompletedProcess[str]:
     """`rlm ARGS` in a subprocess, as a user would run it."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("RLM_")}
-    full_env.update(
-        {
-            "RLM_RETRY_BASE_DELAY": "0.01",
-            "XDG_CONFIG_HOME": str(cwd / ".config"),
-            "RLM_CACHE_DIR": str(cwd / ".cache"),
-        }
-    )
-    full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "rlm", *args],
         cwd=cwd,
-        env=full_env,
+        env=cli_env(cwd, env),
         input=stdin,
         capture_output=True,
         timeout=timeout,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -11,27 +10,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import ROOT, latest_trace, run_cli, write_script
-
-
-def _env(cwd: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RLM_")}
-    env.update(
-        {
-            "RLM_RETRY_BASE_DELAY": "0.01",
-            "XDG_CONFIG_HOME": str(cwd / ".config"),
-            "RLM_CACHE_DIR": str(cwd / ".cache"),
-        }
-    )
-    env.update(extra or {})
-    return env
+from conftest import ROOT, cli_env, latest_trace, run_cli, write_script
 
 
 def _start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "rlm", *args],
         cwd=cwd,
-        env=_env(cwd),
+        env=cli_env(cwd),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
