@@ -38,7 +38,6 @@ BYTES_PER_TOKEN = 3.0
 MAX_CHUNKS = 512
 # Models with a window this small (local ones) write answers without citation ids.
 SMALL_WINDOW = 8192
-NOBODY_UID = 65534
 
 
 @dataclass
@@ -125,16 +124,16 @@ class Engine:
     def worker_spec(
         self, start_line: int | None = None, end_line: int | None = None, path: str | None = None
     ) -> WorkerSpec:
-        size = os.path.getsize(path or self.path)
-        uid = NOBODY_UID if hasattr(os, "geteuid") and os.geteuid() == 0 else None
         return WorkerSpec(
             path=path or self.path,
             encoding=self.profile.encoding if path is None else "utf-8",
             start_line=start_line,
             end_line=end_line,
             index_path=self.profile.index_path if path is None else None,
-            memory_bytes=size * 3 + self.settings.memory_headroom_mb * 1024 * 1024,
-            drop_to_uid=uid,
+            # On top of what the worker already maps (the input, its index, the interpreter):
+            # the kernel layer measures that itself, so only the headroom is ours to give.
+            # drop_to_uid stays None: the kernel layer drops root to nobody by itself.
+            memory_bytes=self.settings.memory_headroom_mb * 1024 * 1024,
         )
 
     def start_sandbox(self, node: Node) -> Sandbox:
