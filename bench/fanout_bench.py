@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("RLM_SHARED_DATA", ROOT.parent / "shared" / "data"))
+DATA = ROOT / "fixtures" / "data"
 
 
 def one_run(workdir: Path, chunks: int, latency: float, concurrency: int) -> float:

@@ -1,7 +1,7 @@
 """Huge-file benchmark: rlm's input layer against the Unix tools, side by side.
 
 Builds a log of --size-mb megabytes in a temporary directory by replaying the
-real Apache lines of ../shared/data/elastic/apache_logs, each pass shifted by
+real Apache lines of fixtures/data/elastic/apache_logs, each pass shifted by
 four days so that timestamps keep increasing, then measures (median of
 --repeats runs, page cache hot for every contender):
 
@@ -37,9 +37,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE_LOG = Path(
-    os.environ.get("RLM_BENCH_SOURCE", ROOT.parent / "shared" / "data" / "elastic" / "apache_logs")
-)
+SOURCE_LOG = Path(os.environ.get("RLM_BENCH_SOURCE", ROOT / "fixtures" / "data" / "elastic" / "apache_logs"))
 LITERAL = "Googlebot/2.1"
 REGEX = r'" (4|5)[0-9]{2} '
 GREP_E = r'" (4|5)[0-9]{2} '

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("RLM_SHARED_DATA", ROOT.parent / "shared" / "data"))
+DATA = ROOT / "fixtures" / "data"
 LOG = DATA / "elastic" / "apache_logs"
 
 ACTIONS = [

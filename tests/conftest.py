@@ -15,23 +15,18 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 
 
-def shared_data_dir() -> Path:
-    """../shared/data beside the checkout (RLM_SHARED_DATA overrides)."""
-    explicit = os.environ.get("RLM_SHARED_DATA")
-    return Path(explicit) if explicit else ROOT.parent / "shared" / "data"
+# The real data the tests read, kept in the repository (sources and licences in its README).
+DATA = FIXTURES / "data"
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    path = shared_data_dir()
-    if not path.is_dir():
-        pytest.fail(f"the shared data folder is missing: {path} (set RLM_SHARED_DATA)")
-    return path
+def real_data() -> Path:
+    return DATA
 
 
 @pytest.fixture
-def apache_log(shared_data: Path) -> Path:
-    return shared_data / "elastic" / "apache_logs"
+def apache_log(real_data: Path) -> Path:
+    return real_data / "elastic" / "apache_logs"
 
 
 def write_script(path: Path, replies: list[Any] | dict[str, Any]) -> str:

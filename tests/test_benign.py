@@ -1,5 +1,5 @@
 """The benign battery: programs of the kind a model writes over logs and CSVs,
-run through the real worker over the shared data files.
+run through the real worker over the real data files in fixtures/data.
 
 The expected output of every program is computed in the test by running the
 same cells in plain, unrestricted CPython over the same text (with the
@@ -21,7 +21,7 @@ import pytest
 
 from rlm.sandbox.client import Sandbox, WorkerSpec
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 APACHE = DATA / "elastic" / "apache_logs"
 NGINX = DATA / "elastic" / "nginxplus_json_logs"
 TAXIS = DATA / "seaborn" / "taxis.csv"
@@ -32,7 +32,7 @@ ZOOKEEPER = DATA / "loghub" / "Zookeeper_2k.log"
 GSM8K = DATA / "gsm8k" / "test.jsonl"
 ISO = DATA / "iso3166" / "all.csv"
 
-pytestmark = pytest.mark.skipif(not APACHE.exists(), reason="shared data files are not available")
+pytestmark = pytest.mark.skipif(not APACHE.exists(), reason="fixtures/data is missing")
 
 
 @dataclass(frozen=True)

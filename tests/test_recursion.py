@@ -14,8 +14,8 @@ def _script(path: Path, doc: dict) -> Path:
     return path
 
 
-def test_small_slice_is_one_plain_sub_call(isolated: Path, shared_data: Path) -> None:
-    log = shared_data / "loghub" / "OpenSSH_2k.log"
+def test_small_slice_is_one_plain_sub_call(isolated: Path, real_data: Path) -> None:
+    log = real_data / "loghub" / "OpenSSH_2k.log"
     script = _script(
         isolated / "s.json",
         {
@@ -44,8 +44,8 @@ def test_small_slice_is_one_plain_sub_call(isolated: Path, shared_data: Path) ->
     assert trace["ledger"][0]["kind"] == "subcall" or any(f["kind"] == "final_draft" for f in trace["ledger"])
 
 
-def test_large_slice_becomes_child_node_at_depth_1(isolated: Path, shared_data: Path) -> None:
-    log = shared_data / "loghub" / "OpenSSH_2k.log"
+def test_large_slice_becomes_child_node_at_depth_1(isolated: Path, real_data: Path) -> None:
+    log = real_data / "loghub" / "OpenSSH_2k.log"
     lines = log.read_text().splitlines()
     failures = sum(1 for ln in lines[:1500] if "Failed password" in ln)
     script = _script(
@@ -110,8 +110,8 @@ def test_large_slice_becomes_child_node_at_depth_1(isolated: Path, shared_data: 
         assert "ROOT-Q" not in text and "print(len(context_lines))" not in text
 
 
-def test_depth_reaches_three_and_refuses_to_go_deeper(isolated: Path, shared_data: Path) -> None:
-    log = shared_data / "loghub" / "HDFS_2k.log"
+def test_depth_reaches_three_and_refuses_to_go_deeper(isolated: Path, real_data: Path) -> None:
+    log = real_data / "loghub" / "HDFS_2k.log"
     rules = [
         {"match": "final answer to a question[^\\n]*\\nuser: Question: (Q\\d)", "reply": "answer of \\1"},
     ]
@@ -143,8 +143,8 @@ def test_depth_reaches_three_and_refuses_to_go_deeper(isolated: Path, shared_dat
     assert result.answer == "answer of Q1"
 
 
-def test_max_depth_flag_lowers_the_cap(isolated: Path, shared_data: Path) -> None:
-    log = shared_data / "loghub" / "HDFS_2k.log"
+def test_max_depth_flag_lowers_the_cap(isolated: Path, real_data: Path) -> None:
+    log = real_data / "loghub" / "HDFS_2k.log"
     script = _script(
         isolated / "s.json",
         {
@@ -160,8 +160,8 @@ def test_max_depth_flag_lowers_the_cap(isolated: Path, shared_data: Path) -> Non
     assert first.startswith("error: this slice is about") and "the depth limit is 0" in first
 
 
-def test_partition_map_32_chunks_one_failing_rest_in_order(isolated: Path, shared_data: Path) -> None:
-    log = shared_data / "loghub" / "Zookeeper_2k.log"  # 2,000 lines: 32 chunks of 63 lines
+def test_partition_map_32_chunks_one_failing_rest_in_order(isolated: Path, real_data: Path) -> None:
+    log = real_data / "loghub" / "Zookeeper_2k.log"  # 2,000 lines: 32 chunks of 63 lines
     script = _script(
         isolated / "s.json",
         {
@@ -205,8 +205,8 @@ def _err_text(obs: str) -> str:
     return line.split("[error] lines 1,891-1,953: ", 1)[1]
 
 
-def test_partition_map_from_code_sets_results(isolated: Path, shared_data: Path) -> None:
-    log = shared_data / "loghub" / "Zookeeper_2k.log"
+def test_partition_map_from_code_sets_results(isolated: Path, real_data: Path) -> None:
+    log = real_data / "loghub" / "Zookeeper_2k.log"
     script = _script(
         isolated / "s.json",
         {
@@ -227,8 +227,8 @@ def test_partition_map_from_code_sets_results(isolated: Path, shared_data: Path)
     assert latest_trace(isolated)["steps"][0]["observation"]["preview"].strip() == "40 from 1,951 True"
 
 
-def test_fan_out_larger_than_budget_is_refused_before_spending(isolated: Path, shared_data: Path) -> None:
-    log = shared_data / "loghub" / "Zookeeper_2k.log"
+def test_fan_out_larger_than_budget_is_refused_before_spending(isolated: Path, real_data: Path) -> None:
+    log = real_data / "loghub" / "Zookeeper_2k.log"
     script = _script(
         isolated / "s.json",
         {
@@ -247,8 +247,8 @@ def test_fan_out_larger_than_budget_is_refused_before_spending(isolated: Path, s
     assert result.usage["calls"] == 3
 
 
-def test_budget_stop_mid_fan_out_spends_no_more_than_reserved(isolated: Path, shared_data: Path) -> None:
-    log = shared_data / "loghub" / "Zookeeper_2k.log"
+def test_budget_stop_mid_fan_out_spends_no_more_than_reserved(isolated: Path, real_data: Path) -> None:
+    log = real_data / "loghub" / "Zookeeper_2k.log"
     script = _script(
         isolated / "s.json",
         {
@@ -273,8 +273,8 @@ def test_budget_stop_mid_fan_out_spends_no_more_than_reserved(isolated: Path, sh
     assert trace["totals"]["calls"] == 2 + made + 1
 
 
-def test_sub_model_is_used_for_sub_calls(isolated: Path, shared_data: Path) -> None:
-    log = shared_data / "loghub" / "Zookeeper_2k.log"
+def test_sub_model_is_used_for_sub_calls(isolated: Path, real_data: Path) -> None:
+    log = real_data / "loghub" / "Zookeeper_2k.log"
     sub = _script(isolated / "sub.json", {"log": "sub.jsonl", "default": "from the sub-model"})
     script = _script(
         isolated / "s.json",

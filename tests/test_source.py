@@ -16,9 +16,9 @@ from rlm.errors import ExitCode, InputError
 from rlm.source import Profile, open_source
 from rlm.textfile import MappedText
 
-DATA = Path("/work/shared/data")
+DATA = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 APACHE = DATA / "elastic" / "apache_logs"
-needs_data = pytest.mark.skipif(not APACHE.exists(), reason="shared data not present")
+needs_data = pytest.mark.skipif(not APACHE.exists(), reason="fixtures/data is missing")
 
 
 @pytest.fixture()

@@ -11,9 +11,9 @@ import pytest
 import rlm.textfile as tf
 from rlm.textfile import GrepResult, LazyText, MappedText, build_index, read_index
 
-DATA = Path("/work/shared/data")
+DATA = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 APACHE = DATA / "elastic" / "apache_logs"
-needs_data = pytest.mark.skipif(not APACHE.exists(), reason="shared data not present")
+needs_data = pytest.mark.skipif(not APACHE.exists(), reason="fixtures/data is missing")
 
 
 def _grep_c(args: list[str], path: Path) -> int:

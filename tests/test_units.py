@@ -137,8 +137,8 @@ def test_budget_refuses_a_fan_out_that_cannot_fit() -> None:
     assert budget.room_for(20, 1000) == 9
 
 
-def test_old_turns_are_compacted_into_an_established_digest(isolated: Path, shared_data: Path) -> None:
-    log = shared_data / "loghub" / "Linux_2k.log"
+def test_old_turns_are_compacted_into_an_established_digest(isolated: Path, real_data: Path) -> None:
+    log = real_data / "loghub" / "Linux_2k.log"
     replies = [{"tool": "execute", "args": {"code": "note('sshd is the noisiest service')"}}]
     replies += [{"tool": "peek", "args": {"start": 1 + 40 * i, "length": 40}} for i in range(6)]
     replies += [{"tool": "final", "args": {"answer": "sshd"}}, "sshd [F1]"]

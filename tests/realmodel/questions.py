@@ -1,4 +1,4 @@
-"""Questions over the real logs in ../shared/data, each with its answer computed in plain Python.
+"""Questions over the real logs in fixtures/data, each with its answer computed in plain Python.
 
 The answers are computed here, from the files, every time the suite runs:
 nothing is hard-coded, so a changed data file changes the expectation too.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+DATA = Path(__file__).resolve().parents[2] / "fixtures" / "data"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ def test_questions_are_distinct_and_answerable_from_the_data() -> None:
     assert len({q.id for q in QUESTIONS}) == len(QUESTIONS)
     for q in QUESTIONS:
         if not q.file.is_file():
-            pytest.skip(f"shared data missing: {q.file}")
+            pytest.skip(f"fixtures/data missing: {q.file}")
         answer = q.answer()
         assert answer and answer != "0", q.id
         # the answer is in the data, not only in the question
@@ -25,7 +25,7 @@ def test_questions_are_distinct_and_answerable_from_the_data() -> None:
 def test_count_expectation_matches_a_grep_of_the_file() -> None:
     q = next(q for q in QUESTIONS if q.id == "ssh-failed-password")
     if not q.file.is_file():
-        pytest.skip("shared data missing")
+        pytest.skip("fixtures/data missing")
     text = q.file.read_text(encoding="utf-8", errors="replace")
     assert q.answer() == str(len(re.findall(r"^.*Failed password.*$", text, flags=re.M)))
 
