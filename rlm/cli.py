@@ -80,7 +80,8 @@ def ask(
         int | None, typer.Option("--max-depth", help="Recursion depth, at most 3 (default 3).")
     ] = None,
     timeout: Annotated[
-        float | None, typer.Option("--timeout", help="Seconds per sandbox cell (default 30).")
+        float | None,
+        typer.Option("--timeout", help="Seconds per sandbox cell (default: 30, plus 60 per GiB of input)."),
     ] = None,
     max_calls: Annotated[
         int | None, typer.Option("--max-calls", help="Model calls for the whole run (default 200).")

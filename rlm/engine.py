@@ -25,7 +25,8 @@ from rlm.ledger import Finding, Ledger
 from rlm.model import ModelClient, Reply
 from rlm.node import Node, NodeResult, NodeScope, Outcome
 from rlm.sandbox.client import Sandbox, WorkerSpec
-from rlm.settings import Settings, sizing_for
+from rlm.settings import Settings, cell_seconds_for, sizing_for
+from rlm.source import Profile
 from rlm.synthesis import DIGEST_CHARS, Synthesis, synthesize
 from rlm.textcap import cap_line, cap_middle, cap_words
 from rlm.textfile import MappedText
@@ -62,7 +63,7 @@ class Engine:
         settings: Settings,
         *,
         path: str,
-        profile: Any,
+        profile: Profile,
         question: str,
         root_model: ModelClient,
         sub_model: ModelClient,
@@ -93,6 +94,7 @@ class Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.sub_sizing = sizing_for(settings, sub_model.context_window())
         self.sandbox_report: dict[str, Any] = {}
+        self.cell_seconds = cell_seconds_for(settings, profile.size)
         self.steps_total = 0
         self.largest_prompt = 0
         self.restarts = 0
@@ -121,20 +123,8 @@ class Engine:
             self._node_count += 1
             return node_id
 
-    def worker_spec(
-        self, start_line: int | None = None, end_line: int | None = None, path: str | None = None
-    ) -> WorkerSpec:
-        return WorkerSpec(
-            path=path or self.path,
-            encoding=self.profile.encoding if path is None else "utf-8",
-            start_line=start_line,
-            end_line=end_line,
-            index_path=self.profile.index_path if path is None else None,
-            # On top of what the worker already maps (the input, its index, the interpreter):
-            # the kernel layer measures that itself, so only the headroom is ours to give.
-            # drop_to_uid stays None: the kernel layer drops root to nobody by itself.
-            memory_bytes=self.settings.memory_headroom_mb * 1024 * 1024,
-        )
+    def worker_spec(self, start_line: int | None = None, end_line: int | None = None) -> WorkerSpec:
+        return worker_spec_for(self.profile, self.settings, start_line, end_line)
 
     def start_sandbox(self, node: Node) -> Sandbox:
         sandbox = Sandbox(node.scope.spec, bridge=lambda name, args: self._bridge(node, name, args))
@@ -152,6 +142,12 @@ class Engine:
     def note_restart(self, node: Node, why: str) -> None:
         self.restarts += 1
         self.progress("restart", {"node": node.id, "why": why})
+
+    def report_internal(self, node: Node, message: str) -> None:
+        """An internal error of the sandbox: a warning in the trace and on stderr, not only an observation."""
+        msg = f"internal error in the sandbox ({node.id}): {message}"
+        self.trace.warn(msg)
+        self.progress("warning", {"message": msg})
 
     def add_finding(
         self, text: str, kind: str, node: Node, step: int, evidence: str | None = None
@@ -347,7 +343,7 @@ class Engine:
         path = os.path.join(self._tmpdir, f"text-{self._node_count}.txt")
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)
-        spec = self.worker_spec(path=path)
+        spec = text_worker_spec(path, self.settings)
         with MappedText(path) as window:
             block = slice_profile(
                 window, f"a text of {len(text):,} characters built by the parent investigation"
@@ -664,6 +660,29 @@ class Engine:
     def close(self) -> None:
         self._close_loop()
         shutil.rmtree(self._tmpdir, ignore_errors=True)
+
+
+def worker_spec_for(
+    profile: Profile, settings: Settings, start_line: int | None = None, end_line: int | None = None
+) -> WorkerSpec:
+    """The worker of a run over the input, or lines of it: the one factory the run,
+    `rlm replay --verify` and the tests use, so each checks the worker users get."""
+    return WorkerSpec(
+        path=profile.work_path,
+        encoding=profile.work_encoding,
+        start_line=start_line,
+        end_line=end_line,
+        index_path=profile.index_path,
+        # On top of what the worker already maps (the input, its index, the interpreter):
+        # the kernel layer measures that itself, so only the headroom is ours to give.
+        # drop_to_uid stays None: the kernel layer drops root to nobody by itself.
+        memory_bytes=settings.memory_headroom_mb * 1024 * 1024,
+    )
+
+
+def text_worker_spec(path: str, settings: Settings) -> WorkerSpec:
+    """The worker of a child over a text the parent investigation built (UTF-8, no index yet)."""
+    return WorkerSpec(path=path, encoding="utf-8", memory_bytes=settings.memory_headroom_mb * 1024 * 1024)
 
 
 def slice_profile(window: MappedText, what: str, sample_lines: int = 3) -> str:

@@ -3,21 +3,20 @@
 Every durable result becomes an entry with a stable id (F1, F2, ...): a
 `note`, a sub-call's answer, a short computed result, a grep count, the
 `final` draft. The ledger is what synthesis answers from and what replaces
-old turns when the conversation is compacted. Errors are never findings.
+old turns when the conversation is compacted. Errors are never findings: the
+callers add only what a successful action produced. Whether a text is an error
+comes from where it came from, never from how it reads ("ERROR lines: 1,532"
+is a finding about a log).
 """
 
 from __future__ import annotations
 
-import re
 import threading
 from dataclasses import asdict, dataclass
 
 from rlm.textcap import cap_words
 
 FINDING_CHARS = 600
-_ERROR_SHAPES = re.compile(
-    r"^\s*(\[?error\]?|traceback \(most recent call last\)|\w*(error|exception):)", re.I
-)
 
 
 @dataclass(frozen=True)
@@ -43,9 +42,9 @@ class Ledger:
         self._lock = threading.Lock()
 
     def add(self, text: str, *, kind: str, evidence: str, node: str) -> Finding | None:
-        """Record a finding; a duplicate returns the existing entry, an error or blank returns None."""
+        """Record a finding; a duplicate returns the existing entry, a blank returns None."""
         text = (text or "").strip()
-        if not text or _ERROR_SHAPES.match(text):
+        if not text:
             return None
         text = cap_words(text, FINDING_CHARS)
         key = _key(text)

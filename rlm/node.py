@@ -35,6 +35,17 @@ RESULT_FINDING_CHARS = 240  # an execute output this short is a computed result 
 class Turn:
     messages: list[dict[str, Any]]
     tokens: int
+    step: int = 0
+
+
+@dataclass(frozen=True)
+class Done:
+    """An action already run, to tell a true repeat from the same call against changed state."""
+
+    step: int
+    shown: str  # the first line of what it showed
+    ok: bool
+    state: int  # the worker state it left behind (Node.state after it ran)
 
 
 @dataclass
@@ -73,16 +84,19 @@ class Node:
         window = self.model.context_window()
         self.sizing = sizing_for(s, window)
         self.cap = self.sizing.observation_chars
-        self.system = {"role": "system", "content": prompts.system_prompt(self.protocol, self.cap)}
+        self.system = {
+            "role": "system",
+            "content": prompts.system_prompt(
+                self.protocol, self.cap, engine.cell_seconds, s.memory_headroom_mb
+            ),
+        }
         self.task = {
             "role": "user",
             "content": prompts.task_prompt(question, scope.profile_block, scope.description),
         }
         self.turns: list[Turn] = []
         self.dropped = 0
-        self.observed = False
-        self.done: dict[str, tuple[int, str]] = {}  # action -> (step, first line of what it showed)
-        self.sandbox: Sandbox | None = None
+        self.init_action_state(None)
         self.largest_prompt = 0
         fixed = count_messages([self.system, self.task]) + (
             self.model.estimate_prompt_tokens([], self.tools) if self.tools else 0
@@ -92,6 +106,16 @@ class Node:
         self.token_ratio = 1.0  # provider's prompt tokens / our estimate, learnt from each reply
         self.repeats = 0  # refused repeats in a row
         self.history_budget = max(600, min(s.history_tokens, window - self.sizing.reply_tokens - fixed - 256))
+
+    def init_action_state(self, sandbox: Sandbox | None) -> None:
+        """What the action path (peek, grep, execute, restarts) keeps; `rlm replay --verify` runs
+        recorded actions through a node set up by this alone."""
+        self.sandbox = sandbox
+        self.observed = False
+        self.done: dict[str, Done] = {}
+        # Bumped by anything that may change the worker's variables: a cell, a restart,
+        # partition_map's result variable. The same code against a new state is not a repeat.
+        self.state = 0
 
     # -- prompt ---------------------------------------------------------------
     def _over_budget(self) -> bool:
@@ -201,7 +225,7 @@ class Node:
             assistant = {"role": "assistant", "content": content or "(empty reply)"}
             obs = {"role": "user", "content": observation}
         messages = [assistant, obs]
-        self.turns.append(Turn(messages, sum(count_message(m) for m in messages)))
+        self.turns.append(Turn(messages, sum(count_message(m) for m in messages), step))
 
     # -- actions --------------------------------------------------------------
     def _act(self, action: Action | ParseError, step: int) -> Outcome:
@@ -214,14 +238,29 @@ class Node:
             self.engine.add_finding(args["answer"], "final_draft", self, step)
             return Outcome("final answer recorded", final=args["answer"])
         key = json.dumps([name, args], sort_keys=True)
-        if key in self.done:
-            # Small models loop on one action; running it again would show them the same thing.
-            return Outcome(prompts.repeated_action(*self.done[key]), ok=False, repeated=True)
+        before = self.done.get(key)
+        if before is not None and self._would_repeat(name, before):
+            if before.ok:
+                # Small models loop on one action; running it again would show them the same thing.
+                return Outcome(prompts.repeated_action(before.step, before.shown), ok=False, repeated=True)
+            # The same failing call, nothing changed since: say so, and do not end the run for it.
+            return Outcome(prompts.repeated_failure(name, before.step, before.shown), ok=False)
         self.observed = True
         outcome = self._run_action(name, args, step)
+        if name in ("execute", "partition_map"):
+            self.state += 1
         first = next((ln for ln in outcome.observation.splitlines() if ln.strip()), "")
-        self.done[key] = (step, cap_words(first, 120))
+        self.done[key] = Done(step, cap_words(first, 120), outcome.ok, self.state)
         return outcome
+
+    def _would_repeat(self, name: str, before: Done) -> bool:
+        """True when running the action again would show what the model can still see."""
+        visible_from = self.turns[0].step if self.turns else 0
+        if before.step < visible_from:
+            return False  # its result left the conversation: running it again is how to see it
+        if name == "execute":
+            return self.state == before.state  # a cell's result depends on the variables
+        return True  # peek, grep and sub-calls depend on the file and the question only
 
     def _run_action(self, name: str, args: dict[str, Any], step: int) -> Outcome:
         if name in ("peek", "grep"):
@@ -246,7 +285,7 @@ class Node:
         return Outcome(cap_middle(text, self.cap))
 
     def _worker_op(self, op: str, args: dict[str, Any], step: int) -> Outcome:
-        reply = self._request(op, args, timeout=self.engine.settings.cell_timeout + 5)
+        reply = self._request(op, args, timeout=self.engine.cell_seconds + 5)
         if isinstance(reply, Outcome):
             return reply
         if not reply.get("ok"):
@@ -264,11 +303,9 @@ class Node:
         return Outcome(cap_middle(output, self.cap))
 
     def _execute(self, code: str, step: int) -> Outcome:
-        s = self.engine.settings
+        seconds = self.engine.cell_seconds
         # The wall clock allows for the CPU timer and the kernel's kill that follows it.
-        reply = self._request(
-            "exec", {"code": code, "cpu_seconds": s.cell_timeout}, timeout=s.cell_timeout + 4
-        )
+        reply = self._request("exec", {"code": code, "cpu_seconds": seconds}, timeout=seconds + 4)
         if isinstance(reply, Outcome):
             return reply
         for note in reply.get("notes") or []:
@@ -294,7 +331,7 @@ class Node:
     def _request(self, op: str, args: dict[str, Any], timeout: float) -> dict[str, Any] | Outcome:
         assert self.sandbox is not None
         try:
-            return self.sandbox.request(op, timeout=timeout, **args)
+            reply = self.sandbox.request(op, timeout=timeout, **args)
         except WorkerLost as exc:
             why = str(exc)
             try:
@@ -303,12 +340,19 @@ class Node:
                 return Outcome(
                     f"error: {why}; the sandbox could not be restarted", ok=False, fatal=str(again)
                 )
+            self.state += 1
             self.engine.note_restart(self, why)
             return Outcome(
                 f"error: your code was stopped: {why}. The sandbox was restarted and all your variables "
                 "are gone (context, context_lines and the helpers are back).",
                 ok=False,
             )
+        # A fault of the sandbox's own is the user's business too, not only the model's.
+        if reply.get("internal"):
+            self.engine.report_internal(self, f"{op}: {reply.get('error')}")
+        for module in reply.get("late_imports") or []:
+            self.engine.report_internal(self, f"{op}: module {module!r} was imported after lock-down")
+        return reply
 
 
 def _looks_like_prose(code: str) -> bool:

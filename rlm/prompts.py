@@ -6,10 +6,9 @@ and limit it can meet is spelled out here.
 
 from __future__ import annotations
 
-MODULES = (
-    "re, json, math, statistics, collections, itertools, functools, datetime, string, textwrap, heapq, "
-    "bisect, csv, io, decimal, fractions, operator"
-)
+from rlm.sandbox.modules import ALLOWED_MODULES
+
+MODULES = ", ".join(ALLOWED_MODULES)
 
 _COMMON = """You answer a question about a file that is too large to read. The file is NOT in this \
 conversation. It is loaded in a Python sandbox as `context` (the whole text; a str, or for files over 32 MB a \
@@ -24,7 +23,8 @@ grep -n); unit="chars" shows `length` characters from character offset `start` i
 numbers (at most max_matches, up to 500) and the exact total count of matching lines.
 - execute(code): run Python in a persistent sandbox (variables survive between turns). Only what you \
 print(), and the value of a last bare expression, is shown. Modules you may import: {modules}. No files, \
-no network. Inside code you can also call peek, grep (returns a list of (line_number, line)), \
+no network. Each cell may run {seconds:g} s and use about {memory_mb:,} MB beyond the file: enough for one \
+full pass over the file; slices of context_lines are views and cost nothing. Inside code you can also call peek, grep (returns a list of (line_number, line)), \
 llm_query, partition_map, note(text) to record a finding, and final(answer).
 - llm_query(question, start_line=None, end_line=None, text=None): a helper model answers a question \
 about lines start_line..end_line, or about a string you built; returns its answer.
@@ -55,8 +55,8 @@ _TOOLS_PROTOCOL = """
 Each turn call exactly one of the tools peek, grep, execute, llm_query, partition_map or final."""
 
 
-def system_prompt(protocol: str, observation_cap: int) -> str:
-    body = _COMMON.format(modules=MODULES, cap=observation_cap)
+def system_prompt(protocol: str, observation_cap: int, cell_seconds: float, memory_mb: int) -> str:
+    body = _COMMON.format(modules=MODULES, cap=observation_cap, seconds=cell_seconds, memory_mb=memory_mb)
     return body + (_TOOLS_PROTOCOL if protocol == "tools" else _TEXT_PROTOCOL)
 
 
@@ -82,6 +82,13 @@ def repeated_action(step: int, first_line: str) -> str:
     return (
         f"not run: you already ran exactly this at step {step} (it showed: {first_line}). Use that result: "
         "if it answers the question, call final with it now; otherwise try a different action."
+    )
+
+
+def repeated_failure(action: str, step: int, error: str) -> str:
+    return (
+        f"not run: this exact {action} failed at step {step} ({error}) and nothing has changed since, so it "
+        "would fail the same way. Change the call: fix what the error names, or try a different action."
     )
 
 

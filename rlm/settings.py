@@ -29,7 +29,7 @@ class Settings:
     # limits
     max_steps: int = 20
     max_depth: int = 3
-    cell_timeout: float = 30.0
+    cell_timeout: float | None = None  # seconds per cell; None: scaled to the input (cell_seconds_for)
     max_calls: int = 200
     max_tokens: int = 2_000_000
     max_cost: float | None = None
@@ -128,7 +128,7 @@ def validate(s: Settings) -> None:
     for name in ("max_steps", "max_calls", "max_tokens", "concurrency", "max_observation_chars"):
         if getattr(s, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-    if s.cell_timeout <= 0:
+    if s.cell_timeout is not None and s.cell_timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
 
 
@@ -140,6 +140,19 @@ class Sizing:
     reply_tokens: int
     observation_chars: int
     sub_prompt_tokens: int
+
+
+# A cell's time limit when none is set: room for a full pass in Python over the input
+# (about 30 s per GiB for a regex loop over log lines in the sandbox), never under 30 s.
+CELL_SECONDS_MIN = 30.0
+CELL_SECONDS_PER_GIB = 60.0
+
+
+def cell_seconds_for(s: Settings, input_bytes: int) -> float:
+    """The per-cell time limit: the setting, or one that scales with the input."""
+    if s.cell_timeout is not None:
+        return float(s.cell_timeout)
+    return round(CELL_SECONDS_MIN + CELL_SECONDS_PER_GIB * input_bytes / (1 << 30), 1)
 
 
 def sizing_for(s: Settings, window: int) -> Sizing:

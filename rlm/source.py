@@ -10,6 +10,7 @@ by size, mtime and a fingerprint of sampled blocks.
 from __future__ import annotations
 
 import atexit
+import codecs
 import hashlib
 import json
 import mmap
@@ -31,10 +32,13 @@ __all__ = ["Profile", "Source", "open_source", "default_cache_dir", "HEAD_LINES"
 HEAD_LINES = 5
 TAIL_LINES = 5
 SAMPLE_LINE_CHARS = 200  # each head/tail line is cut to this many characters
+# Bytes of a line the profile reads: a 100 MB single-line JSON costs 64 KB, not its size.
+PROFILE_LINE_BYTES = 64 * 1024
 _HASH_CHUNK = 16 * 1024 * 1024
 _SPOOL_CHUNK = 1024 * 1024
 _FINGERPRINT_BLOCK = 64 * 1024
-_CACHE_VERSION = 2
+_VALIDATE_BYTES = 4 * 1024 * 1024
+_CACHE_VERSION = 3
 # How long a FIFO may stay silent before we call it empty (a writer that has
 # opened it but not written yet gets this long).
 FIFO_WAIT_SECONDS = 5.0
@@ -83,6 +87,10 @@ class Profile:
     tail: list[str] = field(default_factory=list)
     longest_line: int = 0  # bytes, line ending included
     index_path: str | None = None
+    # What the worker maps: the input itself, or for UTF-16/32 input its UTF-8 copy,
+    # transcoded once into the cache (every worker and window then reads UTF-8).
+    work_path: str = ""
+    work_encoding: str = "utf-8"
 
     @property
     def sha256(self) -> str:
@@ -91,7 +99,7 @@ class Profile:
 
     def to_dict(self, *, wait: bool = True) -> dict[str, Any]:
         """The profile as JSON; with wait=False, sha256 is None while it is still being computed."""
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "digest"}
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_RECORDED}
         out["sha256"] = self.sha256 if wait or self.digest.done() else None
         return out
 
@@ -140,6 +148,9 @@ class Profile:
         if tail:
             parts.append(("Last lines:", tail))
         return parts
+
+
+_NOT_RECORDED = ("digest", "work_path", "work_encoding")
 
 
 class Source:
@@ -308,36 +319,36 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
     st = os.stat(path)
     with open(path, "rb") as fh:
         head_bytes = fh.read(4)
-    encoding, _codec, transcode = detect_encoding(head_bytes)
+    encoding, codec, transcode = detect_encoding(head_bytes)
     fingerprint = _fingerprint(path, st.st_size)
     key = hashlib.sha256(
         f"v{_CACHE_VERSION}|{st.st_size}|{st.st_mtime_ns}|{fingerprint}|{digest or ''}".encode()
     ).hexdigest()[:32]
     cache = _Cache(cache_dir if cache_dir is not None else default_cache_dir(), key)
+    work_path = cache.transcoded(path, codec, owned) if transcode else path
     facts = cache.load()
     index_path: str | None = None
-    if facts is None:
-        facts, starts_info = _scan(path, transcode)
-        if starts_info is not None:
-            index_path = cache.store(*starts_info, owned=owned)
+    if facts is None or not os.path.exists(cache.index_path):
+        facts, starts_info = _scan(work_path)
+        index_path = cache.store(*starts_info, owned=owned)
         cache.store_facts(facts)
-    elif not transcode:
-        index_path = cache.index_path if os.path.exists(cache.index_path) else None
+    else:
+        index_path = cache.index_path
     if "sha256" in facts:
         sha = Digest(facts["sha256"])
     else:
         known = facts
         sha = _hash_in_background(path, digest, lambda value: cache.store_facts({**known, "sha256": value}))
-    with MappedText(path, index_path=index_path) as text:
+    with MappedText(work_path, index_path=index_path) as text:
         n = text.n_lines
-        head = [_cap(text.display(s)) for s in text.lines[:HEAD_LINES]]
-        tail = (
-            [_cap(text.display(s)) for s in text.lines[max(HEAD_LINES, n - TAIL_LINES) :]]
-            if n > HEAD_LINES
-            else []
-        )
+
+        def first_bytes(i: int) -> str:  # a profile reads the start of each line only
+            return text.line_head(i, PROFILE_LINE_BYTES)
+
+        head = [_cap(text.display(first_bytes(i))) for i in range(min(n, HEAD_LINES))]
+        tail = [_cap(text.display(first_bytes(i))) for i in range(max(HEAD_LINES, n - TAIL_LINES), n)]
         binary = text.binary
-        sample = text.lines[:50]
+        sample = [first_bytes(i) for i in range(min(n, 50))]
     return Profile(
         path=os.path.abspath(path),
         display_name=display,
@@ -352,6 +363,7 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
         tail=tail,
         longest_line=facts["longest_line"],
         index_path=index_path,
+        work_path=os.path.abspath(work_path),
     )
 
 
@@ -379,26 +391,23 @@ def _hash_in_background(path: str, known: str | None, on_done: Any) -> Digest:
     return digest
 
 
-def _scan(path: str, transcode: bool) -> tuple[dict[str, Any], tuple[Any, int, int] | None]:
-    """One pass over the bytes: line starts, invalid lines, the longest line."""
+def _scan(path: str) -> tuple[dict[str, Any], tuple[Any, int, int]]:
+    """One pass over the bytes (UTF-8 or single-byte): line starts, invalid lines, the longest line."""
     size = os.path.getsize(path)
+    if size == 0:
+        starts = line_starts(b"")
+        return {"invalid_lines": 0, "longest_line": 0}, (starts, 0, INDEX_FLAG_ASCII)
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        if transcode:
-            text = MappedText(path)
-            try:
-                starts = text._starts_array().copy()
-                invalid = sum(1 for s in text.lines if "\ufffd" in s)
-            finally:
-                text.close()
-            starts_info = None
-        else:
-            first = 3 if mm[:3] == b"\xef\xbb\xbf" else 0
-            wide: list[tuple[int, int]] = []
-            starts = line_starts(mm, first, non_ascii=wide)
-            invalid, all_ascii = _count_invalid_lines(mm, starts, wide), not wide
-            starts_info = (starts, size, INDEX_FLAG_ASCII if all_ascii else 0)
+        first = 3 if mm[:3] == b"\xef\xbb\xbf" else 0
+        wide: list[tuple[int, int]] = []
+        starts = line_starts(mm, first, non_ascii=wide)
+        invalid, all_ascii = _count_invalid_lines(mm, starts, wide), not wide
         longest = int((starts[1:] - starts[:-1]).max()) if len(starts) > 1 else 0
-    return {"invalid_lines": invalid, "longest_line": longest}, starts_info
+    return {"invalid_lines": invalid, "longest_line": longest}, (
+        starts,
+        size,
+        INDEX_FLAG_ASCII if all_ascii else 0,
+    )
 
 
 def _count_invalid_lines(mm: Any, starts: Any, ranges: list[tuple[int, int]]) -> int:
@@ -416,10 +425,20 @@ def _count_invalid_lines(mm: Any, starts: Any, ranges: list[tuple[int, int]]) ->
             hi = int(starts[k]) if k < len(starts) else len(mm)
             pos = lo
             while pos < hi:
+                # Decoded a few MB at a time, cut at a character boundary: one huge line
+                # must not become one huge string.
+                stop = end_of_piece = min(hi, pos + _VALIDATE_BYTES)
+                while pos < stop < hi and mm[stop] & 0xC0 == 0x80:
+                    stop -= 1
+                if stop <= pos:  # nothing but continuation bytes: invalid, and reported as such
+                    stop = end_of_piece
                 try:
-                    str(view[pos:hi], "utf-8")
-                    break
+                    str(view[pos:stop], "utf-8")
+                    pos = stop
                 except UnicodeDecodeError as exc:
+                    if exc.reason == "unexpected end of data" and stop < hi:
+                        pos = pos + exc.start if exc.start else stop  # a sequence cut at `stop`: resume at it
+                        continue
                     bad = pos + exc.start
                     line = int(np.searchsorted(starts, bad, side="right")) - 1
                     bad_lines.add(line)
@@ -439,6 +458,14 @@ def _fingerprint(path: str, size: int) -> str:
             fh.seek(off)
             h.update(fh.read(_FINGERPRINT_BLOCK))
     return h.hexdigest()[:16]
+
+
+def _transcode(path: str, codec: str, out_path: str) -> None:
+    decoder = codecs.getincrementaldecoder(codec)(errors="replace")
+    with open(path, "rb") as src, open(out_path, "wb") as out:
+        while block := src.read(_SPOOL_CHUNK * 4):
+            out.write(decoder.decode(block).encode("utf-8"))
+        out.write(decoder.decode(b"", final=True).encode("utf-8"))
 
 
 class _Cache:
@@ -468,6 +495,25 @@ class _Cache:
             os.replace(tmp, self.facts_path)
         except OSError:
             pass  # an unwritable cache only costs a rescan next time
+
+    def transcoded(self, path: str, codec: str, owned: list[str]) -> str:
+        """A UTF-8 copy of a UTF-16/32 input, made once (streamed, a few MB at a time)."""
+        target = os.path.join(self.directory, f"{os.path.basename(self.index_path)[:-4]}.utf8")
+        if os.path.exists(target):
+            return target
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            tmp = f"{target}.{os.getpid()}.tmp"
+            _transcode(path, codec, tmp)
+            os.replace(tmp, target)
+            return target
+        except OSError:
+            fd, private = tempfile.mkstemp(prefix="rlm-utf8-", suffix=".txt")
+            os.close(fd)
+            _transcode(path, codec, private)
+            owned.append(private)
+            _PENDING.add(private)
+            return private
 
     def store(self, starts: Any, size: int, flags: int, *, owned: list[str]) -> str:
         """Write the index; falls back to a private temp index the Source removes.

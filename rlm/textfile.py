@@ -22,7 +22,9 @@ import mmap
 import os
 import re
 import struct
+import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, overload
 
@@ -49,6 +51,7 @@ __all__ = [
     "re_sub",
     "re_subn",
     "read_index",
+    "start_scan_threads",
     "write_index",
 ]
 
@@ -133,36 +136,71 @@ def line_starts(buf: Any, first: int = 0, non_ascii: list[tuple[int, int]] | Non
 
 
 _threads_ok = True  # False once a thread could not start (e.g. RLIMIT_NPROC in the sandbox)
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+
+
+def start_scan_threads(count: int | None = None) -> int:
+    """Start the scan threads now and keep them; returns how many run.
+
+    The sandbox worker calls this before lock-down: RLIMIT_NPROC 0 forbids new
+    threads afterwards, but threads that already exist keep working, so grep
+    and the index scan use every core inside the worker too.
+    """
+    global _pool
+    workers = count or min(MAX_SCAN_THREADS, os.cpu_count() or 1)
+    if _pool is not None or workers <= 1:
+        return workers if _pool is not None else 1
+    global _pool_size
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlm-scan")
+    # A pool starts a thread per submit only while none is idle: tasks that wait
+    # for each other make it start all of them at once.
+    barrier = threading.Barrier(workers)
+    try:
+        started = [pool.submit(barrier.wait, 10) for _ in range(workers)]
+    except RuntimeError:  # "can't start new thread"
+        barrier.abort()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    for future in started:
+        future.result()
+    _pool, _pool_size = pool, workers
+    return workers
 
 
 def _parallel_map(fn: Any, items: Sequence[Any]) -> Iterator[Any]:
-    """map() over threads when there is more than one item and core, results in order.
+    """map() over the scan threads when there is more than one item and core, results in order.
 
     numpy's comparisons and searches release the GIL, so the chunks of one scan
-    run on all cores. Where threads cannot start (the locked-down worker), the
-    work runs in the calling thread, with the same results.
+    run on all cores. Where threads cannot start (a worker whose threads were
+    not started before lock-down), the work runs in the calling thread.
     """
     global _threads_ok
-    workers = min(MAX_SCAN_THREADS, os.cpu_count() or 1, len(items))
-    if workers <= 1 or not _threads_ok:
+    if len(items) <= 1 or not _threads_ok:
         yield from map(fn, items)
         return
-    from concurrent.futures import ThreadPoolExecutor
-
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlm-scan")
-    futures = []
-    try:
+    if _pool is None:
         try:
-            for item in items:
-                futures.append(pool.submit(fn, item))
+            start_scan_threads()
         except RuntimeError:  # "can't start new thread"
             _threads_ok = False
-        for future in futures:
-            yield future.result()
-        for item in items[len(futures) :]:
-            yield fn(item)
+    if _pool is None:
+        yield from map(fn, items)
+        return
+    # At most one task per thread in flight ahead of the consumer: results stay in order and
+    # a consumer that stops early (grep's first matches) leaves little work behind.
+    window = _pool_size
+    futures: list[Any] = []
+    try:
+        for item in items:
+            futures.append(_pool.submit(fn, item))
+            if len(futures) > window:
+                yield futures.pop(0).result()
+        while futures:
+            yield futures.pop(0).result()
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        for future in futures:
+            future.cancel()
 
 
 INDEX_FLAG_ASCII = 1  # every byte of the indexed buffer is ASCII
@@ -217,50 +255,80 @@ def build_index(path: str, out_path: str) -> int:
 
 
 class Lines(Sequence[str]):
-    """Read-only list-like view of a MappedText's lines, decoded on demand."""
+    """Read-only list-like view of a MappedText's lines, decoded on demand.
 
-    __slots__ = ("_t",)
+    Slicing gives another view, never a copy: `context_lines[1:]` on a file of
+    millions of lines costs nothing until it is read (`list(view)` copies).
+    """
 
-    def __init__(self, text: MappedText) -> None:
+    __slots__ = ("_t", "_r")
+
+    # A view this long or shorter echoes like the list it stands for.
+    REPR_ITEMS = 1000
+
+    def __init__(self, text: MappedText, rows: range | None = None) -> None:
         self._t = text
+        self._r = range(text.n_lines) if rows is None else rows
 
     def __len__(self) -> int:
-        return self._t.n_lines
+        return len(self._r)
 
     @overload
     def __getitem__(self, index: int) -> str: ...
 
     @overload
-    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: slice) -> Lines: ...
 
-    def __getitem__(self, index: int | slice) -> str | list[str]:
-        n = self._t.n_lines
+    def __getitem__(self, index: int | slice) -> str | Lines:
         if isinstance(index, slice):
-            start, stop, step = index.indices(n)
-            if step == 1:
-                return self._t._decode_lines(start, max(start, stop))
-            return [self._t._line(i) for i in range(start, stop, step)]
+            return Lines(self._t, self._r[index])
         try:
             i = index.__index__()
         except AttributeError:
             raise TypeError(f"line indices must be integers or slices, not {type(index).__name__}") from None
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError("line index out of range")
-        return self._t._line(i)
+        try:
+            return self._t._line(self._r[i])
+        except IndexError:
+            raise IndexError("line index out of range") from None
 
     def __iter__(self) -> Iterator[str]:
+        r = self._r
+        if r.step != 1:
+            return (self._t._line(i) for i in r)
         # Blocks small enough to stay in cache (decoding 1 GB at once is 4x slower),
         # chained in C so each line costs no generator step.
-        return itertools.chain.from_iterable(self._t._decode_lines(i, j) for i, j in self._t._line_blocks())
+        return itertools.chain.from_iterable(
+            self._t._decode_lines(i, j) for i, j in self._t._line_blocks(r.start, r.stop)
+        )
 
     def __reversed__(self) -> Iterator[str]:
-        for i in range(self._t.n_lines - 1, -1, -1):
+        for i in reversed(self._r):
             yield self._t._line(i)
 
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Lines | list | tuple):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # compares like a list, so unhashable like one
+
+    def __add__(self, other: Sequence[str]) -> list[str]:
+        return [*self, *other]
+
+    def __radd__(self, other: Sequence[str]) -> list[str]:
+        return [*other, *self]
+
+    def copy(self) -> list[str]:
+        return list(self)
+
     def __repr__(self) -> str:
-        return f"<{self._t.n_lines} lines of {os.path.basename(self._t.path)} (read-only)>"
+        n, name = len(self._r), os.path.basename(self._t.path)
+        if self._r == range(self._t.n_lines):
+            return f"<{n:,} lines of {name} (read-only)>"
+        if n <= self.REPR_ITEMS:
+            return repr(list(self))
+        head = ", ".join(repr(self[k]) for k in range(3))
+        return f"[{head}, ...] <a view of {n:,} of the {self._t.n_lines:,} lines of {name} (read-only)>"
 
 
 # --------------------------------------------------------------------------- the file
@@ -414,26 +482,44 @@ class MappedText:
             parts = [p[:-1] if p.endswith("\r") else p for p in parts]
         return parts
 
-    def _line_blocks(self) -> Iterator[tuple[int, int]]:
-        """(i, j) window line ranges of about ITER_BLOCK_BYTES each, in order."""
-        starts, first, end = self._starts, self._first, self._first + self.n_lines
-        g = first
+    def _line_blocks(self, lo: int = 0, hi: int | None = None) -> Iterator[tuple[int, int]]:
+        """(i, j) window line ranges of about ITER_BLOCK_BYTES each over lines lo..hi-1, in order."""
+        starts, first = self._starts, self._first
+        end = first + (self.n_lines if hi is None else min(hi, self.n_lines))
+        g = first + max(0, lo)
         while g < end:
             h = bisect.bisect_left(starts, starts[g] + ITER_BLOCK_BYTES, g + 1, end)
             h = max(h, g + 1)
             yield g - first, h - first
             g = h
 
+    def line_head(self, i: int, max_bytes: int) -> str:
+        """Line i of the window (0-based) without its ending, cut to at most `max_bytes` bytes
+        at a character boundary: reading the start of a gigabyte-long line costs its start only."""
+        g = self._first + i
+        a, b = self._starts[g], self._starts[g + 1]
+        if b - a > max_bytes:
+            cut = a + max_bytes
+            while cut > a and self._buf[cut] & 0xC0 == 0x80:
+                cut -= 1  # never split a UTF-8 sequence
+            return self._decode_range(a, cut)
+        return self._line(i)
+
     def display(self, s: str) -> str:
         # Binary files: control bytes become dots so the printable content reads.
         return s.translate(_CONTROL_TO_DOT) if self.binary else s
 
-    def peek_lines(self, start: int, length: int) -> list[tuple[int, str]]:
-        """Lines start .. start+length-1 (1-based), clipped to the window."""
+    def peek_lines(self, start: int, length: int, max_bytes: int | None = None) -> list[tuple[int, str]]:
+        """Lines start .. start+length-1 (1-based), clipped to the window and, with
+        `max_bytes`, to the lines that fit in that many bytes (at least one)."""
         lo = max(1, start)
         hi = min(self.n_lines, start + length - 1)
         if hi < lo:
             return []
+        if max_bytes is not None:
+            limit = self._starts[self._first + lo - 1] + max_bytes
+            fits = bisect.bisect_right(self._starts, limit, self._first + lo, self._first + hi + 1) - 1
+            hi = max(lo, min(hi, fits - self._first))
         span = self._starts[self._first + hi] - self._starts[self._first + lo - 1]
         if span <= SHOWN_LINE_MAX_BYTES:
             return [(lo + k, self.display(s)) for k, s in enumerate(self._decode_lines(lo - 1, hi))]

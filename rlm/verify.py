@@ -24,7 +24,6 @@ from rlm.errors import InputError, RlmError
 
 DETERMINISTIC = ("peek", "grep", "execute")
 DIFF_LINES = 40
-NOBODY_UID = 65534
 
 
 # -- the input --------------------------------------------------------------------------
@@ -160,6 +159,7 @@ class VerifyReport:
     actual_sha256: str
     checks: list[StepCheck] = field(default_factory=list)
     restarts: int = 0
+    internal_errors: list[str] = field(default_factory=list)
 
     @property
     def input_changed(self) -> bool:
@@ -175,7 +175,7 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
-        return not self.input_changed and self.counts["different"] == 0
+        return not self.input_changed and self.counts["different"] == 0 and not self.internal_errors
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -186,6 +186,7 @@ class VerifyReport:
             "input_changed": self.input_changed,
             "ok": self.ok,
             "counts": self.counts,
+            "internal_errors": self.internal_errors,
             "steps": [asdict(c) for c in self.checks],
         }
 
@@ -201,9 +202,11 @@ def _settings(doc: dict[str, Any]) -> Any:
 class _Services:
     """What Node's peek/grep/execute need from the engine; findings are not re-recorded."""
 
-    def __init__(self, settings: Any) -> None:
+    def __init__(self, settings: Any, cell_seconds: float) -> None:
         self.settings = settings
+        self.cell_seconds = cell_seconds
         self.restarts = 0
+        self.internal_errors: list[str] = []
 
     def add_finding(self, *args: Any, **kwargs: Any) -> None:
         return None
@@ -211,21 +214,19 @@ class _Services:
     def note_restart(self, node: Any, why: str) -> None:
         self.restarts += 1
 
+    def report_internal(self, node: Any, message: str) -> None:
+        self.internal_errors.append(f"{node.id}: {message}")
 
-def _spec(doc: dict[str, Any], node: dict[str, Any], path: str, settings: Any) -> Any:
-    from rlm.sandbox.client import WorkerSpec
+
+def _spec(node: dict[str, Any], profile: Any, settings: Any) -> Any:
+    """The worker the run had for this node, from the same factory (None: a text built in the run)."""
+    from rlm.engine import worker_spec_for
 
     sl = node.get("slice")
     if sl is not None and not (isinstance(sl, dict) and "start_line" in sl):
         return None
-    size = os.path.getsize(path)
-    return WorkerSpec(
-        path=path,
-        encoding=(doc.get("input") or {}).get("encoding") or "utf-8",
-        start_line=sl.get("start_line") if sl else None,
-        end_line=sl.get("end_line") if sl else None,
-        memory_bytes=size * 3 + settings.memory_headroom_mb * 1024 * 1024,
-        drop_to_uid=NOBODY_UID if hasattr(os, "geteuid") and os.geteuid() == 0 else None,
+    return worker_spec_for(
+        profile, settings, sl.get("start_line") if sl else None, sl.get("end_line") if sl else None
     )
 
 
@@ -247,10 +248,9 @@ def _node_shim(node_id: str, depth: int, services: _Services, sandbox: Any, cap:
     node.id = node_id
     node.depth = depth
     node.cap = cap or services.settings.max_observation_chars
-    node.sandbox = sandbox
-    node.observed = True
     node.turns = []
-    node.done = {}
+    node.init_action_state(sandbox)
+    node.observed = True
     return node
 
 
@@ -259,6 +259,8 @@ def verify_trace(
 ) -> VerifyReport:
     from rlm.actions import Action
     from rlm.sandbox.client import Sandbox, WorkerLost
+    from rlm.settings import cell_seconds_for
+    from rlm.source import open_source
     from rlm.trace import preview
 
     path = resolve_input(doc, input_override, trace_path)
@@ -269,74 +271,79 @@ def verify_trace(
         actual_sha256=sha256_of(path),
     )
     settings = _settings(doc)
-    services = _Services(settings)
+    source = open_source(path, cache_dir=settings.cache_dir)
+    services = _Services(settings, cell_seconds_for(settings, source.profile.size))
     bridge = RecordedBridge(doc)
     steps_of: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for s in doc.get("steps") or []:
         steps_of[s["node"]].append(s)
-    for node in doc.get("nodes") or []:
-        node_id = str(node.get("id"))
-        steps = sorted(steps_of.get(node_id, []), key=lambda s: s["index"])
-        spec = _spec(doc, node, path, settings)
-        sandbox = None
-        try:
-            for step in steps:
-                action = step.get("action") or {}
-                name = action.get("name")
-                args = dict(action.get("args") or {})
-                label = f"{node_id}.{step['index']}"
-                if name == "partition_map" and sandbox is not None:
-                    # Its answers went into a sandbox variable later cells may read.
-                    answers = bridge.partition_answers(
-                        (node_id, step["index"]), str(args.get("question", "")).strip()
-                    )
-                    if answers is not None:
-                        sandbox.request(
-                            "set", timeout=30, name=args.get("result_var") or "results", value=answers
+    try:
+        for node in doc.get("nodes") or []:
+            node_id = str(node.get("id"))
+            steps = sorted(steps_of.get(node_id, []), key=lambda s: s["index"])
+            spec = _spec(node, source.profile, settings)
+            sandbox = None
+            try:
+                for step in steps:
+                    action = step.get("action") or {}
+                    name = action.get("name")
+                    args = dict(action.get("args") or {})
+                    label = f"{node_id}.{step['index']}"
+                    if name == "partition_map" and sandbox is not None:
+                        # Its answers went into a sandbox variable later cells may read.
+                        answers = bridge.partition_answers(
+                            (node_id, step["index"]), str(args.get("question", "")).strip()
                         )
-                if name not in DETERMINISTIC:
-                    continue
-                recorded = str((step.get("observation") or {}).get("preview") or "")
-                if spec is None:
+                        if answers is not None:
+                            sandbox.request(
+                                "set", timeout=30, name=args.get("result_var") or "results", value=answers
+                            )
+                    if name not in DETERMINISTIC:
+                        continue
+                    recorded = str((step.get("observation") or {}).get("preview") or "")
+                    if spec is None:
+                        report.checks.append(
+                            StepCheck(
+                                node_id,
+                                step["index"],
+                                name,
+                                "skipped",
+                                recorded,
+                                note="this node worked on a text built during the run, which the trace does not keep",
+                            )
+                        )
+                        continue
+                    if sandbox is None:
+                        sandbox = Sandbox(spec, bridge=bridge)
+                        try:
+                            sandbox.start()
+                        except WorkerLost as exc:
+                            raise InputError(f"the sandbox could not start for {label}: {exc}") from None
+                    shim = _node_shim(
+                        node_id, int(node.get("depth") or 0), services, sandbox, node.get("observation_chars")
+                    )
+                    bridge.current = (node_id, step["index"])
+                    outcome = shim._act(Action(name, args), step["index"])
+                    now = preview(outcome.observation)
+                    same = now == recorded
                     report.checks.append(
                         StepCheck(
                             node_id,
                             step["index"],
                             name,
-                            "skipped",
+                            "same" if same else "different",
                             recorded,
-                            note="this node worked on a text built during the run, which the trace does not keep",
+                            now,
+                            [] if same else _diff(recorded, now),
                         )
                     )
-                    continue
-                if sandbox is None:
-                    sandbox = Sandbox(spec, bridge=bridge)
-                    try:
-                        sandbox.start()
-                    except WorkerLost as exc:
-                        raise InputError(f"the sandbox could not start for {label}: {exc}") from None
-                shim = _node_shim(
-                    node_id, int(node.get("depth") or 0), services, sandbox, node.get("observation_chars")
-                )
-                bridge.current = (node_id, step["index"])
-                outcome = shim._act(Action(name, args), step["index"])
-                now = preview(outcome.observation)
-                same = now == recorded
-                report.checks.append(
-                    StepCheck(
-                        node_id,
-                        step["index"],
-                        name,
-                        "same" if same else "different",
-                        recorded,
-                        now,
-                        [] if same else _diff(recorded, now),
-                    )
-                )
-        finally:
-            if sandbox is not None:
-                sandbox.close()
+            finally:
+                if sandbox is not None:
+                    sandbox.close()
+    finally:
+        source.close()
     report.restarts = services.restarts
+    report.internal_errors = services.internal_errors
     return report
 
 
@@ -387,5 +394,7 @@ def render_verify(report: VerifyReport, out: TextIO) -> None:
     if not total and not counts["skipped"]:
         summary = "no peek, grep or execute steps to re-run"
     w(summary + ".\n")
+    for message in report.internal_errors:
+        w(paint(f"internal error in the sandbox: {message}\n", "31"))
     w("All re-run steps match.\n" if report.ok else "Verification failed.\n")
     out.flush()

@@ -210,7 +210,8 @@ def test_prompt_does_not_grow_with_file_size(tmp_path: Path, apache_log: Path) -
             run_dir / "s.json",
             [
                 {"tool": "peek", "args": {"start": 1, "length": 30}},
-                {"tool": "grep", "args": {"pattern": '" 500 ', "max_matches": 50}},
+                # Frequent at both sizes: the observation is full, and capped, in both runs.
+                {"tool": "grep", "args": {"pattern": '" 200 ', "max_matches": 50}},
                 {"tool": "execute", "args": {"code": "print(context_lines[-1])"}},
                 {"tool": "final", "args": {"answer": "ok"}},
                 "ok",
@@ -338,4 +339,6 @@ def test_model_code_mistakes_get_plain_advice(tmp_path: Path, apache_log: Path) 
     assert (
         "SyntaxError" in obs[0] and 'That was text, not Python. To answer, reply with final("...")' in obs[0]
     )
-    assert "grep always searches the whole file" in obs[1]
+    # The text passed along is understood (grep always searches the whole file), not a TypeError.
+    total = sum(1 for line in apache_log.read_text().splitlines() if "HEAD" in line)
+    assert obs[1].startswith(f"{total} lines match /HEAD/"), obs[1]

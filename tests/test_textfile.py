@@ -393,6 +393,7 @@ def test_scans_fall_back_when_threads_cannot_start(tmp_path: Path, monkeypatch: 
     path = _write(tmp_path, "t.log", body)
     monkeypatch.setattr(tf, "SCAN_CHUNK_BYTES", 1024)
     monkeypatch.setattr(tf, "_threads_ok", True)
+    monkeypatch.setattr(tf, "_pool", None)
     calls = {"n": 0}
     real_submit = concurrent.futures.ThreadPoolExecutor.submit
 

@@ -25,7 +25,8 @@ from typing import Any
 
 import rlm
 
-MAX_REPLY_BYTES = 4_000_000
+# Kept equal to the worker's MAX_MESSAGE_BYTES: the worker never sends more.
+MAX_REPLY_BYTES = 64_000_000
 START_TIMEOUT = 120.0
 # Extra wall-clock time over the per-cell CPU limit, for the kernel's SIGKILL to land first.
 WALL_GRACE = 2.0

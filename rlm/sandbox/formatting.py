@@ -21,7 +21,9 @@ def format_peek_lines(rows: list[tuple[int, str]], start: int, length: int, n_li
         return f"(no lines there: the file has {n_lines:,} lines; peek starts at line 1)"
     first, last = rows[0][0], rows[-1][0]
     head = f"lines {first:,}-{last:,} of {n_lines:,}"
-    if start < 1 or last < start + length - 1:
+    if last < min(n_lines, start + length - 1):
+        head += f" (only these fit in one result; peek from line {last + 1:,} for more)"
+    elif start < 1 or last < start + length - 1:
         head += " (clipped to the file)"
     return head + "\n" + numbered(rows)
 

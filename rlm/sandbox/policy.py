@@ -13,39 +13,26 @@ from __future__ import annotations
 
 import _string  # C helper behind str.format's field parsing
 import ast
-import base64
-import bisect
 import collections
-import csv
-import dataclasses
 import datetime
 import decimal
-import fractions
-import functools
 import hashlib
-import heapq
-import io
-import ipaddress
-import itertools
-import json
-import math
+import importlib
 import operator
 import random
 import re
-import statistics
 import string
 import sys
-import textwrap
 import time
 import types
-import typing
-import urllib.parse
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
+
+from rlm.sandbox.modules import ALLOWED_MODULES
 
 __all__ = ["ALLOWED_MODULES", "CellOutcome", "Interpreter"]
 
@@ -176,33 +163,7 @@ _EXPLICIT: dict[str, tuple[str, ...]] = {
     ),
 }
 
-_SOURCE_MODULES: dict[str, _ModuleType] = {
-    "re": re,
-    "json": json,
-    "math": math,
-    "statistics": statistics,
-    "collections": collections,
-    "itertools": itertools,
-    "functools": functools,
-    "datetime": datetime,
-    "string": string,
-    "textwrap": textwrap,
-    "heapq": heapq,
-    "bisect": bisect,
-    "csv": csv,
-    "io": io,
-    "decimal": decimal,
-    "fractions": fractions,
-    "operator": operator,
-    "typing": typing,
-    "dataclasses": dataclasses,
-    "time": time,
-    "random": random,
-    "ipaddress": ipaddress,
-    "urllib.parse": urllib.parse,
-    "hashlib": hashlib,
-    "base64": base64,
-}
+_SOURCE_MODULES: dict[str, _ModuleType] = {name: importlib.import_module(name) for name in ALLOWED_MODULES}
 
 
 def _public_attrs(name: str, module: _ModuleType) -> dict[str, object]:
@@ -236,7 +197,6 @@ def _build_views() -> dict[str, ModuleView]:
 
 
 _VIEWS: dict[str, ModuleView] = _build_views()
-ALLOWED_MODULES: tuple[str, ...] = tuple(sorted(n for n in _VIEWS if n != "urllib"))
 _ALLOWED_TEXT = ", ".join(ALLOWED_MODULES)
 
 
@@ -347,11 +307,27 @@ def _plain_getattr(obj: Any, name: str, default: Any) -> Any:
     return value
 
 
+# Dunder attributes model code may read: names, as in `type(e).__name__`, the most
+# common exception idiom. Only a plain str is ever handed back.
+READABLE_DUNDERS = frozenset({"__name__", "__qualname__"})
+
+
+def _read_dunder(obj: Any, name: str, default: Any) -> Any:
+    value = getattr(obj, name, _MISSING)
+    if type(value) is str:
+        return value
+    if default is not _MISSING:
+        return default
+    raise AttributeError(f'this object has no readable "{name}" in this sandbox')
+
+
 def guarded_getattr(obj: Any, name: str, default: Any = _MISSING) -> Any:
     """`_getattr_` and the sandbox's `getattr`: every `a.b` in a cell comes here."""
     if type(name) is not str:
         raise TypeError("attribute name must be a string")
     if name[:1] == "_":
+        if name in READABLE_DUNDERS and type(obj) is not _ModuleType:
+            return _read_dunder(obj, name, default)
         raise _refuse_private(name)
     if name in _BLOCKED_ATTRS:
         raise AttributeError(f'attribute "{name}" is not allowed in this sandbox (frame/code introspection)')
@@ -595,6 +571,19 @@ class _SandboxPolicy(RestrictingNodeTransformer):
             ast.copy_location(new, node)
             return ast.fix_missing_locations(new)
         return self.not_allowed(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> Any:
+        if node.attr in READABLE_DUNDERS and isinstance(node.ctx, ast.Load):
+            # Read through the guard like any attribute (RestrictedPython refuses every "_" name).
+            node = self.node_contents_visit(node)
+            call = ast.Call(
+                func=ast.Name("_getattr_", ast.Load()),
+                args=[node.value, ast.Constant(node.attr)],
+                keywords=[],
+            )
+            ast.copy_location(call, node)
+            return ast.fix_missing_locations(call)
+        return super().visit_Attribute(node)
 
     def _check_attr_name(self, node: ast.AST, attr: str) -> None:
         if attr.startswith("_"):

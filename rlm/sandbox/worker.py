@@ -23,13 +23,21 @@ import sys
 from typing import Any
 
 from rlm.sandbox.formatting import format_grep, format_peek_chars, format_peek_lines
-from rlm.sandbox.policy import CellOutcome
+from rlm.sandbox.oslimits import apply_os_limits, arm_cpu_timer, disarm_cpu_timer
+from rlm.sandbox.policy import CellOutcome, Interpreter
 from rlm.textcap import cap_middle
+from rlm.textfile import Lines, MappedText, start_scan_threads
 
 # A cell's output is capped here already so a runaway print cannot flood the pipe;
 # the parent cuts it again to the observation size.
 MAX_CELL_OUTPUT = 256_000
 GREP_CODE_MAX = 100_000
+# A text handed to llm_query travels to the parent in one message; the parent reads
+# at most MAX_MESSAGE_BYTES per message (rlm.sandbox.client), so the text stays under it.
+LLM_QUERY_TEXT_MAX_CHARS = 16_000_000
+# The parent's cap on one message from the worker (kept equal to client.MAX_REPLY_BYTES).
+MAX_MESSAGE_BYTES = 64_000_000
+INTERNAL = "internal error in the sandbox"
 
 
 class Shown(str):
@@ -57,8 +65,6 @@ class SubCallError(Exception):
 
 class Worker:
     def __init__(self, spec: dict[str, Any], proto_in: Any, proto_out: Any) -> None:
-        from rlm.textfile import MappedText
-
         self.spec = spec
         self.proto_in = proto_in
         self.proto_out = proto_out
@@ -72,21 +78,46 @@ class Worker:
         self._context: Any = None
         self.notes: list[str] = []
         self.final_answer: str | None = None
-        from rlm.sandbox.policy import Interpreter
-
         self.interpreter = Interpreter(self._protected())
 
     # -- the helpers model code can call --------------------------------------
     def _protected(self) -> dict[str, Any]:
+        # Plain functions, not bound methods: Python's own argument errors then name
+        # `grep()`, never `Worker.grep()`.
+        def peek(start: int, length: int = 20, unit: str = "lines") -> Shown:
+            return self.peek(start, length, unit)
+
+        def grep(pattern: Any, *args: Any, **kwargs: Any) -> GrepMatches:
+            return self.grep_in_code(pattern, *args, **kwargs)
+
+        def llm_query(
+            question: str, start_line: int | None = None, end_line: int | None = None, text: Any = None
+        ) -> str:
+            return self.llm_query(question, start_line, end_line, text)
+
+        def partition_map(
+            question: str,
+            chunk_lines: int | None = None,
+            chunk_chars: int | None = None,
+            result_var: str = "results",
+        ) -> list:
+            return self.partition_map(question, chunk_lines, chunk_chars, result_var)
+
+        def note(text: Any) -> str:
+            return self.note(text)
+
+        def final(answer: Any) -> str:
+            return self.final(answer)
+
         return {
             "context_lines": self.text.lines,
-            "peek": self.peek,
-            "grep": self.grep,
-            "llm_query": self.llm_query,
-            "partition_map": self.partition_map,
-            "note": self.note,
-            "final": self.final,
-            "FINAL": self.final,
+            "peek": peek,
+            "grep": grep,
+            "llm_query": llm_query,
+            "partition_map": partition_map,
+            "note": note,
+            "final": final,
+            "FINAL": final,
         }
 
     def context(self) -> Any:
@@ -95,26 +126,58 @@ class Worker:
         return self._context
 
     def peek(self, start: int, length: int = 20, unit: str = "lines") -> Shown:
-        start, length = int(start), int(length)
+        try:
+            start, length = int(start), int(length)
+        except (TypeError, ValueError):
+            raise TypeError(
+                "peek(start, length=20, unit='lines'): start and length are whole numbers"
+            ) from None
         if unit == "chars":
             n_chars = getattr(self.text, "n_chars", None)
+            length = min(length, MAX_CELL_OUTPUT)
             return Shown(
                 format_peek_chars(self.text.peek_chars(max(0, start), length), max(0, start), n_chars)
             )
         if unit != "lines":
             raise ValueError("unit must be 'lines' or 'chars'")
-        rows = self.text.peek_lines(start, length)
+        rows = self.text.peek_lines(start, length, max_bytes=MAX_CELL_OUTPUT)
         return Shown(format_peek_lines(rows, start, length, self.text.n_lines))
 
     def grep(self, pattern: str, max_matches: int = 50, ignore_case: bool = False) -> GrepMatches:
-        if not isinstance(pattern, str) or isinstance(max_matches, bool) or not isinstance(max_matches, int):
-            raise TypeError(
-                "grep(pattern, max_matches=50, ignore_case=False): the pattern is a string and the second "
-                "argument the number of matching lines to return; grep always searches the whole file"
-            )
         max_matches = max(1, min(GREP_CODE_MAX, max_matches))
         result = self.text.grep(str(pattern), max_matches=max_matches, ignore_case=bool(ignore_case))
         return GrepMatches(str(pattern), result.total, result.matches)
+
+    def grep_in_code(self, pattern: Any, *args: Any, **kwargs: Any) -> GrepMatches:
+        """grep() as model code calls it. The common slips are understood: the text to
+        search passed along (grep always searches the whole file), the pattern second."""
+        usage = (
+            "grep(pattern, max_matches=50, ignore_case=False) searches the whole file; "
+            "write for example grep('Failed password', 100)"
+        )
+        unknown = set(kwargs) - {"pattern", "max_matches", "ignore_case"}
+        if unknown:
+            raise TypeError(f"grep() has no argument {sorted(unknown)[0]!r}: {usage}")
+        positional = [pattern, *args] if "pattern" not in kwargs else list(args)
+        if "pattern" in kwargs:
+            positional.insert(0, kwargs.pop("pattern"))
+        texts = [a for a in positional if a is self.text.lines or a is self._context or isinstance(a, Lines)]
+        rest = [a for a in positional if not any(a is t for t in texts)]
+        patterns = [a for a in rest if isinstance(a, str)]
+        numbers = [a for a in rest if isinstance(a, int) and not isinstance(a, bool)]
+        flags = [a for a in rest if isinstance(a, bool)]
+        if (
+            len(patterns) != 1
+            or len(numbers) > 1
+            or len(flags) > 1
+            or len(rest) != len(patterns) + len(numbers) + len(flags)
+        ):
+            raise TypeError(usage)
+        max_matches = kwargs.get("max_matches", numbers[0] if numbers else 50)
+        ignore_case = kwargs.get("ignore_case", flags[0] if flags else False)
+        if isinstance(max_matches, bool) or not isinstance(max_matches, int):
+            raise TypeError(f"max_matches is the number of matching lines to return: {usage}")
+        return self.grep(patterns[0], max_matches, bool(ignore_case))
 
     def _bridge(self, name: str, args: dict[str, Any]) -> Any:
         self.send({"bridge": name, "args": args})
@@ -134,7 +197,14 @@ class Worker:
     ) -> str:
         args = {"question": str(question), "start_line": start_line, "end_line": end_line}
         if text is not None:
-            args["text"] = str(text)
+            text = str(text)
+            if len(text) > LLM_QUERY_TEXT_MAX_CHARS:
+                raise ValueError(
+                    f"llm_query(text=...) takes at most {LLM_QUERY_TEXT_MAX_CHARS:,} characters and this text has "
+                    f"{len(text):,}: for a range of the file pass start_line and end_line instead, or "
+                    "partition_map for the whole file"
+                )
+            args["text"] = text
         return str(self._bridge("llm_query", args))
 
     def partition_map(
@@ -160,7 +230,17 @@ class Worker:
 
     # -- protocol ---------------------------------------------------------------
     def send(self, message: dict[str, Any]) -> None:
-        self.proto_out.write(json.dumps(message, ensure_ascii=False).encode("utf-8", "replace") + b"\n")
+        data = json.dumps(message, ensure_ascii=False).encode("utf-8", "replace")
+        if len(data) > MAX_MESSAGE_BYTES:
+            # The parent would kill a worker that sends more: say what happened instead.
+            data = json.dumps(
+                {
+                    "ok": False,
+                    "internal": True,
+                    "error": f"{INTERNAL}: a reply of {len(data):,} bytes was too large",
+                }
+            ).encode()
+        self.proto_out.write(data + b"\n")
         self.proto_out.flush()
 
     def receive(self) -> dict[str, Any] | None:
@@ -205,15 +285,14 @@ class Worker:
         if re.search(r"\bcontext\b", code):
             protected["context"] = self.context()
         self.interpreter.update_protected(protected)
-        timer = _cpu_timer()
-        if timer and cpu_seconds:
-            timer[0](float(cpu_seconds))
+        if cpu_seconds:
+            arm_cpu_timer(float(cpu_seconds))
         try:
             try:
                 outcome = self.interpreter.run(code)
             finally:
-                if timer and cpu_seconds:
-                    timer[1]()
+                if cpu_seconds:
+                    disarm_cpu_timer()
         except BaseException as exc:  # the CPU timer can fire between the cell's end and disarming
             if type(exc).__name__ != "CpuTimeExceeded":
                 raise
@@ -241,37 +320,54 @@ class Worker:
             except SubCallError as exc:
                 reply = {"ok": False, "error": str(exc)}
             except Exception as exc:  # a fault of ours, not of the model's code: report it, keep serving
-                reply = {"ok": False, "error": f"internal error in the sandbox: {type(exc).__name__}: {exc}"}
+                reply = {"ok": False, "internal": True, "error": f"{INTERNAL}: {type(exc).__name__}: {exc}"}
+            if LATE_IMPORTS:
+                # Each is a module the worker needed but had not loaded before lock-down:
+                # a defect of ours, whatever the code made of the ImportError.
+                reply["late_imports"] = sorted(set(LATE_IMPORTS))
+                LATE_IMPORTS.clear()
             self.send(reply)
 
 
-def _cpu_timer() -> tuple[Any, Any] | None:
-    try:
-        from rlm.sandbox.oslimits import arm_cpu_timer, disarm_cpu_timer
-    except ImportError:
-        return None
-    return arm_cpu_timer, disarm_cpu_timer
-
-
 # Imported before lock-down: afterwards no file can be opened, so a lazy import would fail.
-_PRELOAD = ("numpy", "_strptime", "encodings.utf_16", "encodings.latin_1", "encodings.cp1252", "unicodedata")
+# The codecs are those model code asks for by name (`s.encode("utf-16-le")`); the allowed
+# modules themselves are imported, and warmed up, by rlm.sandbox.policy.
+_CODECS = (
+    "utf_8_sig utf_16 utf_16_le utf_16_be utf_32 utf_32_le utf_32_be utf_7 ascii latin_1 "
+    "iso8859_2 iso8859_15 cp1250 cp1251 cp1252 cp437 cp850 mac_roman koi8_r "
+    "unicode_escape raw_unicode_escape idna punycode hex_codec base64_codec"
+).split()
+_PRELOAD = ("numpy", "_strptime", "unicodedata", *(f"encodings.{c}" for c in _CODECS))
+
+# Modules something tried to import after lock-down (see _forbid_late_imports).
+LATE_IMPORTS: list[str] = []
+
+
+class LateImport(ImportError):
+    """An import after lock-down: it cannot work (no file can be opened) and is a defect of ours."""
 
 
 def _preload() -> None:
     import importlib
 
     for name in _PRELOAD:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
+        importlib.import_module(name)
+
+
+def _forbid_late_imports() -> None:
+    """From here on any import of a module not yet loaded fails at once, by name, and is
+    reported to the parent with the next reply, even when the code that tried it
+    swallowed the ImportError."""
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if event == "import":
+            LATE_IMPORTS.append(str(args[0]))
+            raise LateImport(f"module {args[0]!r} was not loaded before the sandbox was locked")
+
+    sys.addaudithook(hook)
 
 
 def _apply_os_limits(spec: dict[str, Any]) -> dict[str, Any]:
-    try:
-        from rlm.sandbox.oslimits import apply_os_limits
-    except ImportError as exc:
-        return {"active": [], "missing": [["os-limits", f"module unavailable: {exc}"]]}
     report = apply_os_limits(
         memory_bytes=int(spec.get("memory_bytes") or 0),
         drop_to_uid=spec.get("drop_to_uid"),
@@ -297,7 +393,10 @@ def main() -> None:
         )
         return
     _preload()
+    # Threads cannot start after lock-down (RLIMIT_NPROC 0): the scan threads start now.
+    start_scan_threads()
     sandbox = _apply_os_limits(spec) if spec.get("os_limits", True) else {"active": [], "missing": []}
+    _forbid_late_imports()
     worker.send({"ready": True, "n_lines": worker.text.n_lines, "sandbox": sandbox})
     worker.serve()
 
