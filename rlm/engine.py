@@ -14,6 +14,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -466,10 +467,8 @@ class Engine:
             avg = scope_text.window_bytes / max(1, node.scope.n_lines)
             widest = max(b - a + 1 for a, b in chunks)
             if widest * avg / BYTES_PER_TOKEN > limit * 2:
-                raise RlmError(
-                    f"chunks of {widest:,} lines are about {int(widest * avg / BYTES_PER_TOKEN):,} tokens, "
-                    f"over the sub-call limit of {limit:,}; use smaller chunks"
-                )
+                # Chunks too big for one plain call are investigated, as llm_query does with a big slice.
+                return self._partition_children(node, question, chunks, avg, args, step, as_list)
             excerpts = ["\n".join(scope_text.lines[a - first : b - first + 1]) for a, b in chunks]
         for (a, b), excerpt in zip(chunks, excerpts, strict=True):
             rel = a - node.scope.first_line + 1
@@ -496,6 +495,20 @@ class Engine:
             )
         finally:
             self.budget.release(reservation)
+        return self._partition_result(
+            node, question, [w for w, _, _ in prompts_], results, args, step, as_list
+        )
+
+    def _partition_result(
+        self,
+        node: Node,
+        question: str,
+        wheres: list[str],
+        results: list[str],
+        args: dict[str, Any],
+        step: int,
+        as_list: bool,
+    ) -> Any:
         summary = "; ".join(f"[{i + 1}] {cap_line(r, 80)}" for i, r in enumerate(results))
         self.ledger.add(
             f"partition_map '{cap_words(question, 120)}' over {len(results)} chunks: {summary}",
@@ -510,11 +523,45 @@ class Engine:
         if node.sandbox is not None:
             node.sandbox.request("set", timeout=30, name=var, value=results)
         lines = [f"{len(results)} chunks; answers in chunk order (also in the variable `{var}`):"]
-        lines += [
-            f"[{i + 1}] {where}: {r}"
-            for i, ((where, _, _), r) in enumerate(zip(prompts_, results, strict=True))
-        ]
+        lines += [f"[{i + 1}] {where}: {r}" for i, (where, r) in enumerate(zip(wheres, results, strict=True))]
         return "\n".join(lines)
+
+    def _partition_children(
+        self,
+        node: Node,
+        question: str,
+        chunks: list[tuple[int, int]],
+        avg_bytes: float,
+        args: dict[str, Any],
+        step: int,
+        as_list: bool,
+    ) -> Any:
+        """One child investigation per chunk, `concurrency` at a time, one budget for the tree."""
+        tokens = int(max(b - a + 1 for a, b in chunks) * avg_bytes / BYTES_PER_TOKEN)
+        if node.depth >= self.settings.max_depth:
+            raise self._refuse_depth(node, tokens)
+        self.progress("fanout", {"node": node.id, "chunks": len(chunks), "children": True})
+        first = node.scope.first_line
+
+        def one(chunk: tuple[int, int]) -> str:
+            a, b = chunk
+            try:
+                return self._child_over_lines(node, question, a, b, tokens)
+            except RlmError as exc:  # one chunk's failure is that chunk's answer, as in a plain fan-out
+                return f"[error] lines {a - first + 1:,}-{b - first + 1:,}: {exc.message}"
+
+        pool = ThreadPoolExecutor(
+            max_workers=max(1, self.settings.concurrency), thread_name_prefix="rlm-child"
+        )
+        futures = [pool.submit(one, chunk) for chunk in chunks]
+        try:
+            results = [f.result() for f in futures]  # a budget stop in any child ends the fan-out
+        finally:
+            for f in futures:
+                f.cancel()
+            pool.shutdown(wait=True)
+        wheres = [f"lines {a - first + 1:,}-{b - first + 1:,}" for a, b in chunks]
+        return self._partition_result(node, question, wheres, results, args, step, as_list)
 
     async def _fan_out(
         self,

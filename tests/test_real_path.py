@@ -1,0 +1,258 @@
+"""The path users take: the `rlm` CLI in a subprocess, the real locked-down worker
+with its prebuilt index, default settings, files of 100 MB (and 1 GB, marked
+`huge`) built from real lines in six shapes. Every action and every helper inside
+`execute` is asserted on its observation, and no observation, warning or stderr
+line anywhere may carry an internal error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import bigfiles
+import pytest
+from conftest import latest_trace, run_cli, write_script
+
+MB = 1_000_000
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    build: Callable[[Path, int], int]
+    literal: str  # frequent
+    regex: str
+    icase: str  # a literal in another case
+
+
+SHAPES = [
+    Shape("apache", bigfiles.apache_log, "Googlebot", r'" (4|5)[0-9]{2} ', "googlebot"),
+    Shape("syslog", bigfiles.syslog, "sshd", r"Failed password for (invalid user )?\w+", "FAILED PASSWORD"),
+    Shape("csv", bigfiles.csv_rows, "Manhattan", r",(credit card|cash),", "YELLOW"),
+    Shape("jsonl", bigfiles.json_lines, "hg.nginx.org", r'"version":\d+', "NGINX_VERSION"),
+    Shape("json-one-line", bigfiles.single_line_json, "hg.nginx.org", r'"version":\d+', "NGINX_VERSION"),
+    Shape("utf16", bigfiles.utf16_log, "sshd", r"Invalid user \w+", "invalid USER"),
+]
+
+# How the scripted model answers what is not a root turn: sub-queries, synthesis (echoing the
+# root's draft) and child investigations (one grep, then final).
+RULES = [
+    {"match": r"^system: You answer a question about an excerpt", "reply": "SUBANSWER"},
+    {
+        "match": r"^system: You write the final answer.*Draft answer from the investigation: ([^\n]*)",
+        "reply": r"\1",
+    },
+    {"match": r"^system: You write the final answer", "reply": "CHILD-SYNTHESIS"},
+    {
+        "match": r"(You work on lines|built by the parent investigation).*lines? match",
+        "reply": {"tool": "final", "args": {"answer": "CHILD-DONE"}},
+    },
+    {
+        "match": r"You work on lines|built by the parent investigation",
+        "reply": {"tool": "grep", "args": {"pattern": "GET"}},
+    },
+]
+
+
+def lines_of(path: Path, shape: Shape) -> tuple[str, list[str]]:
+    data = path.read_bytes()
+    text = data.decode("utf-16") if shape.name == "utf16" else data.decode("utf-8")
+    return text, text.splitlines()
+
+
+def matching(lines: list[str], pattern: str, flags: int = 0) -> int:
+    compiled = re.compile(pattern, flags)
+    return sum(1 for line in lines if compiled.search(line))
+
+
+def assert_clean(proc: Any, trace: dict[str, Any]) -> None:
+    """No internal error anywhere a user or the model could see it, and no lost worker."""
+    observations = [s["observation"]["preview"] for s in trace["steps"]]
+    for where, text in [("stderr", proc.stderr), *[(f"step {i + 1}", o) for i, o in enumerate(observations)]]:
+        assert "internal error" not in text, f"{where}: {text[:500]}"
+        assert "sandbox restarted" not in text and "variables are gone" not in text, f"{where}: {text[:500]}"
+    assert trace["warnings"] == [], trace["warnings"]
+
+
+@pytest.fixture(scope="module", params=SHAPES, ids=[s.name for s in SHAPES])
+def big(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Shape, Path]:
+    shape: Shape = request.param
+    path = tmp_path_factory.mktemp(shape.name) / f"big-{shape.name}.log"
+    shape.build(path, 100 * MB)
+    return shape, path
+
+
+def test_every_action_and_helper_on_100_mb(big: tuple[Shape, Path], tmp_path: Path) -> None:
+    shape, path = big
+    text, lines = lines_of(path, shape)
+    n = len(lines)
+    lit, rx = shape.literal, shape.regex
+    code = (
+        f"r = grep({lit!r}, 3)\n"
+        'print("grep", r.total, len(r))\n'
+        "v = context_lines[1:]\n"
+        'print("view", len(v), list(v[:1]) == list(context_lines[1:2]))\n'
+        f'print("count", sum(1 for line in context_lines if {lit!r} in line))\n'
+        'print("peek", peek(1, 1).splitlines()[0])\n'
+        f'print("context", context.count({lit!r}))\n'
+        "import re\n"
+        f'print("re", len(re.findall({rx!r}, context[:100000])))\n'
+        "try:\n    int('x')\nexcept ValueError as e:\n    print('exc', type(e).__name__)\n"
+        'print("codec", len("é".encode("utf-16-le")))\n'
+        'note("ERROR lines: " + str(r.total))\n'
+    )
+    script = {
+        "rules": RULES,
+        "replies": [
+            {"tool": "peek", "args": {"start": 1, "length": 5}},
+            {"tool": "peek", "args": {"start": max(1, n - 2), "length": 3}},
+            {"tool": "peek", "args": {"start": 0, "length": 200, "unit": "chars"}},
+            {"tool": "grep", "args": {"pattern": lit}},
+            {"tool": "grep", "args": {"pattern": rx}},
+            {"tool": "grep", "args": {"pattern": shape.icase, "ignore_case": True}},
+            {"tool": "execute", "args": {"code": code}},
+            {"tool": "execute", "args": {"code": "print(llm_query('What is this?', text=context[:2000]))"}},
+            {"tool": "peek", "args": {"start": 1, "length": 100000}},
+            {"tool": "final", "args": {"answer": f"done {matching(lines, re.escape(lit))}"}},
+        ],
+    }
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(["ask", str(path), "q", "-m", model], cwd=tmp_path, timeout=600)
+    trace = latest_trace(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert_clean(proc, trace)
+    obs = [s["observation"]["preview"] for s in trace["steps"]]
+
+    total_lit = matching(lines, re.escape(lit))
+    assert proc.stdout == f"done {total_lit}\n"
+    assert obs[0].startswith(f"lines 1-{min(n, 5)} of {n:,}")
+    assert lines[0][:60] in obs[0] or "line cut" in obs[0]
+    assert lines[-1][:60] in obs[1]
+    assert obs[2].startswith("characters 0-199") and text[:40] in obs[2]
+    noun = "line matches" if total_lit == 1 else "lines match"
+    assert obs[3].startswith(f"{total_lit:,} {noun} /{lit}/")
+    total_rx = matching(lines, rx)
+    assert obs[4].startswith(f"{total_rx:,} line"), obs[4][:200]
+    total_icase = matching(lines, re.escape(shape.icase), re.I)
+    assert obs[5].startswith(f"{total_icase:,} line"), obs[5][:200]
+    expected = [
+        f"grep {total_lit} {min(3, total_lit)}",
+        f"view {n - 1} True",
+        f"count {total_lit}",
+        f"peek lines 1-1 of {n:,}",
+        f"context {text.count(lit)}",
+        f"re {len(re.findall(rx, text[:100000]))}",
+        "exc ValueError",
+        "codec 2",
+        f"noted: ERROR lines: {total_lit}",
+    ]
+    assert obs[6].splitlines() == expected, obs[6]
+    assert obs[7].strip() == "SUBANSWER"
+    assert obs[8].startswith("lines 1-") and "only these fit in one result" in obs[8] or n < 2000
+    # A finding about errors is a finding (the ledger judges by where a text came from).
+    assert any(f["text"] == f"ERROR lines: {total_lit}" for f in trace["ledger"])
+    assert trace["input"]["encoding"] == ("utf-16-le" if shape.name == "utf16" else "utf-8")
+
+
+def test_same_code_after_a_restart_or_a_fix_runs_again(tmp_path: Path) -> None:
+    log = tmp_path / "access.log"
+    bigfiles.apache_log(log, 2 * MB)
+    # A loop that swallows the CPU-time exception: only killing the worker stops it.
+    hang = "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass"
+    script = {
+        "rules": RULES,
+        "replies": [
+            {"tool": "execute", "args": {"code": "print(len(x))"}},  # NameError
+            {"tool": "execute", "args": {"code": "x = [1, 2, 3]"}},
+            {"tool": "execute", "args": {"code": "print(len(x))"}},  # state changed: runs, prints 3
+            {"tool": "execute", "args": {"code": hang}},  # the worker is killed and restarted
+            {"tool": "execute", "args": {"code": "x = [1, 2, 3]"}},  # after the restart: runs
+            {"tool": "execute", "args": {"code": "print(len(x))"}},  # runs again: 3
+            {"tool": "execute", "args": {"code": "print(len(y))"}},  # NameError
+            {"tool": "execute", "args": {"code": "print(len(y))"}},  # nothing changed: told, not run
+            {"tool": "execute", "args": {"code": "print(len(y))"}},  # told again; the run goes on
+            {"tool": "final", "args": {"answer": "3"}},
+        ],
+    }
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(["ask", str(log), "q", "-m", model, "--timeout", "1"], cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    trace = latest_trace(tmp_path)
+    obs = [s["observation"]["preview"] for s in trace["steps"]]
+    assert "NameError" in obs[0]
+    assert obs[2].strip() == "3"
+    assert "variables are gone" in obs[3]
+    assert obs[5].strip() == "3"
+    assert "NameError" in obs[6]
+    assert obs[7].startswith("not run: this exact execute failed at step 7") and "NameError" in obs[7]
+    assert obs[8].startswith("not run: this exact execute failed at step 7")
+    assert trace["status"] == "final" and proc.stdout == "3\n"
+
+
+def test_a_fan_out_of_sixteen_big_chunks_runs_as_child_investigations(tmp_path: Path) -> None:
+    log = tmp_path / "access.log"
+    bigfiles.apache_log(log, 100 * MB)
+    n = sum(1 for _ in log.open("rb"))
+    chunk = -(-n // 16)
+    script = {
+        "rules": RULES,
+        "replies": [
+            {"tool": "partition_map", "args": {"question": "How many GET requests?", "chunk_lines": chunk}},
+            {"tool": "final", "args": {"answer": "16 chunks"}},
+        ],
+    }
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(["ask", str(log), "q", "-m", model, "--concurrency", "4"], cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    trace = latest_trace(tmp_path)
+    assert_clean(proc, trace)
+    children = [node for node in trace["nodes"] if node["depth"] == 1]
+    assert len(children) == 16
+    assert all(c["status"] == "final" and c["answer"] == "CHILD-DONE" for c in children)
+    starts = sorted(c["slice"]["start_line"] for c in children)
+    assert starts == [1 + k * chunk for k in range(16)]
+    obs = [s for s in trace["steps"] if s["node"] == "n0"][0]["observation"]["preview"]
+    assert obs.startswith("16 chunks; answers in chunk order") and "[16] lines" in obs
+
+
+@pytest.mark.huge
+def test_one_gigabyte_log_grep_full_pass_and_fan_out(tmp_path: Path) -> None:
+    log = tmp_path / "access-1g.log"
+    bigfiles.apache_log(log, 1024 * MB)
+    count = 0
+    get_lines = 0
+    n = 0
+    with log.open("rb") as fh:
+        for line in fh:
+            n += 1
+            count += b"Googlebot" in line
+            get_lines += b'"GET ' in line
+    chunk = -(-n // 16)
+    full_pass = "print(sum(1 for line in context_lines if 'Googlebot' in line))"
+    script = {
+        "rules": RULES,
+        "replies": [
+            {"tool": "grep", "args": {"pattern": "Googlebot"}},
+            {"tool": "grep", "args": {"pattern": '"GET '}},
+            {"tool": "execute", "args": {"code": full_pass}},
+            {"tool": "partition_map", "args": {"question": "How many GET requests?", "chunk_lines": chunk}},
+            {"tool": "final", "args": {"answer": str(count)}},
+        ],
+    }
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(["ask", str(log), "q", "-m", model], cwd=tmp_path, timeout=1200)
+    assert proc.returncode == 0, proc.stderr
+    trace = latest_trace(tmp_path)
+    assert_clean(proc, trace)
+    obs = [s["observation"]["preview"] for s in trace["steps"] if s["node"] == "n0"]
+    assert obs[0].startswith(f"{count:,} lines match /Googlebot/")
+    assert obs[1].startswith(f'{get_lines:,} lines match /"GET /')
+    assert obs[2].strip() == str(count)
+    assert obs[3].startswith("16 chunks; answers in chunk order")
+    assert proc.stdout == f"{count}\n"
+    print(json.dumps({s["action"]["name"]: s["duration_s"] for s in trace["steps"] if s["node"] == "n0"}))
