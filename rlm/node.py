@@ -347,6 +347,14 @@ class Node:
                 "are gone (context, context_lines and the helpers are back).",
                 ok=False,
             )
+        if reply.get("restarted"):
+            why = str(reply["restarted"])
+            self.state += 1
+            self.engine.note_restart(self, why)
+            reply["error"] = (
+                f"{reply.get('error')}\n{why}; it was restarted and all your variables are gone "
+                "(context, context_lines and the helpers are back). Keep less in memory."
+            )
         # A fault of the sandbox's own is the user's business too, not only the model's.
         if reply.get("internal"):
             self.engine.report_internal(self, f"{op}: {reply.get('error')}")

@@ -72,6 +72,7 @@ CHAR_BLOCK_BYTES = 1024 * 1024
 
 # Threads for vectorised scans (index build, literal grep); numpy drops the GIL.
 MAX_SCAN_THREADS = 4
+SCAN_THREAD_STACK = 1024 * 1024
 
 INDEX_MAGIC = b"RLMIDX01"
 # magic, byte size of the indexed buffer, number of int64 entries, first data byte
@@ -156,12 +157,17 @@ def start_scan_threads(count: int | None = None) -> int:
     # A pool starts a thread per submit only while none is idle: tasks that wait
     # for each other make it start all of them at once.
     barrier = threading.Barrier(workers)
+    # Scans need little stack; the default 8 MB each would come out of the worker's
+    # address-space limit.
+    previous = threading.stack_size(SCAN_THREAD_STACK)
     try:
         started = [pool.submit(barrier.wait, 10) for _ in range(workers)]
     except RuntimeError:  # "can't start new thread"
         barrier.abort()
         pool.shutdown(wait=False, cancel_futures=True)
         raise
+    finally:
+        threading.stack_size(previous)
     for future in started:
         future.result()
     _pool, _pool_size = pool, workers

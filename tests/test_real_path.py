@@ -256,3 +256,141 @@ def test_one_gigabyte_log_grep_full_pass_and_fan_out(tmp_path: Path) -> None:
     assert obs[3].startswith("16 chunks; answers in chunk order")
     assert proc.stdout == f"{count}\n"
     print(json.dumps({s["action"]["name"]: s["duration_s"] for s in trace["steps"] if s["node"] == "n0"}))
+
+
+def test_replay_verify_reruns_the_steps_in_the_same_worker(big: tuple[Shape, Path], tmp_path: Path) -> None:
+    shape, path = big
+    code = f"print(sum(1 for line in context_lines if {shape.literal!r} in line))"
+    script = [
+        {"tool": "grep", "args": {"pattern": shape.regex}},
+        {"tool": "execute", "args": {"code": code}},
+        {"tool": "peek", "args": {"start": 1, "length": 3}},
+        {"tool": "final", "args": {"answer": "done"}},
+        "done",
+    ]
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(["ask", str(path), "q", "-m", model], cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    verify = run_cli(["replay", "last", "--verify"], cwd=tmp_path, timeout=600)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "3 steps re-run: 3 same, 0 different" in verify.stdout and "internal error" not in verify.stdout
+
+
+def test_a_big_text_for_llm_query_goes_to_a_child_and_the_worker_lives(tmp_path: Path) -> None:
+    log = tmp_path / "access.log"
+    bigfiles.apache_log(log, 40 * MB)
+    code = "t = context[:5_000_000]\nx = 7\nprint(llm_query('How many GET requests?', text=t))"
+    script = {
+        "rules": RULES,
+        "replies": [
+            {"tool": "execute", "args": {"code": code}},
+            {"tool": "execute", "args": {"code": "print(x, len(t))"}},  # the same worker: variables kept
+            {"tool": "final", "args": {"answer": "done"}},
+        ],
+    }
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(["ask", str(log), "q", "-m", model], cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    trace = latest_trace(tmp_path)
+    assert_clean(proc, trace)
+    obs = [s["observation"]["preview"] for s in trace["steps"] if s["node"] == "n0"]
+    assert obs[0].strip() == "CHILD-DONE"
+    assert obs[1].strip() == "7 5000000"
+    child = [n for n in trace["nodes"] if n["depth"] == 1]
+    assert len(child) == 1 and child[0]["slice"] == {"text_chars": 5_000_000}
+
+
+@pytest.mark.internal_error_expected
+def test_a_late_import_in_the_worker_is_reported_by_name(tmp_path: Path) -> None:
+    """The audit hook: a module loaded lazily after lock-down fails at once, and the user hears
+    of it (here a codec nobody preloads; the codec machinery swallows the ImportError)."""
+    log = tmp_path / "access.log"
+    bigfiles.apache_log(log, 1 * MB)
+    script = [
+        {
+            "tool": "execute",
+            "args": {"code": "try:\n    'x'.encode('cp1006')\nexcept LookupError as e:\n    print(e)"},
+        },
+        {"tool": "final", "args": {"answer": "done"}},
+        "done",
+    ]
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(["ask", str(log), "q", "-m", model], cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    message = "module 'encodings.cp1006' was imported after lock-down"
+    assert message in proc.stderr
+    assert any(message in w for w in latest_trace(tmp_path)["warnings"])
+
+
+def test_every_allowed_module_imports_in_the_locked_worker_and_the_prompt_lists_them(tmp_path: Path) -> None:
+    from rlm.prompts import system_prompt
+    from rlm.sandbox.modules import ALLOWED_MODULES
+
+    log = tmp_path / "access.log"
+    bigfiles.apache_log(log, 1 * MB)
+    code = "\n".join(f"import {m}" for m in ALLOWED_MODULES) + "\nprint('imported', len(dir()))"
+    script = [
+        {"tool": "execute", "args": {"code": code}},
+        {"tool": "final", "args": {"answer": "done"}},
+        "done",
+    ]
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(["ask", str(log), "q", "-m", model], cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    trace = latest_trace(tmp_path)
+    assert_clean(proc, trace)
+    assert trace["steps"][0]["observation"]["preview"].startswith("imported")
+    prompt = system_prompt("tools", 4000, 30, 1024)
+    listed = prompt.split("Modules you may import: ")[1].split(". No files")[0].split(", ")
+    assert listed == list(ALLOWED_MODULES)
+
+
+def test_profiling_a_100_mb_single_line_json_reads_little_of_it(
+    big: tuple[Shape, Path], tmp_path: Path
+) -> None:
+    shape, path = big
+    if shape.name not in ("json-one-line", "utf16"):
+        pytest.skip("the shapes whose profile used to cost memory")
+    code = (
+        "import sys\nfrom rlm.source import open_source\n"
+        "s = open_source(sys.argv[1], cache_dir=sys.argv[2])\n"
+        "print(s.profile.format, s.profile.lines, s.profile.work_path)\n"
+        "print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1])\n"
+    )
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path), str(tmp_path / "cache")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    peak_kb = int(out[1])
+    size = path.stat().st_size
+    # The mapped file's pages count once it is scanned; beyond them, a bounded amount.
+    assert peak_kb * 1024 < size + 200 * MB, (peak_kb, size)
+    if shape.name == "utf16":
+        work = out[0].split()[-1]
+        assert work.endswith(".utf8") and Path(work).stat().st_size < size  # transcoded once, cached
+    else:
+        assert out[0].split()[:2] == ["json", "1"]
+
+
+def test_a_cell_that_takes_all_memory_costs_that_cell_only(tmp_path: Path) -> None:
+    log = tmp_path / "access.log"
+    bigfiles.apache_log(log, 1 * MB)
+    hog = "chunks = []\nwhile True:\n    chunks.append(bytearray(10 ** 7))"
+    script = [
+        {"tool": "execute", "args": {"code": "keep = 1"}},
+        {"tool": "execute", "args": {"code": hog}},
+        {"tool": "execute", "args": {"code": "print(6 * 7, 'keep' in dir())"}},
+        {"tool": "final", "args": {"answer": "42"}},
+        "42",
+    ]
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(["ask", str(log), "q", "-m", model], cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    obs = [s["observation"]["preview"] for s in latest_trace(tmp_path)["steps"]]
+    assert "MemoryError" in obs[1] and "variables are gone" in obs[1]
+    assert obs[2].strip() == "42 False"  # a fresh worker, told as such

@@ -65,6 +65,9 @@ def _worker_env() -> dict[str, str]:
         # numpy's BLAS would start a thread per core at import; the worker needs none.
         "OPENBLAS_NUM_THREADS": "1",
         "OMP_NUM_THREADS": "1",
+        # One malloc arena: the scan threads would each reserve 64 MB of address space
+        # for their own, out of the worker's address-space limit.
+        "MALLOC_ARENA_MAX": "1",
     }
 
 
@@ -160,6 +163,9 @@ class Sandbox:
             msg = self._read(remaining)
             remaining -= time.monotonic() - started
             if "bridge" not in msg:
+                if msg.get("exhausted"):
+                    self.restart()
+                    msg["restarted"] = "the sandbox ran out of memory"
                 return msg
             self._serve_bridge(msg)
 

@@ -301,7 +301,7 @@ class Worker:
         truncated = len(output)
         if len(output) > MAX_CELL_OUTPUT:
             output = cap_middle(output, MAX_CELL_OUTPUT)
-        return {
+        reply = {
             "ok": outcome.error is None,
             "output": output,
             "output_chars": truncated,
@@ -309,10 +309,18 @@ class Worker:
             "notes": self.notes,
             "final": self.final_answer,
         }
+        if outcome.error is not None and not _has_headroom():
+            # The variables hold all the memory there is: the next request would fail
+            # wherever it allocates. The parent restarts the worker now, and says so.
+            reply["exhausted"] = True
+        return reply
 
     def serve(self) -> None:
         while True:
-            req = self.receive()
+            try:
+                req = self.receive()
+            except MemoryError:
+                return  # nothing left to read a request with: exit, and the parent starts a new worker
             if req is None:
                 return
             try:
@@ -338,6 +346,19 @@ _CODECS = (
     "unicode_escape raw_unicode_escape idna punycode hex_codec base64_codec"
 ).split()
 _PRELOAD = ("numpy", "_strptime", "unicodedata", *(f"encodings.{c}" for c in _CODECS))
+
+# What a worker must still be able to allocate after a failed cell to go on serving.
+HEADROOM_PROBE_BYTES = 32 * 1024 * 1024
+
+
+def _has_headroom() -> bool:
+    try:
+        probe = bytearray(HEADROOM_PROBE_BYTES)
+    except MemoryError:
+        return False
+    del probe
+    return True
+
 
 # Modules something tried to import after lock-down (see _forbid_late_imports).
 LATE_IMPORTS: list[str] = []
