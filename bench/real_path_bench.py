@@ -83,7 +83,7 @@ def ask(log: Path, work: Path, cache: Path) -> dict[str, float]:
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-2000:])
     doc = json.loads(proc.stdout)
-    trace = json.loads(Path(doc["trace"]).read_text())
+    trace = json.loads((work / doc["trace"]).read_text())  # relative to the run's directory
     steps = [s for s in trace["steps"] if s["node"] == "n0"]
     for s in steps:
         if "internal error" in s["observation"]["preview"] or not s["observation"]["ok"]:
