@@ -288,6 +288,7 @@ def test_a_big_text_for_llm_query_goes_to_a_child_and_the_worker_lives(tmp_path:
             {"tool": "final", "args": {"answer": "done"}},
         ],
     }
+    script["log"] = "calls.jsonl"
     model = write_script(tmp_path / "s.json", script)
     proc = run_cli(["ask", str(log), "q", "-m", model], cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -295,6 +296,13 @@ def test_a_big_text_for_llm_query_goes_to_a_child_and_the_worker_lives(tmp_path:
     assert_clean(proc, trace)
     obs = [s["observation"]["preview"] for s in trace["steps"] if s["node"] == "n0"]
     assert obs[0].strip() == "CHILD-DONE"
+    # The limits a cell meets are in the prompt, the time scaled to the input.
+    from rlm.settings import Settings, cell_seconds_for
+
+    seconds = cell_seconds_for(Settings(), log.stat().st_size)
+    assert 30 < seconds < 35
+    system = json.loads((tmp_path / "calls.jsonl").read_text().splitlines()[0])["messages"][0]["content"]
+    assert f"Each cell may run {seconds:g} s and use about 1,024 MB beyond the file" in system
     assert obs[1].strip() == "7 5000000"
     child = [n for n in trace["nodes"] if n["depth"] == 1]
     assert len(child) == 1 and child[0]["slice"] == {"text_chars": 5_000_000}
