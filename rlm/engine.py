@@ -22,7 +22,7 @@ from rlm import prompts
 from rlm.actions import Action, ParseError
 from rlm.budget import Budget, BudgetExceeded, Reservation, Usage
 from rlm.errors import ExitCode, ProviderError, RlmError
-from rlm.ledger import Finding, Ledger
+from rlm.ledger import FINDING_CHARS, Finding, Ledger
 from rlm.model import ModelClient, Reply
 from rlm.node import Node, NodeResult, NodeScope, Outcome
 from rlm.sandbox.client import Sandbox, WorkerSpec
@@ -151,9 +151,18 @@ class Engine:
         self.progress("warning", {"message": msg})
 
     def add_finding(
-        self, text: str, kind: str, node: Node, step: int, evidence: str | None = None
+        self,
+        text: str,
+        kind: str,
+        node: Node,
+        step: int,
+        evidence: str | None = None,
+        topic: str | None = None,
+        cap: int = FINDING_CHARS,
     ) -> Finding | None:
-        finding = self.ledger.add(text, kind=kind, evidence=evidence or f"{node.id}.s{step}", node=node.id)
+        finding = self.ledger.add(
+            text, kind=kind, evidence=evidence or f"{node.id}.s{step}", node=node.id, topic=topic, cap=cap
+        )
         if finding is not None:
             self.trace.update(ledger=self.ledger.to_list())
         return finding
@@ -401,7 +410,8 @@ class Engine:
 
     def _synthesize_node(self, node: Node, result: NodeResult) -> Synthesis:
         findings = self.ledger.for_node(node.id)
-        digest = self.ledger.digest(max_chars=DIGEST_CHARS, node=node.id)
+        # The draft goes to synthesis whole, on its own: not a second time, cut, as a finding.
+        digest = self.ledger.digest(max_chars=DIGEST_CHARS, node=node.id, exclude_kinds=("final_draft",))
         stop_note = (
             None
             if result.stop == "final"

@@ -12,7 +12,7 @@ is a finding about a log).
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from rlm.textcap import cap_words
 
@@ -23,9 +23,12 @@ FINDING_CHARS = 600
 class Finding:
     id: str
     kind: str  # note | result | grep | subcall | final_draft
-    text: str
+    text: str  # as prompts show it: capped, the cut marked
     evidence: str  # the step ("n0.s3") or child node ("n2") it came from
     node: str
+    full: str | None = None  # the whole result when `text` is cut (kept for the trace, not prompts)
+    topic: str | None = None  # what it is about (e.g. the code that computed it): a later one supersedes it
+    superseded_by: str | None = None
 
     def line(self) -> str:
         return f"[{self.id}] ({self.kind}, {self.evidence}) {self.text}"
@@ -41,20 +44,52 @@ class Ledger:
         self._seen: dict[str, Finding] = {}
         self._lock = threading.Lock()
 
-    def add(self, text: str, *, kind: str, evidence: str, node: str) -> Finding | None:
-        """Record a finding; a duplicate returns the existing entry, a blank returns None."""
+    def add(
+        self,
+        text: str,
+        *,
+        kind: str,
+        evidence: str,
+        node: str,
+        topic: str | None = None,
+        cap: int = FINDING_CHARS,
+    ) -> Finding | None:
+        """Record a finding; a duplicate returns the existing entry, a blank returns None.
+
+        With a `topic` (the code behind a result, a grep's pattern), an earlier finding
+        of the same node on the same topic is superseded: the same question asked
+        again after a fix has one current answer, not two that disagree.
+        """
         text = (text or "").strip()
         if not text:
             return None
-        text = cap_words(text, FINDING_CHARS)
-        key = _key(text)
+        shown = cap_words(text, cap)
+        key = _key(shown)
         with self._lock:
-            if key in self._seen:
+            if key in self._seen and self._seen[key].superseded_by is None:
                 return self._seen[key]
-            finding = Finding(f"F{len(self._entries) + 1}", kind, text, evidence, node)
+            finding = Finding(
+                f"F{len(self._entries) + 1}",
+                kind,
+                shown,
+                evidence,
+                node,
+                full=text if shown != text else None,
+                topic=topic,
+            )
+            if topic is not None:
+                for i, old in enumerate(self._entries):
+                    if old.topic == topic and old.node == node and old.superseded_by is None:
+                        self._entries[i] = replace(old, superseded_by=finding.id)
+                        self._seen[_key(old.text)] = self._entries[i]
             self._entries.append(finding)
             self._seen[key] = finding
             return finding
+
+    @property
+    def current(self) -> list[Finding]:
+        """The findings that stand (none superseded)."""
+        return [f for f in self.entries if f.superseded_by is None]
 
     @property
     def entries(self) -> list[Finding]:
@@ -65,11 +100,14 @@ class Ledger:
         return len(self._entries)
 
     def for_node(self, node: str) -> list[Finding]:
-        return [f for f in self.entries if f.node == node]
+        return [f for f in self.current if f.node == node]
 
-    def digest(self, max_chars: int = 4000, node: str | None = None) -> str:
+    def digest(
+        self, max_chars: int = 4000, node: str | None = None, exclude_kinds: tuple[str, ...] = ()
+    ) -> str:
         """The findings as prompt text; when over max_chars, the newest are kept and the cut is stated."""
-        entries = self.entries if node is None else self.for_node(node)
+        entries = self.current if node is None else self.for_node(node)
+        entries = [f for f in entries if f.kind not in exclude_kinds]
         if not entries:
             return "(no findings yet)"
         lines = [f.line() for f in entries]

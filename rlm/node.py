@@ -28,7 +28,11 @@ from rlm.trace import preview
 if TYPE_CHECKING:
     from rlm.engine import Engine
 
-RESULT_FINDING_CHARS = 240  # an execute output this short is a computed result worth keeping
+# A computed result's finding shows about 80 tokens of its output (the cut marked, the whole
+# kept for the trace); a grep's shows its count and first matching lines.
+RESULT_FINDING_CHARS = 320
+GREP_FINDING_LINES = 3
+GREP_FINDING_LINE_CHARS = 160
 
 
 @dataclass
@@ -235,7 +239,7 @@ class Node:
         if name == "final":
             if not self.observed:
                 return Outcome(prompts.FIRST_FINAL_REFUSED, ok=False)
-            self.engine.add_finding(args["answer"], "final_draft", self, step)
+            self.engine.add_finding(args["answer"], "final_draft", self, step, topic="final_draft")
             return Outcome("final answer recorded", final=args["answer"])
         key = json.dumps([name, args], sort_keys=True)
         before = self.done.get(key)
@@ -293,12 +297,18 @@ class Node:
         output = reply.get("output", "")
         if op == "grep":
             total = reply.get("total", 0)
+            what = f"grep /{args['pattern']}/{' (ignoring case)' if args['ignore_case'] else ''}"
+            # The evidence with the count: the first matching lines, as numbered lines.
+            shown = [cap_words(ln.strip(), GREP_FINDING_LINE_CHARS) for ln in output.splitlines()[1:]][
+                :GREP_FINDING_LINES
+            ]
+            first = f"; first: {' / '.join(shown)}" if shown else ""
             self.engine.add_finding(
-                f"grep /{args['pattern']}/{' (ignoring case)' if args['ignore_case'] else ''} matches "
-                f"{total:,} line{'s' if total != 1 else ''}",
+                f"{what} matches {total:,} line{'s' if total != 1 else ''}{first}",
                 "grep",
                 self,
                 step,
+                topic=what,
             )
         return Outcome(cap_middle(output, self.cap))
 
@@ -321,11 +331,20 @@ class Node:
                 parts.append(prompts.PROSE_NOT_CODE)
         if not parts:
             parts.append(prompts.NO_OUTPUT)
-        elif not error and output.strip() and len(output.strip()) <= RESULT_FINDING_CHARS:
-            self.engine.add_finding(f"`{_code_summary(code)}` gave: {output.strip()}", "result", self, step)
+        elif not error and output.strip():
+            # Every computed result is a finding, capped for prompts (the cut marked, the whole kept).
+            summary = _code_summary(code)
+            self.engine.add_finding(
+                f"`{summary}` gave: {output.strip()}",
+                "result",
+                self,
+                step,
+                topic=summary,
+                cap=len(summary) + 9 + RESULT_FINDING_CHARS,
+            )
         final = reply.get("final")
         if final:
-            self.engine.add_finding(final, "final_draft", self, step)
+            self.engine.add_finding(final, "final_draft", self, step, topic="final_draft")
         return Outcome("\n".join(parts), ok=not error, final=final or None)
 
     def _request(self, op: str, args: dict[str, Any], timeout: float) -> dict[str, Any] | Outcome:

@@ -32,7 +32,9 @@ about lines start_line..end_line, or about a string you built; returns its answe
 chunk of the file; returns the answers in order (also stored in the variable `results`).
 - final(answer): give your answer and stop. Allowed only after you have looked at the data.
 
-Results longer than {cap} characters are cut in the middle. Compute exact figures with code instead of \
+What you establish is kept as findings: the printed result of every cell, each grep's count and first \
+lines, and note(text). After final, a last step writes the answer from these findings alone, so print the \
+exact figures that settle the question. Results longer than {cap} characters are cut in the middle. Compute exact figures with code instead of \
 reading and estimating; never guess. Never repeat an action you already ran: its result is above. As soon \
 as a result answers the question, call final with it."""
 
