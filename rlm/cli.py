@@ -15,6 +15,7 @@ import typer
 
 from rlm import __version__
 from rlm.errors import ExitCode, RlmError
+from rlm.eval_cli import eval_command
 from rlm.local.cli import app as local_app
 from rlm.redact import redact, redact_text
 from rlm.replay_cli import logs_command, replay_command
@@ -29,6 +30,7 @@ app = typer.Typer(
 app.add_typer(local_app, name="local")
 app.command("replay")(replay_command)
 app.command("logs")(logs_command)
+app.command("eval")(eval_command)
 
 
 def _version(value: bool) -> None:

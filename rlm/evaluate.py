@@ -1,0 +1,195 @@
+"""`rlm eval`: score a model on a set of questions whose answers are known.
+
+A tasks file is JSON lines, one task each:
+
+    {"id": "t01", "file": "../access.log", "question": "...", "answer": 35,
+     "check": "number", "tolerance": 0}
+
+`file` is relative to the tasks file. Each task runs through the same engine
+as `rlm ask`, and what `rlm ask` would print on stdout is scored strictly,
+after a documented normalisation (`normalize`): case, surrounding quotes and
+whitespace, a trailing full stop, and for numbers thousands separators. Checks:
+
+- `exact`: the normalised answer equals the normalised expected text;
+- `number`: the answer is one number within `tolerance` (default 0) of it;
+- `set`: the answer's items (one per line, or a JSON array) are the expected set;
+- `contains`: the expected text appears in the normalised answer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rlm.errors import InputError, UsageError
+
+CHECKS = ("exact", "number", "set", "contains")
+_NUMBER = re.compile(r"^[-+]?(\d{1,3}(,\d{3})+|\d+)(\.\d+)?$")
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    file: Path
+    question: str
+    answer: Any
+    check: str
+    tolerance: float = 0.0
+
+
+@dataclass
+class TaskResult:
+    id: str
+    passed: bool
+    expected: Any
+    got: str | None
+    status: str
+    steps: int
+    tokens: int
+    cost: float | None
+    seconds: float
+    trace: str | None
+    error: str | None = None
+
+
+def load_tasks(path: Path) -> list[Task]:
+    """Read and check a tasks file; every fault is a one-line InputError naming the line."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise InputError(f"cannot read the tasks file {path}: {exc.strerror or exc}") from None
+    tasks: list[Task] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+            check = raw.get("check", "exact")
+            if check not in CHECKS:
+                raise ValueError(f"check must be one of {', '.join(CHECKS)}, not {check!r}")
+            task = Task(
+                id=str(raw["id"]),
+                file=(path.parent / raw["file"]).resolve(),
+                question=str(raw["question"]),
+                answer=raw["answer"],
+                check=check,
+                tolerance=float(raw.get("tolerance", 0.0)),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise InputError(f"{path}:{number}: not a task ({what})") from None
+        tasks.append(task)
+    if not tasks:
+        raise InputError(f"{path} holds no tasks")
+    return tasks
+
+
+def normalize(text: str) -> str:
+    """Case, outer whitespace and quotes, and one trailing full stop do not count."""
+    s = text.strip()
+    while len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'`":
+        s = s[1:-1].strip()
+    if s.endswith(".") and not s.endswith(".."):
+        s = s[:-1].rstrip()
+    return s.lower()
+
+
+def _items(text: str) -> set[str]:
+    stripped = text.strip()
+    if stripped.startswith("["):
+        try:
+            value = json.loads(stripped)
+            if isinstance(value, list):
+                return {normalize(str(v)) for v in value}
+        except ValueError:
+            pass
+    return {normalize(line.lstrip("-*• ").strip()) for line in stripped.splitlines() if line.strip()}
+
+
+def score(task: Task, got: str | None) -> bool:
+    """Whether `got` (what stdout carried, without its newline) answers the task."""
+    if got is None:
+        return False
+    if task.check == "set":
+        expected = task.answer if isinstance(task.answer, list) else [task.answer]
+        return _items(got) == {normalize(str(v)) for v in expected}
+    answer = normalize(got)
+    if task.check == "contains":
+        return normalize(str(task.answer)) in answer
+    if task.check == "number":
+        if not _NUMBER.match(answer):
+            return False
+        value = float(answer.replace(",", ""))
+        return math.isclose(value, float(task.answer), rel_tol=0.0, abs_tol=task.tolerance)
+    return answer == normalize(str(task.answer))
+
+
+Runner = Callable[[Task], Any]
+
+
+def run_tasks(
+    tasks: list[Task], runner: Runner, on_result: Callable[[TaskResult], None] | None = None
+) -> list[TaskResult]:
+    """Run every task (a failing run is a failed task, never the end of the evaluation)."""
+    from rlm.errors import RlmError
+
+    results: list[TaskResult] = []
+    for task in tasks:
+        started = time.monotonic()
+        try:
+            run = runner(task)
+        except RlmError as exc:
+            result = TaskResult(
+                task.id, False, task.answer, None, "error", 0, 0, None, 0.0, None, exc.message
+            )
+        else:
+            usage = run.usage or {}
+            result = TaskResult(
+                id=task.id,
+                passed=score(task, run.answer),
+                expected=task.answer,
+                got=run.answer,
+                status=run.status,
+                steps=run.steps,
+                tokens=int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0)),
+                cost=usage.get("cost"),
+                seconds=0.0,
+                trace=run.trace_path,
+            )
+        result.seconds = round(time.monotonic() - started, 2)
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return results
+
+
+def report(results: list[TaskResult]) -> dict[str, Any]:
+    passed = sum(r.passed for r in results)
+    tokens = sorted(r.tokens for r in results)
+    seconds = sorted(r.seconds for r in results)
+    costs = [r.cost for r in results if r.cost is not None]
+    return {
+        "schema": "rlm-eval/1",
+        "passed": passed,
+        "total": len(results),
+        "accuracy": round(passed / len(results), 4) if results else 0.0,
+        "median_tokens": tokens[len(tokens) // 2] if tokens else 0,
+        "median_seconds": seconds[len(seconds) // 2] if seconds else 0.0,
+        "cost": round(sum(costs), 6) if costs else None,
+        "tasks": [asdict(r) for r in results],
+    }
+
+
+def check_tasks_arg(path: str) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"no such tasks file: {path}")
+    if p.is_dir():
+        raise UsageError(f"{path} is a directory; give a tasks .jsonl file")
+    return p

@@ -1,0 +1,110 @@
+"""`rlm eval` and the project's dev set (fixtures/eval)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, run_cli, write_script
+
+from rlm.evaluate import Task, normalize, score
+
+EVAL = FIXTURES / "eval"
+
+
+def test_the_dev_set_answers_are_the_ones_its_script_computes() -> None:
+    spec = importlib.util.spec_from_file_location("make_tasks", EVAL / "make_tasks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    stored = [json.loads(line) for line in (EVAL / "tasks.jsonl").read_text().splitlines()]
+    assert stored == module.tasks()
+    assert len(stored) >= 20
+    for task in stored:
+        assert (EVAL / task["file"]).is_file(), task
+
+
+@pytest.mark.parametrize(
+    ("check", "expected", "got", "passed"),
+    [
+        ("number", 35, "35", True),
+        ("number", 35, "35.", True),
+        ("number", 438281483, "438,281,483", True),
+        ("number", 35, "There are 35 such requests.", False),  # stdout must be usable as it is
+        ("number", 35, "36", False),
+        ("number", 84214.87, "84214.872", True),
+        ("exact", "66.249.73.135", '"66.249.73.135"', True),
+        ("exact", "Manhattan", "manhattan", True),
+        ("exact", "root", "root [F2]", False),
+        ("set", ["200", "404"], "404\n200\n", True),
+        ("set", ["200", "404"], '["200", "404"]', True),
+        ("set", ["200", "404"], "200\n404\n500", False),
+        ("contains", "ftpd", "The program is ftpd", True),
+    ],
+)
+def test_scoring_is_strict_after_a_documented_normalisation(
+    check: str, expected: object, got: str, passed: bool
+) -> None:
+    task = Task("t", Path("x"), "q", expected, check, 0.01 if isinstance(expected, float) else 0.0)
+    assert score(task, got) is passed
+    assert normalize('  "Yes."  ') == "yes"
+
+
+def _rules_for(tasks: list[dict], answers: dict[str, str]) -> list[dict]:
+    rules = [
+        {
+            "match": r"^system: You write the final answer.*Draft answer from the investigation: (.*?)\n\n"
+            r"(?:Note: |Write the final answer)",
+            "reply": r"\1",
+        }
+    ]
+    for task in tasks:
+        q = re.escape(task["question"])
+        rules.append(
+            {
+                "match": rf"Question: {q}.*lines? match",
+                "reply": {"tool": "final", "args": {"answer": answers[task["id"]]}},
+            }
+        )
+        rules.append({"match": rf"Question: {q}", "reply": {"tool": "grep", "args": {"pattern": "a"}}})
+    return rules
+
+
+def test_rlm_eval_runs_the_tasks_and_scores_passes_and_failures(tmp_path: Path) -> None:
+    stored = {t["id"]: t for t in map(json.loads, (EVAL / "tasks.jsonl").read_text().splitlines())}
+    chosen = [stored["t01"], stored["t03"], stored["t08"]]
+    tasks = tmp_path / "tasks.jsonl"
+    # Paths relative to the tasks file, as in the dev set.
+    tasks.write_text(
+        "".join(json.dumps({**t, "file": str((EVAL / t["file"]).resolve())}) + "\n" for t in chosen)
+    )
+    answers = {"t01": "35", "t03": "10.0.0.1", "t08": "\n".join(stored["t08"]["answer"])}
+    model = write_script(tmp_path / "s.json", {"rules": _rules_for(chosen, answers)})
+
+    proc = run_cli(["eval", str(tasks), "-m", model, "--json"], cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr  # one task failed
+    doc = json.loads(proc.stdout)
+    assert (doc["passed"], doc["total"]) == (2, 3)
+    by_id = {t["id"]: t for t in doc["tasks"]}
+    assert by_id["t01"]["passed"] and by_id["t01"]["got"] == "35"
+    assert not by_id["t03"]["passed"] and by_id["t03"]["got"] == "10.0.0.1"
+    assert by_id["t08"]["passed"]
+    assert all(Path(tmp_path / t["trace"]).is_file() for t in doc["tasks"])
+    assert "t03 FAIL" in proc.stderr
+
+    table = run_cli(["eval", str(tasks), "-m", model], cwd=tmp_path)
+    assert table.returncode == 1
+    assert "2/3 passed (67%)" in table.stdout and "10.0.0.1" in table.stdout
+
+
+def test_rlm_eval_says_what_is_wrong_with_a_tasks_file(tmp_path: Path) -> None:
+    bad = tmp_path / "tasks.jsonl"
+    bad.write_text('{"id": "x", "question": "q", "answer": 1}\n')
+    proc = run_cli(["eval", str(bad), "-m", "scripted/none.json"], cwd=tmp_path)
+    assert proc.returncode == 3
+    assert proc.stderr.strip() == f"rlm: {bad}:1: not a task (missing 'file')"
+    missing = run_cli(["eval", str(tmp_path / "nope.jsonl")], cwd=tmp_path)
+    assert missing.returncode == 3 and "no such tasks file" in missing.stderr
