@@ -7,14 +7,16 @@ documented ones (README, "Exit codes"); a usage error is click's 2.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
+import time
 from typing import Annotated, Any
 
 import typer
 
 from rlm import __version__
-from rlm.errors import ExitCode, RlmError
+from rlm.errors import ExitCode, InternalError, RlmError
 from rlm.local.cli import app as local_app
 from rlm.redact import redact, redact_text
 from rlm.replay_cli import logs_command, replay_command
@@ -109,6 +111,7 @@ def ask(
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No progress on stderr.")] = False,
 ) -> None:
     """Answer QUESTION about FILE. The answer goes to stdout; progress to stderr."""
+    started = time.monotonic()
     from rlm.render import StderrReporter
     from rlm.run import run_ask
     from rlm.settings import load_settings
@@ -135,19 +138,22 @@ def ask(
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
         settings = load_settings(flags)
-        result = run_ask(settings, file, question, progress=reporter, stdin=sys.stdin.buffer)
+        result = run_ask(settings, file, question, progress=reporter, stdin=sys.stdin.buffer, started=started)
     except KeyboardInterrupt:
         _die("interrupted; the trace so far is kept", int(ExitCode.INTERRUPTED))
         return
     except RlmError as exc:
-        if as_json:
-            _print_json(
-                {"answer": None, "status": "error", "exit_code": int(exc.exit_code), "error": exc.message}
-            )
-        _die(exc.message, int(exc.exit_code))
+        _fail(exc.message, int(exc.exit_code), as_json, reporter, exc)
         return
+    except Exception as exc:  # the last resort, for what run_ask did not see
+        what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        _fail(f"internal error ({what}); please report it", int(ExitCode.NO_ANSWER), as_json, reporter)
+        return
+    # The run is over: a Ctrl-C from here on ends the process with the run's own exit code
+    # (the answer may already be on stdout), never by the signal.
+    _exit_on_signal(result.exit_code)
     if as_json:
-        _print_json(_result_json(result, question))
+        _print_json({**_result_json(result, question), "warnings": reporter.warnings})
     elif result.answer is not None:
         print(redact_text(result.answer), flush=True)
     if result.exit_code != 0:
@@ -156,6 +162,39 @@ def ask(
         reporter.warn(result.message)
     reporter.summary(result)
     raise typer.Exit(result.exit_code)
+
+
+def _fail(message: str, code: int, as_json: bool, reporter: Any, exc: RlmError | None = None) -> None:
+    """An error that ended the run: one line on stderr, and the --json document."""
+    trace = exc.trace_path if exc is not None else None
+    if as_json:
+        status = "crashed" if exc is None or isinstance(exc, InternalError) else "error"
+        _print_json(
+            {
+                "answer": None,
+                "status": status,
+                "exit_code": code,
+                "error": message,
+                "trace": trace,
+                "warnings": reporter.warnings,
+            }
+        )
+    if isinstance(exc, InternalError) and trace:
+        message += f" (trace {trace})"
+    _die(message, code)
+
+
+def _exit_on_signal(code: int) -> None:
+    def handler(signum: int, frame: Any) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(code)
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
 
 
 def _result_json(result: Any, question: str) -> dict[str, Any]:
