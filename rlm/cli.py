@@ -6,6 +6,7 @@ documented ones (README, "Exit codes"); a usage error is click's 2.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
@@ -221,7 +222,26 @@ def _print_json(doc: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    app()
+    """The entry point. The process ends as soon as the command is done: the exit handlers run,
+    the streams are flushed, and the interpreter's slow teardown of litellm (over a second) is
+    skipped, so nothing happens between the last line and the exit status."""
+    try:
+        app()
+        code: Any = 0
+    except SystemExit as exc:
+        code = exc.code
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":

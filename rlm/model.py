@@ -11,6 +11,7 @@ import asyncio
 import email.utils
 import functools
 import itertools
+import json
 import os
 import random
 import re
@@ -429,9 +430,16 @@ class ModelClient:
             return str(exc)
         if _refused(exc):
             return f"nothing answers at {self.where}"
-        status = getattr(exc, "status_code", None)
+        chain = _chain(exc)
+        bad_json = next((e for e in chain if isinstance(e, json.JSONDecodeError)), None)
+        if bad_json is not None:
+            return f"the reply was not valid JSON ({bad_json})"
         text = _clean(exc)
-        if isinstance(status, int) and status >= 400 and not text.lower().startswith("connection error"):
+        if text.lower().startswith("connection error"):
+            root = next((e for e in reversed(chain) if str(e).strip()), exc)
+            return f"the connection failed ({_clean(root)})"
+        status = getattr(exc, "status_code", None)
+        if isinstance(status, int) and status >= 400:
             return f"HTTP {status}: {text}"
         return text
 

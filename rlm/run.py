@@ -139,6 +139,7 @@ def run_ask(
                     engine.budget.count_from(started)
                     _attach(engine, root, sub, settings, trace, report, started)
                     result = engine.run()
+                    result.elapsed_s = time.monotonic() - started  # the user's wall clock
                 trace.update(input={**recorded, "sha256": profile.sha256})
             finally:
                 if engine is not None:
