@@ -180,8 +180,6 @@ def _fail(message: str, code: int, as_json: bool, reporter: Any, exc: RlmError |
                 "warnings": reporter.warnings,
             }
         )
-    if isinstance(exc, InternalError) and trace:
-        message += f" (trace {trace})"
     _die(message, code)
 
 

@@ -166,7 +166,8 @@ def run_ask(
             error=what,
             traceback="".join(traceback.format_exception(exc))[-8000:],
         )
-        err = InternalError(f"internal error ({what}); please report it with the trace")
+        where = f" with the trace {trace.path}" if trace.path else ""
+        err = InternalError(f"internal error ({what}); please report it{where}")
         err.trace_path = str(trace.path) if trace.path else None
         raise err from exc
     _finish(trace, engine, result.status, result.exit_code, result, started)
