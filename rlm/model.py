@@ -96,7 +96,7 @@ _RETRYABLE_NAMES = (
 # A provider that asks to be left alone longer than this is treated as down.
 RETRY_AFTER_MAX_S = 120.0
 # A reply slower than this is announced on stderr (and again every WAIT_NOTICE_S).
-WAIT_NOTICE_S = 10.0
+WAIT_NOTICE_S = 5.0
 # A refused connection is tried once more (a server restarting), not `retries` times.
 REFUSED_RETRIES = 1
 

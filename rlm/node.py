@@ -159,7 +159,12 @@ class Node:
                 except BudgetExceeded as exc:
                     return self._result(None, "budget", step - 1, exc.detail)
                 started = time.monotonic()
-                reply = self.model.complete(messages, tools=self.tools, max_tokens=self.sizing.reply_tokens)
+                try:
+                    reply = self.model.complete(
+                        messages, tools=self.tools, max_tokens=self.sizing.reply_tokens
+                    )
+                except BudgetExceeded as exc:  # the time ran out (or the cost) while it was asked
+                    return self._result(None, "budget", step - 1, exc.detail)
                 e.budget.charge(reply.prompt_tokens, reply.completion_tokens, reply.cost)
                 e.usage_for(self.id).add(reply.prompt_tokens, reply.completion_tokens, reply.cost)
                 if reply.prompt_tokens and est and not self.model.model.startswith("scripted/"):

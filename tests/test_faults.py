@@ -165,6 +165,15 @@ def test_a_hung_provider_is_bounded_by_the_request_timeout(tmp_path: Path) -> No
     assert len(stub.requests) == 2
 
 
+def test_a_slow_reply_is_announced_with_how_long_rlm_will_wait(tmp_path: Path) -> None:
+    with OpenAIStub([], default={"delay": 60}) as stub:
+        run = _ask(tmp_path, _stub_args(stub), env={"RLM_REQUEST_TIMEOUT": "7", "RLM_RETRIES": "0"})
+    _check(run, "hang, request timeout 7 s, no retry", 5, 7 + SLACK, tmp_path)
+    assert f"  waiting for {stub.api_base}: 5 s so far, giving up at 7 s" in run.proc.stderr.splitlines()
+    assert _one_error_line(run) == "rlm: model call to openai/stub failed: no complete reply within 7.0 s"
+    assert [e["kind"] for e in run.trace["provider_events"]] == ["waiting", "provider_failed"]
+
+
 def test_a_dripped_reply_is_bounded_as_a_whole(tmp_path: Path) -> None:
     """A byte every 50 ms never trips a per-read timeout; the request timeout bounds the whole reply."""
     with OpenAIStub([], default={"content": EX, "drip": 0.05}) as stub:
