@@ -35,6 +35,7 @@ class Usage:
     completion_tokens: int = 0
     cost: float = 0.0
     unpriced_calls: int = 0
+    failed_requests: int = 0  # requests that got no usable reply (retried or not): not calls
 
     def add(self, prompt_tokens: int, completion_tokens: int, cost: float | None) -> None:
         self.calls += 1
@@ -53,6 +54,7 @@ class Usage:
             "total_tokens": self.prompt_tokens + self.completion_tokens,
             # Unknown prices stay unknown: a sum that leaves calls out would understate the cost.
             "cost_usd": None if self.unpriced_calls else round(self.cost, 6),
+            "failed_requests": self.failed_requests,
         }
 
 
@@ -200,6 +202,10 @@ class Budget:
             self._reserved_calls -= reservation.calls
             self._reserved_tokens -= reservation.tokens
             reservation.calls = reservation.tokens = 0
+
+    def note_failed_request(self) -> None:
+        with self._lock:
+            self.usage.failed_requests += 1
 
     def charge(self, prompt_tokens: int, completion_tokens: int, cost: float | None) -> None:
         with self._lock:

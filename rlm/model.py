@@ -459,6 +459,8 @@ class ModelClient:
         """Seconds to wait before attempt `attempt + 1`, or the exception that ends the call."""
         if isinstance(exc, RlmError | BudgetExceeded):
             raise exc
+        if self.budget is not None:
+            self.budget.note_failed_request()
         if isinstance(exc, _Timeout) and exc.by_deadline:
             raise self._time_up(final, f"while waiting for {self.where}") from None
         kind = _classify(exc)

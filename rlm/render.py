@@ -90,6 +90,7 @@ class StderrReporter:
             result.status,
             f"{result.steps} steps",
             f"{usage.get('calls', 0)} calls",
+            *([f"{usage['failed_requests']} failed requests"] if usage.get("failed_requests") else []),
             f"{usage.get('total_tokens', 0):,} tokens",
             cost_text,
             f"{result.elapsed_s:.1f} s",

@@ -256,6 +256,27 @@ def test_max_time_holds_against_a_stuck_provider(tmp_path: Path, fault: dict[str
     assert run.trace["status"] == "budget" and run.trace["totals"]["elapsed_s"] <= 6.5
 
 
+def test_max_cost_compares_what_the_next_call_may_cost(tmp_path: Path) -> None:
+    """A priced model (gpt-4o-mini's list price) behind the stub: each call costs ~$0.0002, but may
+    cost up to ~$0.0015 (its whole reply allowance), and ~$0.0025 is kept for the answer."""
+    limit = 0.005
+    with OpenAIStub([], default=lambda n: f"```python\nprint({n})\n```") as stub:
+        run = _ask(
+            tmp_path, ["-m", "openai/gpt-4o-mini", "--api-base", stub.api_base], "--max-cost", str(limit)
+        )
+    _check(run, f"--max-cost {limit} (priced model)", 6, SLACK, tmp_path)
+    line = _one_error_line(run)
+    assert re.match(
+        rf"rlm: the cost limit of \${limit:g} was reached \(\$0\.\d+ spent; the next call may cost up to \$0\.\d+\)",
+        line,
+    ), line
+    spent = run.trace["totals"]["cost_usd"]
+    assert spent is not None and 0 < spent <= limit
+    # Stopped long before the step cap (20): spending was far below the limit, what the next
+    # call might cost was not.
+    assert 2 <= len(run.trace["steps"]) < 15
+
+
 # -- the tool's own words (issue 13) -------------------------------------------------------------
 
 
