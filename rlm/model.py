@@ -95,7 +95,7 @@ _RETRYABLE_NAMES = (
 )
 # A provider that asks to be left alone longer than this is treated as down.
 RETRY_AFTER_MAX_S = 120.0
-# A reply slower than this is announced on stderr (and again every WAIT_NOTICE_S).
+# A reply slower than this is announced on stderr (and again at twice, four times … as long).
 WAIT_NOTICE_S = 5.0
 # A refused connection is tried once more (a server restarting), not `retries` times.
 REFUSED_RETRIES = 1
@@ -534,7 +534,7 @@ class ModelClient:
                     "waiting",
                     {"model": self.model, "where": self.where, "waited_s": round(waited), "limit_s": limit},
                 )
-                notice += WAIT_NOTICE_S
+                notice *= 2  # 5, 10, 20, 40 … s: a long wait is told, not narrated
         if "error" in box:
             raise box["error"]
         return box["value"]
