@@ -6,15 +6,18 @@ documented ones (README, "Exit codes"); a usage error is click's 2.
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
 import signal
 import sys
+import time
 from typing import Annotated, Any
 
 import typer
 
 from rlm import __version__
-from rlm.errors import ExitCode, RlmError
+from rlm.errors import ExitCode, InternalError, RlmError
 from rlm.eval_cli import eval_command
 from rlm.local.cli import app as local_app
 from rlm.redact import redact, redact_text
@@ -111,6 +114,7 @@ def ask(
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No progress on stderr.")] = False,
 ) -> None:
     """Answer QUESTION about FILE. The answer goes to stdout; progress to stderr."""
+    started = time.monotonic()
     from rlm.render import StderrReporter
     from rlm.run import run_ask
     from rlm.settings import load_settings
@@ -137,19 +141,22 @@ def ask(
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
         settings = load_settings(flags)
-        result = run_ask(settings, file, question, progress=reporter, stdin=sys.stdin.buffer)
+        result = run_ask(settings, file, question, progress=reporter, stdin=sys.stdin.buffer, started=started)
     except KeyboardInterrupt:
         _die("interrupted; the trace so far is kept", int(ExitCode.INTERRUPTED))
         return
     except RlmError as exc:
-        if as_json:
-            _print_json(
-                {"answer": None, "status": "error", "exit_code": int(exc.exit_code), "error": exc.message}
-            )
-        _die(exc.message, int(exc.exit_code))
+        _fail(exc.message, int(exc.exit_code), as_json, reporter, exc)
         return
+    except Exception as exc:  # the last resort, for what run_ask did not see
+        what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        _fail(f"internal error ({what}); please report it", int(ExitCode.NO_ANSWER), as_json, reporter)
+        return
+    # The run is over: a Ctrl-C from here on ends the process with the run's own exit code
+    # (the answer may already be on stdout), never by the signal.
+    _exit_on_signal(result.exit_code)
     if as_json:
-        _print_json(_result_json(result, question))
+        _print_json({**_result_json(result, question), "warnings": reporter.warnings})
     elif result.answer is not None:
         print(redact_text(result.answer), flush=True)
     if result.exit_code != 0:
@@ -158,6 +165,37 @@ def ask(
         reporter.warn(result.message)
     reporter.summary(result)
     raise typer.Exit(result.exit_code)
+
+
+def _fail(message: str, code: int, as_json: bool, reporter: Any, exc: RlmError | None = None) -> None:
+    """An error that ended the run: one line on stderr, and the --json document."""
+    trace = exc.trace_path if exc is not None else None
+    if as_json:
+        status = "crashed" if exc is None or isinstance(exc, InternalError) else "error"
+        _print_json(
+            {
+                "answer": None,
+                "status": status,
+                "exit_code": code,
+                "error": message,
+                "trace": trace,
+                "warnings": reporter.warnings,
+            }
+        )
+    _die(message, code)
+
+
+def _exit_on_signal(code: int) -> None:
+    def handler(signum: int, frame: Any) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(code)
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
 
 
 def _result_json(result: Any, question: str) -> dict[str, Any]:
@@ -184,7 +222,26 @@ def _print_json(doc: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    app()
+    """The entry point. The process ends as soon as the command is done: the exit handlers run,
+    the streams are flushed, and the interpreter's slow teardown of litellm (over a second) is
+    skipped, so nothing happens between the last line and the exit status."""
+    try:
+        app()
+        code: Any = 0
+    except SystemExit as exc:
+        code = exc.code
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -427,6 +427,8 @@ class Engine:
             stop_note=stop_note,
             max_tokens=node.sizing.reply_tokens,
             cite=node.window > SMALL_WINDOW,
+            budget=self.budget,  # a child's synthesis is an ordinary call; the root's is held back
+            final=node.depth == 0,
         )
         if synthesis.reply is not None:
             r = synthesis.reply

@@ -26,6 +26,8 @@ class RlmError(Exception):
     """Base class: a message fit for one line of stderr, and an exit code."""
 
     exit_code: ExitCode = ExitCode.NO_ANSWER
+    # Where the run's trace was left, when the error ended a run that had one.
+    trace_path: str | None = None
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -52,3 +54,9 @@ class ProviderError(RlmError):
     """The model provider kept failing after retries."""
 
     exit_code = ExitCode.PROVIDER
+
+
+class InternalError(RlmError):
+    """An unexpected exception (a bug): one line, exit 1, the traceback kept in the trace."""
+
+    exit_code = ExitCode.NO_ANSWER

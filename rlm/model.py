@@ -8,15 +8,21 @@ with its pitfalls handled first: a local cost map (no fetch), production mode
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import functools
+import itertools
+import json
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlm.errors import ConfigError, ProviderError
+from rlm.budget import Budget, BudgetExceeded
+from rlm.errors import ConfigError, ProviderError, RlmError
 from rlm.tokens import count_messages, count_text, count_tools, ensure_offline_tiktoken
 
 _lock = threading.Lock()
@@ -87,10 +93,33 @@ _RETRYABLE_NAMES = (
     "ServiceUnavailableError",
     "APIError",
 )
+# A provider that asks to be left alone longer than this is treated as down.
+RETRY_AFTER_MAX_S = 120.0
+# A reply slower than this is announced on stderr (and again at twice, four times … as long).
+WAIT_NOTICE_S = 5.0
+# A refused connection is tried once more (a server restarting), not `retries` times.
+REFUSED_RETRIES = 1
+
+Events = Callable[[str, dict[str, Any]], None]
+
+
+class _Timeout(Exception):
+    """No complete reply in the time allowed: the request timeout, or the time the run has left."""
+
+    def __init__(self, seconds: float, by_deadline: bool) -> None:
+        super().__init__(f"no complete reply within {seconds:.1f} s")
+        self.seconds = seconds
+        self.by_deadline = by_deadline
+
+
+class _NoChoices(Exception):
+    """A reply without choices: retried like any other malformed reply."""
 
 
 def _classify(exc: BaseException) -> str:
     """'config', 'retry' or 'fatal' for a litellm exception."""
+    if isinstance(exc, _Timeout | _NoChoices):
+        return "retry"
     name = type(exc).__name__
     if name in ("AuthenticationError", "PermissionDeniedError", "NotFoundError"):
         return "config"
@@ -107,13 +136,83 @@ def _classify(exc: BaseException) -> str:
     return "fatal"
 
 
-def _short(exc: BaseException) -> str:
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in seen and len(seen) < 12:
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return seen
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether nothing listens where the request went (as opposed to a server that failed)."""
+    for e in _chain(exc):
+        if isinstance(e, ConnectionRefusedError):
+            return True
+        text = str(e).lower()
+        if "connection refused" in text or "all connection attempts failed" in text:
+            return True
+    return False
+
+
+_LIB_PREFIX = re.compile(r"^(?:litellm\.)?\w+(?:Error|Exception)(?::|\s+-)\s*")
+
+
+def _clean(exc: BaseException) -> str:
+    """The provider's own words, without litellm's repeated class names."""
     text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text[:300]}"
+    while (shorter := _LIB_PREFIX.sub("", text, count=1)) != text:
+        text = shorter
+    return text[:300] or type(exc).__name__
+
+
+def _unknown_model(model: str) -> str:
+    return (
+        f"unknown model {model!r}: write it as provider/model (e.g. openai/gpt-4o-mini), or use "
+        "-m openai/NAME --api-base URL for an OpenAI-compatible server"
+    )
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds the provider asked us to wait (Retry-After / retry-after-ms), if it said."""
+    for headers in (
+        getattr(exc, "litellm_response_headers", None),
+        getattr(getattr(exc, "response", None), "headers", None),
+    ):
+        if not headers:
+            continue
+        try:
+            ms = headers.get("retry-after-ms")
+            if ms is not None:
+                return max(0.0, float(ms) / 1000)
+            value = headers.get("retry-after")
+        except (AttributeError, TypeError, ValueError):
+            continue
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            try:
+                when = email.utils.parsedate_to_datetime(value)
+            except (TypeError, ValueError):
+                continue
+            return max(0.0, when.timestamp() - time.time())
+    return None
 
 
 class ModelClient:
-    """A litellm model with retries, usage accounting and offline token counts."""
+    """A litellm model with retries, usage accounting and offline token counts.
+
+    Every call is bounded as a whole (not per read) by the request timeout and
+    by the time the run has left; retries follow one policy for sync and async
+    calls (`_after_failure`): Retry-After is honoured, each retry is announced
+    through `events`, and once a provider has failed after its retries the run
+    does not wait on it again. (A retry library was weighed: the policy is one
+    function either way, and the deadline and the shared failure decision are
+    the parts a library does not know.)
+    """
 
     def __init__(
         self,
@@ -137,6 +236,23 @@ class ModelClient:
         self.temperature = temperature
         self._context_window = context_window
         self._sleep = sleep
+        self.budget: Budget | None = None
+        self._events: Events = lambda kind, data: None
+        self._failed: dict[str, ProviderError] = {}
+
+    def attach(self, budget: Budget, events: Events | None = None, failed: dict | None = None) -> None:
+        """Bind the client to a run: its clock and cost limit, where to report, and the run's
+        failure decisions (shared by the clients of one run, keyed by provider)."""
+        self.budget = budget
+        if events is not None:
+            self._events = events
+        if failed is not None:
+            self._failed = failed
+
+    @property
+    def where(self) -> str:
+        """What a call waits on, for messages: the server's URL, else the model."""
+        return self.api_base or self.model
 
     # -- capabilities -------------------------------------------------------
     def supports_tools(self) -> bool:
@@ -168,10 +284,17 @@ class ModelClient:
         return self._context_window
 
     def check_credentials(self) -> None:
-        """Fail early, with exit code 4, when the provider's key is missing."""
-        if self.api_base or self.api_key or self.model.startswith("scripted/"):
+        """Fail early: an unknown model (exit 5, as a call would), a missing key (exit 4)."""
+        if self.model.startswith("scripted/"):
             return
         litellm = load_litellm()
+        if not self.api_base:
+            try:
+                litellm.get_llm_provider(model=self.model)
+            except Exception:
+                raise ProviderError(_unknown_model(self.model)) from None
+        if self.api_base or self.api_key:
+            return
         # An empty variable is no key, but litellm counts it as present.
         for name in [
             k for k, v in os.environ.items() if not v.strip() and k.endswith(("_API_KEY", "_TOKEN"))
@@ -189,6 +312,30 @@ class ModelClient:
 
     def estimate_prompt_tokens(self, messages: list[dict[str, Any]], tools: list[dict] | None = None) -> int:
         return count_messages(messages) + count_tools(tools)
+
+    def priced(self) -> bool:
+        """Whether litellm knows this model's price (else costs are unknown, never $0)."""
+        if self.model.startswith("scripted/"):
+            return False
+        litellm = load_litellm()
+        try:
+            info = litellm.get_model_info(self.model)
+            return bool(info.get("input_cost_per_token") or info.get("output_cost_per_token"))
+        except Exception:
+            return False
+
+    def cost_bound(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """The most a call of this size may cost, or None when the price is unknown."""
+        if not self.priced():
+            return None
+        litellm = load_litellm()
+        try:
+            p, c = litellm.cost_per_token(
+                model=self.model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+            )
+            return float(p) + float(c)
+        except Exception:
+            return None
 
     # -- calls --------------------------------------------------------------
     def _kwargs(
@@ -218,7 +365,7 @@ class ModelClient:
     def _to_reply(self, resp: Any, messages: list[dict], tools: list[dict] | None, started: float) -> Reply:
         litellm = load_litellm()
         if not getattr(resp, "choices", None):
-            raise ProviderError(f"{self.model} returned a reply with no choices")
+            raise _NoChoices("the reply had no choices")
         choice = resp.choices[0]
         msg = choice.message
         calls = []
@@ -250,58 +397,191 @@ class ModelClient:
             finish_reason=getattr(choice, "finish_reason", None),
         )
 
-    def priced(self) -> bool:
-        """Whether litellm knows this model's price (else costs are unknown, never $0)."""
-        if self.model.startswith("scripted/"):
-            return False
-        litellm = load_litellm()
-        try:
-            info = litellm.get_model_info(self.model)
-            return bool(info.get("input_cost_per_token") or info.get("output_cost_per_token"))
-        except Exception:
-            return False
+    def _before(
+        self, messages: list[dict[str, Any]], tools: list[dict] | None, max_tokens: int | None, final: bool
+    ) -> None:
+        """Refuse a call to a provider this run has given up on, or one that may cost too much."""
+        failed = self._failed.get(self.where)
+        if failed is not None:
+            raise ProviderError(failed.message)
+        if self.budget is not None and self.budget.max_cost is not None:
+            bound = self.cost_bound(self.estimate_prompt_tokens(messages, tools), max_tokens or 2048)
+            self.budget.check_cost(bound, final)
 
-    def _delay(self, attempt: int) -> float:
-        return min(30.0, self.retry_base_delay * (2**attempt)) * (0.5 + random.random() / 2)
+    def _time_up(self, final: bool, note: str) -> BudgetExceeded:
+        assert self.budget is not None
+        if final:  # the answer's own deadline: synthesis falls back to what is known
+            return BudgetExceeded(
+                "time", f"the time limit of {self.budget.max_time:g} s was reached ({note})"
+            )
+        return self.budget.out_of_time(note)
 
-    def _fail(self, exc: BaseException, kind: str) -> Exception:
-        if kind == "config":
-            return ConfigError(f"provider refused {self.model}: {_short(exc)}")
-        return ProviderError(f"model call to {self.model} failed: {_short(exc)}")
+    def _limit(self, final: bool) -> tuple[float, bool]:
+        """Seconds this attempt may take, and whether the run's time limit is what bounds it."""
+        left = None if self.budget is None else self.budget.time_left(final)
+        if left is None or left >= self.request_timeout:
+            return self.request_timeout, False
+        if left <= 0.05:
+            raise self._time_up(final, f"before a call to {self.where}")
+        return left, True
 
-    def _retry_delay(self, exc: Exception, attempt: int) -> float:
-        """Seconds to wait before trying again, or the error to raise instead."""
+    def _reason(self, exc: BaseException) -> str:
+        if isinstance(exc, _Timeout | _NoChoices):
+            return str(exc)
+        if _refused(exc):
+            return f"nothing answers at {self.where}"
+        chain = _chain(exc)
+        bad_json = next((e for e in chain if isinstance(e, json.JSONDecodeError)), None)
+        if bad_json is not None:
+            return f"the reply was not valid JSON ({bad_json})"
+        text = _clean(exc)
+        if text.lower().startswith("connection error"):
+            root = next((e for e in reversed(chain) if str(e).strip()), exc)
+            return f"the connection failed ({_clean(root)})"
+        status = getattr(exc, "status_code", None)
+        if isinstance(status, int) and status >= 400:
+            return f"HTTP {status}: {text}"
+        return text
+
+    def _give_up(self, exc: BaseException, attempts: int, note: str = "") -> ProviderError:
+        """The run's one failure decision about this provider."""
+        if _refused(exc) and self.api_base:
+            message = f"nothing answers at {self.api_base}: is the server running? (model {self.model})"
+        else:
+            tries = f" after {attempts} attempts" if attempts > 1 else ""
+            message = f"model call to {self.model} failed{tries}: {self._reason(exc)}{note}"
+        err = ProviderError(message)
+        self._failed[self.where] = err
+        self._events("provider_failed", {"model": self.model, "where": self.where, "message": message})
+        return err
+
+    def _after_failure(self, exc: Exception, attempt: int, final: bool) -> float:
+        """Seconds to wait before attempt `attempt + 1`, or the exception that ends the call."""
+        if isinstance(exc, RlmError | BudgetExceeded):
+            raise exc
+        if self.budget is not None:
+            self.budget.note_failed_request()
+        if isinstance(exc, _Timeout) and exc.by_deadline:
+            raise self._time_up(final, f"while waiting for {self.where}") from None
         kind = _classify(exc)
-        if kind != "retry" or attempt == self.retries:
-            raise self._fail(exc, kind) from None
-        return self._delay(attempt)
+        if kind == "config":
+            raise ConfigError(
+                f"{self.where} refused the request for {self.model}: {self._reason(exc)}"
+            ) from None
+        if kind == "fatal":
+            if "llm provider not provided" in str(exc).lower():
+                raise ProviderError(_unknown_model(self.model)) from None
+            raise ProviderError(f"model call to {self.model} failed: {self._reason(exc)}") from None
+        if self._failed.get(self.where) is not None:  # another call gave up on it meanwhile
+            raise ProviderError(self._failed[self.where].message) from None
+        limit = min(self.retries, REFUSED_RETRIES) if _refused(exc) else self.retries
+        if attempt >= limit:
+            raise self._give_up(exc, attempt + 1) from None
+        asked = _retry_after(exc)
+        if asked is not None and asked > RETRY_AFTER_MAX_S:
+            raise self._give_up(exc, attempt + 1, f" (it asks to wait {asked:g} s)") from None
+        if asked is not None:
+            delay = asked
+        else:
+            delay = min(30.0, self.retry_base_delay * (2**attempt)) * (0.5 + random.random() / 2)
+        left = None if self.budget is None else self.budget.time_left(final)
+        if left is not None and delay >= left:
+            why = f"{self.where} asked to wait {asked:g} s" if asked is not None else f"{self._reason(exc)}"
+            raise self._time_up(final, why) from None
+        self._events(
+            "retry",
+            {
+                "model": self.model,
+                "where": self.where,
+                "attempt": attempt + 2,
+                "attempts": limit + 1,
+                "error": self._reason(exc),
+                "wait_s": round(delay, 3),
+                "retry_after": asked,
+            },
+        )
+        return delay
+
+    def _bounded(self, call: Callable[[], Any], limit: float, by_deadline: bool) -> Any:
+        """Run a blocking call for at most `limit` seconds in all (a dripped reply included).
+
+        The call runs in a daemon thread: when the time is up it is abandoned (its socket
+        times out on its own) and the run goes on; Ctrl-C interrupts the wait at once.
+        """
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                box["value"] = call()
+            except BaseException as exc:  # handed to the waiting thread
+                box["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="rlm-model-call", daemon=True).start()
+        started = time.monotonic()
+        notice = WAIT_NOTICE_S
+        while True:
+            waited = time.monotonic() - started
+            if done.wait(max(0.0, min(limit, notice) - waited)):
+                break
+            waited = time.monotonic() - started
+            if waited >= limit:
+                raise _Timeout(limit, by_deadline)
+            if waited >= notice:
+                self._events(
+                    "waiting",
+                    {"model": self.model, "where": self.where, "waited_s": round(waited), "limit_s": limit},
+                )
+                notice *= 2  # 5, 10, 20, 40 … s: a long wait is told, not narrated
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
 
     def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict] | None = None, max_tokens: int | None = None
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict] | None = None,
+        max_tokens: int | None = None,
+        *,
+        final: bool = False,
     ) -> Reply:
+        """One model reply. final=True: the run's answer, which may use the time kept for it."""
         litellm = load_litellm()
         kw = self._kwargs(messages, tools, max_tokens)
-        for attempt in range(self.retries + 1):
+        self._before(messages, tools, max_tokens, final)
+        for attempt in itertools.count():
+            limit, by_deadline = self._limit(final)
             started = time.monotonic()
             try:
-                resp = litellm.completion(**kw)
+                call = functools.partial(litellm.completion, **{**kw, "timeout": limit})
+                resp = self._bounded(call, limit, by_deadline)
+                return self._to_reply(resp, messages, tools, started)
             except Exception as exc:
-                self._sleep(self._retry_delay(exc, attempt))
-                continue
-            return self._to_reply(resp, messages, tools, started)
+                self._sleep(self._after_failure(exc, attempt, final))
         raise AssertionError("unreachable")
 
     async def acomplete(
-        self, messages: list[dict[str, Any]], tools: list[dict] | None = None, max_tokens: int | None = None
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict] | None = None,
+        max_tokens: int | None = None,
+        *,
+        final: bool = False,
     ) -> Reply:
         litellm = load_litellm()
         kw = self._kwargs(messages, tools, max_tokens)
-        for attempt in range(self.retries + 1):
+        self._before(messages, tools, max_tokens, final)
+        for attempt in itertools.count():
+            limit, by_deadline = self._limit(final)
             started = time.monotonic()
             try:
-                resp = await litellm.acompletion(**kw)
+                try:
+                    resp = await asyncio.wait_for(litellm.acompletion(**{**kw, "timeout": limit}), limit)
+                except TimeoutError:
+                    raise _Timeout(limit, by_deadline) from None
+                return self._to_reply(resp, messages, tools, started)
             except Exception as exc:
-                await asyncio.sleep(self._retry_delay(exc, attempt))
-                continue
-            return self._to_reply(resp, messages, tools, started)
+                await asyncio.sleep(self._after_failure(exc, attempt, final))
         raise AssertionError("unreachable")

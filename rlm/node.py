@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 RESULT_FINDING_CHARS = 320
 GREP_FINDING_LINES = 3
 GREP_FINDING_LINE_CHARS = 160
+EMPTY_REPLIES_STOP = 3  # empty replies in a row that end a node's loop
 
 
 @dataclass
@@ -109,6 +110,7 @@ class Node:
         self.fixed_tokens = fixed
         self.token_ratio = 1.0  # provider's prompt tokens / our estimate, learnt from each reply
         self.repeats = 0  # refused repeats in a row
+        self.empties = 0  # empty replies in a row
         self.history_budget = max(600, min(s.history_tokens, window - self.sizing.reply_tokens - fixed - 256))
 
     def init_action_state(self, sandbox: Sandbox | None) -> None:
@@ -148,7 +150,10 @@ class Node:
         e = self.engine
         max_steps = e.settings.max_steps
         try:
-            self.sandbox = e.start_sandbox(self)
+            try:
+                self.sandbox = e.start_sandbox(self)
+            except (WorkerLost, OSError) as exc:  # for a child, an observation of its parent
+                return self._result(None, "sandbox", 0, f"the sandbox could not start: {exc}")
             for step in range(1, max_steps + 1):
                 messages = self._messages()
                 est = self.model.estimate_prompt_tokens(messages, self.tools)
@@ -158,7 +163,12 @@ class Node:
                 except BudgetExceeded as exc:
                     return self._result(None, "budget", step - 1, exc.detail)
                 started = time.monotonic()
-                reply = self.model.complete(messages, tools=self.tools, max_tokens=self.sizing.reply_tokens)
+                try:
+                    reply = self.model.complete(
+                        messages, tools=self.tools, max_tokens=self.sizing.reply_tokens
+                    )
+                except BudgetExceeded as exc:  # the time ran out (or the cost) while it was asked
+                    return self._result(None, "budget", step - 1, exc.detail)
                 e.budget.charge(reply.prompt_tokens, reply.completion_tokens, reply.cost)
                 e.usage_for(self.id).add(reply.prompt_tokens, reply.completion_tokens, reply.cost)
                 if reply.prompt_tokens and est and not self.model.model.startswith("scripted/"):
@@ -178,6 +188,11 @@ class Node:
                     return self._result(outcome.final, "final", step)
                 if outcome.fatal:
                     return self._result(None, "sandbox", step, outcome.fatal)
+                self.empties = 0 if (reply.content.strip() or reply.tool_calls) else self.empties + 1
+                if self.empties >= EMPTY_REPLIES_STOP:
+                    return self._result(
+                        None, "stuck", step, f"the model gave an empty reply {self.empties} times in a row"
+                    )
                 self.repeats = self.repeats + 1 if outcome.repeated else 0
                 if self.repeats >= 2:
                     # Told twice to use the result it has; more turns only burn tokens.
@@ -289,7 +304,7 @@ class Node:
         return Outcome(cap_middle(text, self.cap))
 
     def _worker_op(self, op: str, args: dict[str, Any], step: int) -> Outcome:
-        reply = self._request(op, args, timeout=self.engine.cell_seconds + 5)
+        reply = self._request(op, args, timeout=self._cell_seconds(grace=5))
         if isinstance(reply, Outcome):
             return reply
         if not reply.get("ok"):
@@ -313,9 +328,11 @@ class Node:
         return Outcome(cap_middle(output, self.cap))
 
     def _execute(self, code: str, step: int) -> Outcome:
-        seconds = self.engine.cell_seconds
+        seconds = self._cell_seconds()
         # The wall clock allows for the CPU timer and the kernel's kill that follows it.
-        reply = self._request("exec", {"code": code, "cpu_seconds": seconds}, timeout=seconds + 4)
+        reply = self._request(
+            "exec", {"code": code, "cpu_seconds": seconds}, timeout=self._cell_seconds(grace=4)
+        )
         if isinstance(reply, Outcome):
             return reply
         for note in reply.get("notes") or []:
@@ -346,6 +363,13 @@ class Node:
         if final:
             self.engine.add_finding(final, "final_draft", self, step, topic="final_draft")
         return Outcome("\n".join(parts), ok=not error, final=final or None)
+
+    def _cell_seconds(self, grace: float = 0.0) -> float:
+        """The per-cell limit (+ grace for the wall clock), cut to what is left of --max-time."""
+        limit = self.engine.cell_seconds + grace
+        budget = getattr(self.engine, "budget", None)  # replay --verify runs cells without one
+        left = None if budget is None else budget.time_left()
+        return limit if left is None else max(1.0, min(limit, left + min(grace, 1.0)))
 
     def _request(self, op: str, args: dict[str, Any], timeout: float) -> dict[str, Any] | Outcome:
         assert self.sandbox is not None

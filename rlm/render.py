@@ -21,6 +21,7 @@ class StderrReporter:
         self.stream = stream or sys.stderr
         self.quiet = quiet
         self.color = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.warnings: list[str] = []  # every warning shown, for --json
 
     def _write(self, text: str, style: str | None = None) -> None:
         text = redact_text(text)
@@ -46,6 +47,19 @@ class StderrReporter:
             self._write(f"  {data['node']}: partition_map over {data['chunks']} chunks", "dim")
         elif kind == "restart":
             self._write(f"  {data['node']}: sandbox restarted ({data['why']})", "warn")
+        elif kind == "retry":
+            self._write(
+                f"  {data['where']}: {cap_line(data['error'], 100)}; attempt {data['attempt']} of "
+                f"{data['attempts']} in {data['wait_s']:.1f} s"
+                + (" (as it asked)" if data.get("retry_after") is not None else ""),
+                "warn",
+            )
+        elif kind == "waiting":
+            self._write(
+                f"  waiting for {data['where']}: {data['waited_s']:.0f} s so far, giving up at "
+                f"{data['limit_s']:.0f} s",
+                "dim",
+            )
 
     def _step_line(self, data: dict[str, Any]) -> str:
         action = data["action"]
@@ -60,6 +74,7 @@ class StderrReporter:
         return f"{indent}{data['node']}.{data['step']} {what} → {cap_line(first, 70)}"
 
     def warn(self, message: str) -> None:
+        self.warnings.append(redact_text(message))
         self._write(f"rlm: warning: {message}", "warn")
 
     def error(self, message: str) -> None:
@@ -75,6 +90,7 @@ class StderrReporter:
             result.status,
             f"{result.steps} steps",
             f"{usage.get('calls', 0)} calls",
+            *([f"{usage['failed_requests']} failed requests"] if usage.get("failed_requests") else []),
             f"{usage.get('total_tokens', 0):,} tokens",
             cost_text,
             f"{result.elapsed_s:.1f} s",

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import time
+import traceback
 from collections.abc import Iterator
 from typing import Any
 
 from rlm.engine import Engine, Progress, RunResult
-from rlm.errors import ConfigError, ExitCode
+from rlm.errors import ConfigError, ExitCode, InternalError, RlmError, UsageError
 from rlm.model import ModelClient, load_litellm
 from rlm.redact import register_secret
 from rlm.settings import Settings
@@ -96,59 +97,104 @@ def run_ask(
     *,
     progress: Progress | None = None,
     stdin: Any = None,
+    started: float | None = None,
 ) -> RunResult:
-    """Answer `question` about the input; every outcome, even Ctrl-C, leaves a trace."""
+    """Answer `question` about the input; every outcome, even Ctrl-C or a bug, leaves a trace.
+
+    `started` is when the user's command began: --max-time counts from there.
+    """
     from rlm.source import open_source
 
     question = question.strip()
     if not question:
-        from rlm.errors import UsageError
-
         raise UsageError("the question is empty")
-    trace = TraceWriter(settings.trace_dir if settings.trace else None)
-    if trace.warning and progress:
-        progress("warning", {"message": trace.warning})
-    started = time.monotonic()
-    with open_source(input_arg, cache_dir=settings.cache_dir, stdin=stdin) as source:
-        profile = source.profile
-        # The sha256 of a file seen for the first time is still being computed: it is
-        # recorded when known, and the run does not wait for it to start.
-        recorded = {k: v for k, v in profile.to_dict(wait=False).items() if k != "index_path"}
-        trace.update(question=question, settings=settings.affecting_results(), input=recorded)
-        engine: Engine | None = None
-        try:
-            with open_models(settings) as (root, sub):
-                trace.update(models={"root": root.model, "sub": sub.model})
-                engine = Engine(
-                    settings,
-                    path=source.path,
-                    profile=profile,
-                    question=question,
-                    root_model=root,
-                    sub_model=sub,
-                    trace=trace,
-                    progress=progress,
-                )
-                result = engine.run()
-            trace.update(input={**recorded, "sha256": profile.sha256})
-        except KeyboardInterrupt:
-            _finish(trace, engine, "interrupted", int(ExitCode.INTERRUPTED), None, started)
-            raise
-        except BaseException as exc:
-            from rlm.errors import RlmError
-
-            if isinstance(exc, RlmError):
-                _finish(trace, engine, "error", int(exc.exit_code), None, started, error=exc.message)
-            else:
-                _finish(trace, engine, "crashed", 1, None, started, error=f"{type(exc).__name__}: {exc}")
-            raise
-        finally:
-            if engine is not None:
-                engine.close()
-            if recorded["sha256"] is None and profile.digest.done():
+    started = time.monotonic() if started is None else started
+    report = progress or (lambda kind, data: None)
+    trace = TraceWriter(
+        settings.trace_dir if settings.trace else None,
+        on_problem=lambda message: report("warning", {"message": message}),
+    )
+    trace.flush()  # a directory that cannot take the trace is said now, not at the end
+    engine: Engine | None = None
+    try:
+        with open_source(input_arg, cache_dir=settings.cache_dir, stdin=stdin) as source:
+            profile = source.profile
+            # The sha256 of a file seen for the first time is still being computed: it is
+            # recorded when known, and the run does not wait for it to start.
+            recorded = {k: v for k, v in profile.to_dict(wait=False).items() if k != "index_path"}
+            trace.update(question=question, settings=settings.affecting_results(), input=recorded)
+            try:
+                with open_models(settings) as (root, sub):
+                    trace.update(models={"root": root.model, "sub": sub.model})
+                    engine = Engine(
+                        settings,
+                        path=source.path,
+                        profile=profile,
+                        question=question,
+                        root_model=root,
+                        sub_model=sub,
+                        trace=trace,
+                        progress=progress,
+                    )
+                    engine.budget.count_from(started)
+                    _attach(engine, root, sub, settings, trace, report, started)
+                    result = engine.run()
+                    result.elapsed_s = time.monotonic() - started  # the user's wall clock
                 trace.update(input={**recorded, "sha256": profile.sha256})
+            finally:
+                if engine is not None:
+                    engine.close()
+                if recorded["sha256"] is None and profile.digest.done():
+                    trace.update(input={**recorded, "sha256": profile.sha256})
+    except KeyboardInterrupt:
+        _finish(trace, engine, "interrupted", int(ExitCode.INTERRUPTED), None, started)
+        raise
+    except RlmError as exc:
+        _finish(trace, engine, "error", int(exc.exit_code), None, started, error=exc.message)
+        exc.trace_path = str(trace.path) if trace.path else None
+        raise
+    except Exception as exc:
+        # The last resort: a bug ends in one line and exit 1; the traceback goes to the trace.
+        what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        _finish(
+            trace,
+            engine,
+            "crashed",
+            int(ExitCode.NO_ANSWER),
+            None,
+            started,
+            error=what,
+            traceback="".join(traceback.format_exception(exc))[-8000:],
+        )
+        where = f" with the trace {trace.path}" if trace.path else ""
+        err = InternalError(f"internal error ({what}); please report it{where}")
+        err.trace_path = str(trace.path) if trace.path else None
+        raise err from exc
     _finish(trace, engine, result.status, result.exit_code, result, started)
     return result
+
+
+def _attach(
+    engine: Engine,
+    root: ModelClient,
+    sub: ModelClient,
+    settings: Settings,
+    trace: TraceWriter,
+    report: Progress,
+    started: float,
+) -> None:
+    """Bind the model clients to the run: its clock and cost limit, and where retries are told."""
+
+    def on_event(kind: str, data: dict[str, Any]) -> None:
+        trace.add_provider_event({"kind": kind, "at_s": round(time.monotonic() - started, 3), **data})
+        report(kind, data)
+
+    failed: dict[str, Any] = {}  # one failure decision per provider for the whole run
+    for client in {id(root): root, id(sub): sub}.values():
+        client.attach(engine.budget, on_event, failed)
+    if settings.max_cost is not None:
+        reserve = root.cost_bound(engine.budget.synthesis_tokens, settings.reply_max_tokens)
+        engine.budget.answer_cost_reserve = reserve or 0.0
 
 
 def _finish(
@@ -159,6 +205,7 @@ def _finish(
     result: RunResult | None,
     started: float,
     error: str | None = None,
+    traceback: str | None = None,
 ) -> None:
     fields: dict[str, Any] = {
         "status": status,
@@ -167,6 +214,8 @@ def _finish(
     }
     if error:
         fields["error"] = error
+    if traceback:
+        fields["traceback"] = traceback
     if engine is not None:
         fields["ledger"] = engine.ledger.to_list()
         fields["totals"] = {

@@ -4,6 +4,11 @@ Whatever the loop produced (a final draft, nothing, an error, a budget stop),
 one more model call without tools turns the question and the findings into
 the answer. If that call fails, the draft or the findings themselves are the
 (partial) answer; if nothing is known at all, there is no answer.
+
+The call is admitted by the budget like any other: a child's synthesis is an
+ordinary call (refused once a limit is reached: its draft or findings stand
+in), the root's uses the call, tokens and the end of --max-time held back for
+it. A provider the run has already given up on is not asked again.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlm import prompts
+from rlm.budget import Budget, BudgetExceeded
 from rlm.errors import RlmError
 from rlm.ledger import Finding
 from rlm.model import ModelClient, Reply
@@ -52,6 +58,8 @@ def synthesize(
     stop_note: str | None,
     max_tokens: int,
     cite: bool = True,
+    budget: Budget | None = None,
+    final: bool = False,
 ) -> Synthesis:
     """One call with no tools; never raises for provider trouble."""
     if not findings and not draft:
@@ -62,9 +70,18 @@ def synthesize(
     ]
     est = model.estimate_prompt_tokens(messages)
     try:
-        reply = model.complete(messages, tools=None, max_tokens=max_tokens)
+        if budget is not None:
+            if final:
+                budget.admit_answer(est)
+            else:
+                budget.admit(est)
+        reply = model.complete(messages, tools=None, max_tokens=max_tokens, final=final)
     except RlmError as exc:
         result = _fallback(draft, findings, exc.message)
+        result.prompt_tokens_est = est
+        return result
+    except BudgetExceeded as exc:
+        result = _fallback(draft, findings, exc.detail)
         result.prompt_tokens_est = est
         return result
     if _usable(reply.content):

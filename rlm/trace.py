@@ -5,15 +5,20 @@ so a crash, a kill -9 or Ctrl-C leaves the last complete version behind,
 with status "running" that the reader reports as "crashed". Traces hold
 capped previews only, never the input's content, and are redacted of secrets.
 Its size grows linearly with the number of steps.
+
+A trace that cannot be written is never dropped in silence: `on_problem` is
+called at the moment it happens (the CLI says it on stderr and in --json).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,17 +44,23 @@ def preview(text: str | None, limit: int = PREVIEW_CHARS) -> str:
 
 
 class TraceWriter:
-    def __init__(self, directory: str | None, run_id: str | None = None) -> None:
+    def __init__(
+        self,
+        directory: str | None,
+        run_id: str | None = None,
+        on_problem: Callable[[str], None] | None = None,
+    ) -> None:
         self.run_id = run_id or new_run_id()
         self.path: Path | None = None
         self.warning: str | None = None
+        self.on_problem = on_problem
+        self._lock = threading.Lock()
         if directory is not None:
             try:
                 Path(directory).mkdir(parents=True, exist_ok=True)
                 self.path = Path(directory) / f"{self.run_id}.json"
             except OSError as exc:
-                self.warning = f"traces disabled: cannot create {directory}: {exc.strerror}"
-        self._lock = threading.Lock()
+                self._problem(f"cannot create the trace directory {directory} ({exc.strerror or exc})")
         self.doc: dict[str, Any] = {
             "schema": SCHEMA,
             "tool_version": __version__,
@@ -68,6 +79,7 @@ class TraceWriter:
             "steps": [],
             "subcalls": [],
             "bridge_calls": [],
+            "provider_events": [],
             "ledger": [],
             "synthesis": None,
             "answer": None,
@@ -114,18 +126,36 @@ class TraceWriter:
             self.doc["bridge_calls"].append(call)
         self.flush()
 
+    def add_provider_event(self, event: dict[str, Any]) -> None:
+        """A retry, a long wait or a give-up on the model provider."""
+        with self._lock:
+            self.doc["provider_events"].append(event)
+        self.flush()
+
+    def _problem(self, why: str) -> None:
+        self.warning = f"{why}: this run leaves no trace"
+        self.path = None
+        if self.on_problem is not None:
+            self.on_problem(self.warning)
+
     def flush(self) -> None:
         if self.path is None:
             return
+        problem = None
         with self._lock:
+            if self.path is None:
+                return
             text = json.dumps(redact(self.doc), ensure_ascii=False, indent=1)
             tmp = self.path.with_suffix(".json.tmp")
             try:
                 tmp.write_text(text, encoding="utf-8")
                 os.replace(tmp, self.path)
             except OSError as exc:
-                self.warning = f"trace not written: {exc}"
-                self.path = None
+                problem = f"cannot write the trace {self.path} ({exc.strerror or exc})"
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+        if problem:
+            self._problem(problem)
 
 
 def read_trace(path: str | os.PathLike[str]) -> dict[str, Any]:
