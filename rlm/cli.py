@@ -112,6 +112,17 @@ def ask(
         bool, typer.Option("--json", help="Print one JSON document on stdout instead of the answer.")
     ] = False,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No progress on stderr.")] = False,
+    explain: Annotated[
+        bool,
+        typer.Option("--explain", help="Also show how the answer was established and the findings it cites."),
+    ] = False,
+    explain_to: Annotated[
+        str | None,
+        typer.Option(
+            "--explain-to",
+            help="Where --explain writes: stderr (default: a pipe still gets the value alone) or stdout.",
+        ),
+    ] = None,
 ) -> None:
     """Answer QUESTION about FILE. The answer goes to stdout; progress to stderr."""
     started = time.monotonic()
@@ -137,6 +148,8 @@ def ask(
         "trace_dir": trace_dir,
         "trace": False if no_trace else None,
     }
+    if explain_to not in (None, "stderr", "stdout"):
+        _die(f"--explain-to must be stderr or stdout, not {explain_to!r}", int(ExitCode.USAGE))
     reporter = StderrReporter(quiet=quiet)
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
@@ -159,6 +172,9 @@ def ask(
         _print_json({**_result_json(result, question), "warnings": reporter.warnings})
     elif result.answer is not None:
         print(redact_text(result.answer), flush=True)
+        if explain or explain_to:
+            out = sys.stdout if explain_to == "stdout" else sys.stderr
+            print(redact_text(_explanation(result)), file=out, flush=True)
     if result.exit_code != 0:
         reporter.error(result.message)
     elif result.status != "final":
@@ -198,9 +214,27 @@ def _exit_on_signal(code: int) -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+def _cited(result: Any) -> list[dict[str, str]]:
+    by_id = {f.id: f for f in result.findings}
+    return [
+        {"id": fid, "text": by_id[fid].full or by_id[fid].text, "evidence": by_id[fid].evidence}
+        for fid in result.citations
+        if fid in by_id
+    ]
+
+
+def _explanation(result: Any) -> str:
+    lines = ["", f"Why: {result.explanation}" if result.explanation else "Why: (no explanation was given)"]
+    for c in _cited(result):
+        lines.append(f"[{c['id']}] ({c['evidence']}) {c['text']}")
+    return "\n".join(lines)
+
+
 def _result_json(result: Any, question: str) -> dict[str, Any]:
     return {
         "answer": result.answer,
+        "explanation": result.explanation,
+        "citations": _cited(result),
         "status": result.status,
         "exit_code": result.exit_code,
         "message": result.message,

@@ -28,7 +28,7 @@ from rlm.node import Node, NodeResult, NodeScope, Outcome
 from rlm.sandbox.client import Sandbox, WorkerSpec
 from rlm.settings import Settings, cell_seconds_for, sizing_for
 from rlm.source import Profile
-from rlm.synthesis import DIGEST_CHARS, Synthesis, synthesize
+from rlm.synthesis import Synthesis, context_budget, synthesize
 from rlm.textcap import cap_line, cap_middle, cap_words
 from rlm.textfile import MappedText
 from rlm.tokens import count_message, count_text
@@ -38,8 +38,6 @@ Progress = Callable[[str, dict[str, Any]], None]
 # Bytes per token when sizing a slice without reading it (logs run ~3-4).
 BYTES_PER_TOKEN = 3.0
 MAX_CHUNKS = 512
-# Models with a window this small (local ones) write answers without citation ids.
-SMALL_WINDOW = 8192
 
 
 @dataclass
@@ -56,6 +54,8 @@ class RunResult:
     largest_prompt: int = 0
     stop: str = ""
     sandbox_missing: list[Any] = field(default_factory=list)
+    explanation: str = ""
+    citations: list[str] = field(default_factory=list)
 
 
 class Engine:
@@ -96,6 +96,10 @@ class Engine:
         self.sub_sizing = sizing_for(settings, sub_model.context_window())
         self.sandbox_report: dict[str, Any] = {}
         self.cell_seconds = cell_seconds_for(settings, profile.size)
+        # How often each finding was offered to a synthesis and cited by it; citations of ids
+        # never offered are dropped and counted.
+        self.citation_counts: dict[str, dict[str, int]] = {}
+        self.unknown_citations = 0
         self.steps_total = 0
         self.largest_prompt = 0
         self.restarts = 0
@@ -409,9 +413,8 @@ class Engine:
         return synthesis.answer
 
     def _synthesize_node(self, node: Node, result: NodeResult) -> Synthesis:
-        findings = self.ledger.for_node(node.id)
         # The draft goes to synthesis whole, on its own: not a second time, cut, as a finding.
-        digest = self.ledger.digest(max_chars=DIGEST_CHARS, node=node.id, exclude_kinds=("final_draft",))
+        findings = [f for f in self.ledger.for_node(node.id) if f.kind != "final_draft"]
         stop_note = (
             None
             if result.stop == "final"
@@ -422,11 +425,11 @@ class Engine:
             model,
             node.question,
             findings,
-            digest,
             result.draft,
+            observations=node.last_observations(2),
             stop_note=stop_note,
             max_tokens=node.sizing.reply_tokens,
-            cite=node.window > SMALL_WINDOW,
+            context_tokens=context_budget(node.window, node.sizing.reply_tokens),
             budget=self.budget,  # a child's synthesis is an ordinary call; the root's is held back
             final=node.depth == 0,
         )
@@ -434,6 +437,13 @@ class Engine:
             r = synthesis.reply
             self.budget.charge(r.prompt_tokens, r.completion_tokens, r.cost)
             self.usage_for(node.id).add(r.prompt_tokens, r.completion_tokens, r.cost)
+        with self._lock:
+            for fid in synthesis.payload.get("included") or []:
+                self.citation_counts.setdefault(fid, {"offered": 0, "cited": 0})["offered"] += 1
+            for fid in synthesis.citations:
+                self.citation_counts.setdefault(fid, {"offered": 0, "cited": 0})["cited"] += 1
+            self.unknown_citations += len(synthesis.unknown_citations)
+        self.trace.update(citations=dict(self.citation_counts), unknown_citations=self.unknown_citations)
         return synthesis
 
     # -- partition_map ---------------------------------------------------------------
@@ -649,11 +659,18 @@ class Engine:
                 "reply": synthesis.reply.to_dict() if synthesis.reply else None,
                 "prompt_tokens": synthesis.reply.prompt_tokens if synthesis.reply else None,
                 "prompt_tokens_est": synthesis.prompt_tokens_est,
+                "answer": synthesis.answer,
+                "explanation": synthesis.explanation,
+                "citations": synthesis.citations,
+                "unknown_citations": synthesis.unknown_citations,
+                "payload": synthesis.payload,
             }
         )
         status, code, message = self._classify(result, synthesis, provider_error)
         out = RunResult(
             answer=synthesis.answer if code != ExitCode.NO_ANSWER else None,
+            explanation=synthesis.explanation,
+            citations=synthesis.citations,
             status=status,
             exit_code=int(code),
             message=message,

@@ -145,6 +145,10 @@ class Node:
             messages.extend(turn.messages)
         return messages
 
+    def last_observations(self, count: int) -> list[str]:
+        """What the model saw last (the end of the conversation), for the synthesis."""
+        return [t.messages[-1]["content"] for t in self.turns[-count:] if t.messages]
+
     # -- the loop -------------------------------------------------------------
     def run(self) -> NodeResult:
         e = self.engine

@@ -116,24 +116,18 @@ def subquery_prompt(question: str, where: str, excerpt: str) -> str:
 
 SYNTHESIS_SYSTEM = (
     "You write the final answer to a question about a file from the findings an investigation "
-    "established. Use only those findings. Start with the direct answer (the exact figure, name or "
-    "list), then at most two short sentences if they help.{cite} "
-    "If the findings do not establish the answer, say plainly what is known and what is not. "
-    "Never invent figures: every figure must appear in a finding; where the draft disagrees with a "
-    "finding, the finding is right."
+    "established. Use only those findings and the draft; where the draft disagrees with a finding, the "
+    "finding is right. Never invent figures: every figure must appear in a finding. "
+    'Reply with one JSON object and nothing else. Its keys: "answer" holds the value alone, in the '
+    "form the question asks for: a number as plain digits, a name, yes or no, or a list with one item per "
+    'line; no sentence around it and no ids. "explanation" says in at most three sentences how the '
+    'findings establish it. "citations" lists the ids of the findings used. If the findings do not '
+    'establish the answer, "answer" says plainly what is known and what is not.'
 )
 
 
-CITE = " Cite the findings you used by id, like [F2]."
-
-
-def synthesis_system(cite: bool) -> str:
-    """Small models given the citation rule sometimes answer with the id alone; they go without it."""
-    return SYNTHESIS_SYSTEM.format(cite=CITE if cite else "")
-
-
-def synthesis_prompt(question: str, digest: str, draft: str | None, stop_note: str | None) -> str:
-    parts = [f"Question: {question}", f"Findings:\n{digest}"]
+def synthesis_prompt(question: str, context: str, draft: str | None, stop_note: str | None) -> str:
+    parts = [f"Question: {question}", context or "Findings: (none)"]
     if draft:
         parts.append(f"Draft answer from the investigation: {draft}")
     if stop_note:

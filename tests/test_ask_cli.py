@@ -15,7 +15,10 @@ def _count(path: Path, needle: str) -> int:
 
 def test_grep_execute_final_over_real_apache_log(tmp_path: Path, apache_log: Path) -> None:
     expected = _count(apache_log, '" 404 ')
-    answer = f"There were {expected} requests with status 404 [F2]."
+    # The synthesis replies as asked: the value alone, an explanation, the findings it used.
+    answer = json.dumps(
+        {"answer": str(expected), "explanation": "Counted by code over every line.", "citations": ["F2"]}
+    )
     model = write_script(
         tmp_path / "s.json",
         [
@@ -34,14 +37,15 @@ def test_grep_execute_final_over_real_apache_log(tmp_path: Path, apache_log: Pat
     )
     proc = run_cli(["ask", str(apache_log), "how many requests returned 404?", "-m", model], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == answer + "\n"  # stdout is the synthesized answer alone
+    assert proc.stdout == f"{expected}\n"  # stdout is the value alone, usable as it is
     trace = latest_trace(tmp_path)
     assert trace["status"] == "final" and trace["exit_code"] == 0
     assert [s["action"]["name"] for s in trace["steps"]] == ["grep", "execute", "final"]
     grep_preview = trace["steps"][0]["observation"]["preview"]
     assert grep_preview.startswith(f"{expected} lines match")
     assert trace["steps"][1]["observation"]["preview"].strip() == str(expected)
-    assert trace["answer"] == answer
+    assert trace["answer"] == str(expected)
+    assert trace["synthesis"]["citations"] == ["F2"] and trace["synthesis"]["explanation"]
     assert trace["input"]["sha256"] and trace["input"]["lines"] == 10_000
     kinds = [f["kind"] for f in trace["ledger"]]
     assert kinds == ["grep", "result", "final_draft"]
@@ -61,7 +65,7 @@ def test_json_output_for_scripts(tmp_path: Path, apache_log: Path) -> None:
     proc = run_cli(["ask", str(apache_log), "how many lines?", "-m", model, "--json", "-q"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["answer"] == "The log has 10000 lines [F1]."
+    assert doc["answer"] == "The log has 10000 lines."
     assert doc["status"] == "final" and doc["exit_code"] == 0
     assert doc["findings"][0]["text"] == "`len(context_lines)` gave: 10000"
     assert doc["usage"]["calls"] == 3 and doc["usage"]["cost_usd"] is None
@@ -104,7 +108,7 @@ def test_malformed_actions_until_step_cap_answer_from_ledger(tmp_path: Path, apa
         ["ask", str(apache_log), "how many GET requests?", "-m", model, "--max-steps", "5"], cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "GET requests: 9,9xx [F1]"
+    assert proc.stdout.strip() == "GET requests: 9,9xx"
     assert "forced" in proc.stderr and "step limit of 5" in proc.stderr
     trace = latest_trace(tmp_path)
     assert trace["status"] == "forced"
@@ -130,7 +134,7 @@ def test_final_on_first_turn_is_refused(tmp_path: Path, apache_log: Path) -> Non
     assert proc.returncode == 0, proc.stderr
     trace = latest_trace(tmp_path)
     assert trace["steps"][0]["observation"]["preview"].startswith("final refused: you have not looked")
-    assert proc.stdout.strip() == "10000 [F1]"
+    assert proc.stdout.strip() == "10000"
 
 
 def test_text_protocol_ignores_invented_observations(tmp_path: Path, apache_log: Path) -> None:
@@ -265,7 +269,7 @@ def test_stdin_is_read(tmp_path: Path, apache_log: Path) -> None:
     data = b"".join(apache_log.read_bytes().splitlines(keepends=True)[:2000])
     proc = run_cli(["ask", "-", "lines?", "-m", model, "-q"], cwd=tmp_path, stdin=data)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == b"2000 [F1]\n"
+    assert proc.stdout == b"2000\n"
     assert latest_trace(tmp_path)["steps"][0]["observation"]["preview"].strip() == "2000"
 
 
@@ -288,7 +292,7 @@ def test_budget_limit_exits_6_with_the_partial_answer(tmp_path: Path, apache_log
     )
     proc = run_cli(["ask", str(apache_log), "q", "-m", model, "--max-calls", "4"], cwd=tmp_path)
     assert proc.returncode == 6
-    assert proc.stdout == "Partial: 3000 [F3]\n"
+    assert proc.stdout == "Partial: 3000\n"
     assert "the limit of 4 model calls was reached" in proc.stderr
     trace = latest_trace(tmp_path)
     assert trace["status"] == "budget" and len(trace["steps"]) == 3
@@ -311,7 +315,7 @@ def test_a_repeated_action_is_not_run_again(tmp_path: Path, apache_log: Path) ->
     )
     proc = run_cli(["ask", str(apache_log), "q", "-m", model], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == "answer [F1]\n"
+    assert proc.stdout == "answer\n"
     trace = latest_trace(tmp_path)
     obs = [s["observation"]["preview"] for s in trace["steps"]]
     total = sum(1 for line in apache_log.read_text().splitlines() if "HEAD" in line)

@@ -26,7 +26,7 @@ from openai_stub import OpenAIStub
 
 EX = "```python\nprint(len(context_lines))\n```"
 FIN = 'FINAL("10000")'
-ANS = "10000 lines [F1]"
+ANS = "10000 lines"
 OK_RUN = [EX, FIN, ANS]  # a clean run after the fault: a step, final, synthesis
 # What a run costs beyond its faults: start-up (litellm's import is ~2 s, more on a busy
 # machine) and the steps themselves.
@@ -400,7 +400,7 @@ def test_a_child_worker_that_cannot_start_is_an_observation(tmp_path: Path) -> N
     )
     run = _run_injected(tmp_path, ["ask", str(zk), "lines?", "-m", model], workers_ok=1)
     _check(run, "a child worker cannot start", 0, SLACK, tmp_path)
-    assert run.proc.stdout.strip() == "2000 lines [F1]"
+    assert run.proc.stdout.strip() == "2000 lines"
     observation = run.trace["steps"][1]["observation"]["preview"]
     assert observation.startswith(
         "error: the sub-investigation n1 established nothing (the sandbox could not start:"

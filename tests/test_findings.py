@@ -78,3 +78,113 @@ def test_the_model_is_told_what_becomes_a_finding(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     system = json.loads((tmp_path / "calls.jsonl").read_text().splitlines()[0])["messages"][0]["content"]
     assert "kept as findings" in system and "writes the answer from these findings" in system
+
+
+def _answer_run(tmp_path: Path, synthesis: dict, *flags: str) -> tuple[object, dict]:
+    script = {
+        "log": "calls.jsonl",
+        "replies": [
+            {"tool": "execute", "args": {"code": "print(len(context_lines))"}},
+            {"tool": "grep", "args": {"pattern": "HEAD"}},
+            {"tool": "final", "args": {"answer": "draft"}},
+            json.dumps(synthesis),
+        ],
+    }
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(["ask", str(ACCESS), "q", "-m", model, *flags], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return proc, latest_trace(tmp_path)
+
+
+def test_a_list_answer_of_100_items_reaches_stdout_whole_one_per_line(tmp_path: Path) -> None:
+    items = [f"10.0.{i // 256}.{i % 256}" for i in range(100)]
+    proc, _ = _answer_run(tmp_path, {"answer": items, "explanation": "From the count.", "citations": ["F1"]})
+    assert proc.stdout.splitlines() == items
+
+
+def test_citations_are_checked_against_what_was_offered(tmp_path: Path) -> None:
+    proc, trace = _answer_run(
+        tmp_path, {"answer": "2000", "explanation": "Counted.", "citations": ["F1", "F99"]}, "--json"
+    )
+    doc = json.loads(proc.stdout)
+    assert doc["answer"] == "2000" and doc["explanation"] == "Counted."
+    assert [c["id"] for c in doc["citations"]] == ["F1"]
+    assert doc["citations"][0]["text"] == "`print(len(context_lines))` gave: 2000"
+    assert trace["synthesis"]["unknown_citations"] == ["F99"] and trace["unknown_citations"] == 1
+    assert trace["citations"]["F1"] == {"offered": 1, "cited": 1}
+    assert trace["citations"]["F2"] == {"offered": 1, "cited": 0}
+
+
+def test_explain_goes_to_stderr_so_a_pipe_still_gets_the_value(tmp_path: Path) -> None:
+    synthesis = {"answer": "2000", "explanation": "The count of lines.", "citations": ["F1"]}
+    proc, _ = _answer_run(tmp_path, synthesis, "--explain")
+    assert proc.stdout == "2000\n"
+    assert "Why: The count of lines." in proc.stderr
+    assert "[F1] (n0.s1) `print(len(context_lines))` gave: 2000" in proc.stderr
+    again = tmp_path / "again"
+    again.mkdir()
+    to_stdout, _ = _answer_run(again, synthesis, "--explain-to", "stdout")
+    assert to_stdout.stdout.startswith("2000\n\nWhy: The count of lines.\n[F1]")
+
+
+def test_prose_from_a_model_that_ignores_the_format_loses_its_citation_marks(tmp_path: Path) -> None:
+    script = [
+        {"tool": "execute", "args": {"code": "print(len(context_lines))"}},
+        {"tool": "final", "args": {"answer": "2000"}},
+        "The final answer is: 2000 [F1]\n\nIt was counted by code.",
+    ]
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(["ask", str(ACCESS), "q", "-m", model, "--json"], cwd=tmp_path)
+    doc = json.loads(proc.stdout)
+    assert doc["answer"] == "2000" and doc["explanation"] == "It was counted by code."
+    assert [c["id"] for c in doc["citations"]] == ["F1"]
+
+
+def test_the_synthesis_context_is_assembled_within_its_budgets(tmp_path: Path) -> None:
+    """Many findings, a small model window: each category keeps to its allotment, the
+    most important finding opens and closes the block, and what was left out is recorded."""
+    code = "for i in range(100):\n    note(f'finding number {i}: ' + 'detail ' * 100)"
+    script = {
+        "log": "calls.jsonl",
+        "replies": [
+            {"tool": "execute", "args": {"code": code}},
+            {"tool": "execute", "args": {"code": "print(len(context_lines))"}},
+            {"tool": "final", "args": {"answer": "2000"}},
+            json.dumps({"answer": "2000", "explanation": "Counted.", "citations": ["F101"]}),
+        ],
+    }
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(["ask", str(ACCESS), "q", "-m", model], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    payload = latest_trace(tmp_path)["synthesis"]["payload"]
+    for category, used in payload["tokens"].items():
+        assert used <= payload["allotted"][category], (category, payload)
+    assert payload["excluded"] and all(e["why"].startswith("over the") for e in payload["excluded"])
+    included = set(payload["included"])
+    assert "F101" in included  # the computed result outranks the notes
+    prompt = json.loads((tmp_path / "calls.jsonl").read_text().splitlines()[-1])["messages"][-1]["content"]
+    top = payload["top"]
+    assert prompt.count(f"[{top}]") >= 3  # first, in its category, and last
+    from rlm.tokens import count_text
+
+    findings_block = prompt.split("Findings:\n", 1)[1].split("\n\nAgain, most important")[0]
+    assert count_text(findings_block) <= payload["allotted"]["findings"] + 60
+
+
+def test_slack_flows_to_the_categories_that_need_it_each_growing_at_most_half() -> None:
+    from rlm.context import Category, Item, allot
+
+    hungry = Category("findings", 0.5, [Item(f"F{i}", "word " * 200) for i in range(10)])
+    modest = Category("observations", 0.25, [Item("O1", "short")])
+    greedy = Category("other", 0.25, [Item(f"X{i}", "word " * 200) for i in range(10)])
+    allotted = allot([hungry, modest, greedy], 1000)
+    assert allotted["observations"] < 20  # it needs little and takes only that
+    assert (
+        500 < allotted["findings"] <= 750 and 250 < allotted["other"] <= 375
+    )  # shares + slack, capped at +50%
+    assert sum(allotted.values()) <= 1000
+    plenty = allot([hungry, modest], 100_000)
+    assert (
+        plenty["findings"] == sum(len(("word " * 200)) // 5 + 4 for _ in range(10))
+        or plenty["findings"] < 50_000
+    )

@@ -33,7 +33,7 @@ def test_native_tool_calls_over_http(tmp_path: Path, apache_log: Path) -> None:
             cwd=tmp_path,
         )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == f"{total} requests came from Googlebot [F1]."
+    assert proc.stdout.strip() == f"{total} requests came from Googlebot."
     first = stub.requests[0]["body"]
     assert [t["function"]["name"] for t in first["tools"]] == [
         "peek",
@@ -75,7 +75,7 @@ def test_text_protocol_is_auto_for_a_local_server(tmp_path: Path, apache_log: Pa
             cwd=tmp_path,
         )
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["answer"] == "10000 lines [F1]"
+    assert json.loads(proc.stdout)["answer"] == "10000 lines"
     assert all("tools" not in r["body"] for r in stub.requests)
     observation = stub.requests[1]["body"]["messages"][-1]
     assert observation["role"] == "user" and observation["content"].startswith("10000")
@@ -94,7 +94,7 @@ def test_server_errors_are_retried_then_reported(tmp_path: Path, apache_log: Pat
             ["ask", str(apache_log), "lines?", "-m", "openai/stub", "--api-base", stub.api_base], cwd=tmp_path
         )
     assert ok.returncode == 0, ok.stderr
-    assert ok.stdout.strip() == "10000 [F1]" and len(stub.requests) == 5
+    assert ok.stdout.strip() == "10000" and len(stub.requests) == 5
     with OpenAIStub([], default={"status": 500, "message": "broken"}) as stub:
         bad = run_cli(
             ["ask", str(apache_log), "lines?", "-m", "openai/stub", "--api-base", stub.api_base],

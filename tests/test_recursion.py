@@ -32,7 +32,7 @@ def test_small_slice_is_one_plain_sub_call(isolated: Path, real_data: Path) -> N
         },
     )
     result = ask(log, "who is attacked?", script)
-    assert result.exit_code == 0 and result.answer == "root [F1]"
+    assert result.exit_code == 0 and result.answer == "root"
     calls = script_log(isolated / "calls.jsonl")
     sub = [c for c in calls if "excerpt of a larger file" in c["messages"][0]["content"]]
     assert len(sub) == 1
@@ -265,7 +265,7 @@ def test_budget_stop_mid_fan_out_spends_no_more_than_reserved(isolated: Path, re
     result = ask(log, "q", script, concurrency=4, max_time=2.0)
     assert result.exit_code == 6 and result.status == "budget"
     assert "time limit" in result.message
-    assert result.answer == "2000 lines [F1]"  # the partial answer from what was established
+    assert result.answer == "2000 lines"  # the partial answer from what was established
     trace = latest_trace(isolated)
     made = len(trace["subcalls"])
     assert 0 < made < 32  # the fan-out was cut short, and never past its reservation
