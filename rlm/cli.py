@@ -29,6 +29,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help, as click writes it: rich's markup ate "[env …]" and labelled every flag <bool>.
+    rich_markup_mode=None,
 )
 app.add_typer(local_app, name="local")
 app.command("replay")(replay_command)
@@ -60,15 +62,30 @@ def _sigterm_as_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-@app.command()
+EXIT_CODES = """Exit codes:
+
+\b
+  0  answered (status final, forced or partial)
+  1  no answer could be established (nothing on stdout)
+  2  usage error
+  3  input unreadable (missing, directory, permission, FIFO without data)
+  4  configuration or credentials (no model set, missing API key)
+  5  provider failure after retries (a partial answer, if any, is printed)
+  6  a budget limit stopped the run (the partial answer is printed)
+  130  interrupted (the trace is kept)"""
+
+
+@app.command(epilog=EXIT_CODES)
 def ask(
-    file: Annotated[str, typer.Argument(help="The file to investigate, or - for standard input.")],
-    question: Annotated[str, typer.Argument(help="The question, in plain words.")],
+    file: Annotated[
+        str, typer.Argument(metavar="FILE", help="The file to investigate, or - for standard input.")
+    ],
+    question: Annotated[str, typer.Argument(metavar="QUESTION", help="The question, in plain words.")],
     model: Annotated[
-        str | None, typer.Option("-m", "--model", help="litellm model string, or 'local' [env RLM_MODEL].")
+        str | None, typer.Option("-m", "--model", help="litellm model string, or 'local' (env RLM_MODEL).")
     ] = None,
     sub_model: Annotated[
-        str | None, typer.Option("--sub-model", help="Cheaper model for sub-calls [env RLM_SUB_MODEL].")
+        str | None, typer.Option("--sub-model", help="Cheaper model for sub-calls (env RLM_SUB_MODEL).")
     ] = None,
     api_base: Annotated[
         str | None, typer.Option("--api-base", help="OpenAI-compatible server URL (llama.cpp, vLLM, ...).")
@@ -105,7 +122,7 @@ def ask(
     ] = None,
     trace_dir: Annotated[
         str | None,
-        typer.Option("--trace-dir", help="Where traces go (default ./traces) [env RLM_TRACE_DIR]."),
+        typer.Option("--trace-dir", help="Where traces go (default ./traces) (env RLM_TRACE_DIR)."),
     ] = None,
     no_trace: Annotated[bool, typer.Option("--no-trace", help="Do not write a trace.")] = False,
     as_json: Annotated[

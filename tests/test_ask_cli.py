@@ -344,3 +344,15 @@ def test_model_code_mistakes_get_plain_advice(tmp_path: Path, apache_log: Path) 
     # The text passed along is understood (grep always searches the whole file), not a TypeError.
     total = sum(1 for line in apache_log.read_text().splitlines() if "HEAD" in line)
     assert obs[1].startswith(f"{total} lines match /HEAD/"), obs[1]
+
+
+def test_help_reads_well_and_lists_the_exit_codes(tmp_path: Path) -> None:
+    proc = run_cli(["ask", "--help"], cwd=tmp_path, env={"COLUMNS": "100"})
+    assert proc.returncode == 0
+    text = proc.stdout
+    assert "FILE" in text and "QUESTION" in text and "{file}" not in text
+    assert "<bool>" not in text and not re.search(r"\S \.(\s|$)", text)  # no space before a full stop
+    assert "(env RLM_MODEL)" in text
+    assert (
+        "Exit codes:" in text and "6  a budget limit stopped the run" in text and "130  interrupted" in text
+    )

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from rlm.errors import RlmError
+from rlm.errors import ExitCode, RlmError
 from rlm.local import installed_gguf
 from rlm.local.install import ensure_server, setup_model
 from rlm.local.models import DEFAULT_MODEL, KNOWN_MODELS, SMALL_MODEL, is_assembled, model_path, models_dir
@@ -119,10 +119,13 @@ def status_report() -> dict[str, Any]:
 def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    """Show whether the server and the models are installed, and where."""
+    """Show whether the server and the models are installed, and where. Exits 0 when
+    `-m local` is ready, 4 (configuration) when it is not."""
+    ready = [False]
 
     def body() -> None:
         report = status_report()
+        ready[0] = bool(report["ready"])
         if as_json:
             print(json.dumps(report, indent=2))
             return
@@ -141,3 +144,5 @@ def status(
             print("not ready: run `rlm local setup`")
 
     _run(body)
+    if not ready[0]:
+        raise typer.Exit(int(ExitCode.CONFIG))
