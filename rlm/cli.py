@@ -122,7 +122,10 @@ def ask(
     ] = None,
     trace_dir: Annotated[
         str | None,
-        typer.Option("--trace-dir", help="Where traces go (default ./traces) (env RLM_TRACE_DIR)."),
+        typer.Option(
+            "--trace-dir",
+            help="Where traces go (default: the per-user data directory, e.g. ~/.local/share/rlm/traces) (env RLM_TRACE_DIR).",
+        ),
     ] = None,
     no_trace: Annotated[bool, typer.Option("--no-trace", help="Do not write a trace.")] = False,
     as_json: Annotated[

@@ -13,16 +13,17 @@ from typing import Any
 from rlm.redact import redact
 
 
-def trace_files(directory: str | Path) -> list[Path]:
-    """Traces in `directory`, newest first (names start with the start time)."""
-    d = Path(directory)
-    if not d.is_dir():
-        return []
-    return sorted((p for p in d.glob("*.json") if p.is_file()), key=lambda p: p.name, reverse=True)
+def trace_files(directories: str | Path | list[str] | list[Path]) -> list[Path]:
+    """Traces in the directories, newest first (names start with the start time)."""
+    found: list[Path] = []
+    for d in map(Path, directories if isinstance(directories, list) else [directories]):
+        if d.is_dir():
+            found.extend(p for p in d.glob("*.json") if p.is_file())
+    return sorted(found, key=lambda p: p.name, reverse=True)
 
 
-def latest_trace(directory: str | Path) -> Path | None:
-    files = trace_files(directory)
+def latest_trace(directories: str | Path | list[str] | list[Path]) -> Path | None:
+    files = trace_files(directories)
     return files[0] if files else None
 
 
@@ -53,8 +54,8 @@ def summarize(path: Path) -> dict[str, Any]:
     return redact(row)
 
 
-def list_runs(directory: str | Path, limit: int) -> list[dict[str, Any]]:
-    return [summarize(p) for p in trace_files(directory)[: max(0, limit)]]
+def list_runs(directories: str | Path | list[str] | list[Path], limit: int) -> list[dict[str, Any]]:
+    return [summarize(p) for p in trace_files(directories)[: max(0, limit)]]
 
 
 def render_runs(rows: list[dict[str, Any]], out: Any) -> None:

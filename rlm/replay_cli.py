@@ -24,10 +24,16 @@ def _fail(message: str, code: int) -> None:
     raise typer.Exit(code)
 
 
-def _trace_dir(flag: str | None) -> str:
-    from rlm.settings import load_settings
+def _trace_dirs(flag: str | None) -> list[str]:
+    from rlm.settings import load_settings, trace_dirs_to_read
 
-    return load_settings({"trace_dir": flag}).trace_dir
+    return trace_dirs_to_read(load_settings({"trace_dir": flag}))
+
+
+def _trace_dir(flag: str | None) -> str:
+    from rlm.settings import load_settings, trace_dir_for
+
+    return trace_dir_for(load_settings({"trace_dir": flag}))
 
 
 def _resolve_trace(arg: str, trace_dir: str | None) -> Path:
@@ -35,10 +41,10 @@ def _resolve_trace(arg: str, trace_dir: str | None) -> Path:
     if arg == "last" and not Path(arg).exists():
         from rlm.logs import latest_trace
 
-        directory = _trace_dir(trace_dir)
-        found = latest_trace(directory)
+        directories = _trace_dirs(trace_dir)
+        found = latest_trace(directories)
         if found is None:
-            raise InputError(f"no traces in {directory}")
+            raise InputError(f"no traces in {' or '.join(directories)}")
         return found
     return Path(arg)
 
@@ -128,15 +134,18 @@ def logs_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list on stdout.")] = False,
     trace_dir: Annotated[
         str | None,
-        typer.Option("--trace-dir", help="Where traces are (default ./traces) [env RLM_TRACE_DIR]."),
+        typer.Option(
+            "--trace-dir",
+            help="Where traces are (default: the per-user data directory, and ./traces if it exists) (env RLM_TRACE_DIR).",
+        ),
     ] = None,
 ) -> None:
     """List recent runs: time, status, cost, question, answer and trace file."""
     from rlm.logs import list_runs, render_runs
 
     try:
-        directory = _trace_dir(trace_dir)
-        rows = list_runs(directory, limit)
+        directories = _trace_dirs(trace_dir)
+        rows = list_runs(directories, limit)
     except RlmError as exc:
         _fail(exc.message, int(exc.exit_code))
         return
@@ -144,6 +153,6 @@ def logs_command(
         print(json.dumps(rows, ensure_ascii=False), flush=True)
         return
     if not rows:
-        print(f"rlm: no traces in {directory}", file=sys.stderr, flush=True)
+        print(f"rlm: no traces in {' or '.join(directories)}", file=sys.stderr, flush=True)
         return
     render_runs(rows, sys.stdout)

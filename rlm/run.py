@@ -15,7 +15,7 @@ from rlm.engine import Engine, Progress, RunResult
 from rlm.errors import ConfigError, ExitCode, InternalError, RlmError, UsageError
 from rlm.model import ModelClient, load_litellm
 from rlm.redact import register_secret
-from rlm.settings import Settings
+from rlm.settings import Settings, trace_dir_for
 from rlm.trace import TraceWriter
 
 LOCAL = "local"
@@ -111,7 +111,7 @@ def run_ask(
     started = time.monotonic() if started is None else started
     report = progress or (lambda kind, data: None)
     trace = TraceWriter(
-        settings.trace_dir if settings.trace else None,
+        trace_dir_for(settings) if settings.trace else None,
         on_problem=lambda message: report("warning", {"message": message}),
     )
     trace.flush()  # a directory that cannot take the trace is said now, not at the end
@@ -123,6 +123,14 @@ def run_ask(
             # recorded when known, and the run does not wait for it to start.
             recorded = {k: v for k, v in profile.to_dict(wait=False).items() if k != "index_path"}
             trace.update(question=question, settings=settings.affecting_results(), input=recorded)
+            if profile.binary:
+                note = (
+                    f"{profile.display_name} looks binary (it holds NUL bytes): it is investigated as text, "
+                    "control bytes shown as '.'"
+                )
+                trace.warn(note)
+                if progress:
+                    progress("warning", {"message": note})
             try:
                 with open_models(settings) as (root, sub):
                     trace.update(models={"root": root.model, "sub": sub.model})

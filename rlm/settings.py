@@ -48,7 +48,7 @@ class Settings:
     # sandbox
     memory_headroom_mb: int = 1024
     # outputs
-    trace_dir: str = "traces"
+    trace_dir: str | None = None  # None: the per-user data directory (trace_dir_for)
     trace: bool = True
     cache_dir: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -153,6 +153,29 @@ def cell_seconds_for(s: Settings, input_bytes: int) -> float:
     if s.cell_timeout is not None:
         return float(s.cell_timeout)
     return round(CELL_SECONDS_MIN + CELL_SECONDS_PER_GIB * input_bytes / (1 << 30), 1)
+
+
+def default_trace_dir() -> Path:
+    """Where runs are kept unless told otherwise: one place per user, so `rlm replay last`
+    and `rlm logs` find them from any directory."""
+    from platformdirs import user_data_path
+
+    return user_data_path("rlm") / "traces"
+
+
+def trace_dir_for(s: Settings) -> str:
+    return s.trace_dir if s.trace_dir else str(default_trace_dir())
+
+
+def trace_dirs_to_read(s: Settings) -> list[str]:
+    """Where `rlm logs` and `rlm replay last` look: the directory asked for, or else the
+    per-user one and, when it exists, ./traces (where runs went before, or when asked)."""
+    if s.trace_dir:
+        return [s.trace_dir]
+    dirs = [str(default_trace_dir())]
+    if Path("traces").is_dir():
+        dirs.append("traces")
+    return dirs
 
 
 def sizing_for(s: Settings, window: int) -> Sizing:

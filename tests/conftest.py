@@ -42,6 +42,10 @@ def cli_env(cwd: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
         {
             "RLM_RETRY_BASE_DELAY": "0.01",
             "XDG_CONFIG_HOME": str(cwd / ".config"),
+            # Traces where the tests look for them: ./traces, asked for explicitly; the per-user
+            # default goes to a directory of the test's own.
+            "RLM_TRACE_DIR": "traces",
+            "XDG_DATA_HOME": str(cwd / ".data"),
             "RLM_CACHE_DIR": str(cwd / ".cache"),
         }
     )
@@ -81,6 +85,8 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for key in [k for k in os.environ if k.startswith("RLM_")]:
         monkeypatch.delenv(key)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / ".config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / ".data"))
+    monkeypatch.setenv("RLM_TRACE_DIR", "traces")
     monkeypatch.setenv("RLM_CACHE_DIR", str(tmp_path / ".cache"))
     monkeypatch.chdir(tmp_path)
     return tmp_path

@@ -356,3 +356,20 @@ def test_help_reads_well_and_lists_the_exit_codes(tmp_path: Path) -> None:
     assert (
         "Exit codes:" in text and "6  a budget limit stopped the run" in text and "130  interrupted" in text
     )
+
+
+def test_a_binary_input_is_said_to_be_binary(tmp_path: Path) -> None:
+    blob = tmp_path / "dump.bin"
+    blob.write_bytes(b"header\x00\x01\x02 payload\nsecond\x00line\n" * 50)
+    model = write_script(
+        tmp_path / "s.json",
+        [
+            {"tool": "peek", "args": {"start": 1, "length": 1}},
+            {"tool": "final", "args": {"answer": "x"}},
+            "x",
+        ],
+    )
+    proc = run_cli(["ask", str(blob), "q", "-m", model], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "dump.bin looks binary (it holds NUL bytes)" in proc.stderr
+    assert any("looks binary" in w for w in latest_trace(tmp_path)["warnings"])

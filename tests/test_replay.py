@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli, write_script
+from conftest import FIXTURES, run_cli, write_script
 
 from rlm.replay import child_steps
 
@@ -372,3 +372,40 @@ def test_verify_finds_the_input_beside_a_moved_checkout(tmp_path: Path) -> None:
     proc = run_cli(["replay", str(trace), "--verify"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"input: {clone / doc['input']['display_name']}" in proc.stdout
+
+
+def test_runs_are_found_from_any_directory(tmp_path: Path) -> None:
+    """By default traces go to the per-user data directory; `replay last` and `logs` look
+    there and in ./traces, wherever they are run from."""
+    data = tmp_path / "userdata"
+    env = {"RLM_TRACE_DIR": "", "XDG_DATA_HOME": str(data)}
+    here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
+    here.mkdir()
+    elsewhere.mkdir()
+    model = write_script(
+        here / "s.json",
+        [
+            {"tool": "peek", "args": {"start": 1, "length": 2}},
+            {"tool": "final", "args": {"answer": "x"}},
+            "x",
+        ],
+    )
+    log = FIXTURES / "access.log"
+    proc = run_cli(["ask", str(log), "first question", "-m", model], cwd=here, env=env)
+    assert proc.returncode == 0, proc.stderr
+    kept = list((data / "rlm" / "traces").glob("*.json"))
+    assert len(kept) == 1 and not (here / "traces").exists()
+
+    replay = run_cli(["replay", "last", "--json"], cwd=elsewhere, env=env)
+    assert replay.returncode == 0, replay.stderr
+    assert json.loads(replay.stdout)["question"] == "first question"
+
+    # An older habit: ./traces asked for in one directory is listed alongside.
+    local = run_cli(
+        ["ask", str(log), "second question", "-m", model],
+        cwd=elsewhere,
+        env={**env, "RLM_TRACE_DIR": "traces"},
+    )
+    assert local.returncode == 0, local.stderr
+    logs = run_cli(["logs", "--json"], cwd=elsewhere, env=env)
+    assert [row["question"] for row in json.loads(logs.stdout)] == ["second question", "first question"]
