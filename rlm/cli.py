@@ -62,6 +62,20 @@ def _sigterm_as_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+_interrupts = [0]
+
+
+def _on_ctrl_c(signum: int, frame: Any) -> None:
+    """First Ctrl-C: say so at once, then stop cleanly (the trace is finished). A second one
+    quits at once; the workers and the local model server die with the process (PDEATHSIG)."""
+    _interrupts[0] += 1
+    if _interrupts[0] > 1:
+        os.write(2, b"\nrlm: quitting now\n")
+        os._exit(int(ExitCode.INTERRUPTED))
+    os.write(2, "\nrlm: stopping… (Ctrl-C again to quit at once)\n".encode())
+    raise KeyboardInterrupt
+
+
 EXIT_CODES = """Exit codes:
 
 \b
@@ -172,6 +186,7 @@ def ask(
         _die(f"--explain-to must be stderr or stdout, not {explain_to!r}", int(ExitCode.USAGE))
     reporter = StderrReporter(quiet=quiet)
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    signal.signal(signal.SIGINT, _on_ctrl_c)
     try:
         settings = load_settings(flags)
         result = run_ask(settings, file, question, progress=reporter, stdin=sys.stdin.buffer, started=started)

@@ -396,7 +396,20 @@ def _apply_os_limits(spec: dict[str, Any]) -> dict[str, Any]:
     return {"active": list(report.active), "missing": [list(m) for m in report.missing]}
 
 
+def _die_with_parent() -> None:
+    """The kernel kills the worker when rlm dies, however it dies (a second Ctrl-C, SIGKILL):
+    a worker busy in a cell would not notice its closed pipe."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+
+
 def main() -> None:
+    _die_with_parent()
     # The protocol gets a private copy of stdout; fd 1 then points at stderr so
     # that nothing model code or C libraries print can corrupt the protocol.
     proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
