@@ -146,6 +146,10 @@ def ask(
         bool, typer.Option("--json", help="Print one JSON document on stdout instead of the answer.")
     ] = False,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No progress on stderr.")] = False,
+    jsonl: Annotated[
+        bool,
+        typer.Option("--jsonl", help="Print the run as JSON events on stdout, one per line (rlm-events/1)."),
+    ] = False,
     explain: Annotated[
         bool,
         typer.Option("--explain", help="Also show how the answer was established and the findings it cites."),
@@ -184,16 +188,32 @@ def ask(
     }
     if explain_to not in (None, "stderr", "stdout"):
         _die(f"--explain-to must be stderr or stdout, not {explain_to!r}", int(ExitCode.USAGE))
+    if jsonl and as_json:
+        _die("--json and --jsonl both write stdout: choose one", int(ExitCode.USAGE))
     reporter = StderrReporter(quiet=quiet)
+    progress: Any = reporter
+    events = None
+    if jsonl:
+        from rlm.events import JsonlEvents
+
+        events = JsonlEvents(sys.stdout)
+        events.emit("start", question=question, file=file)
+
+        def progress(kind: str, data: dict[str, Any]) -> None:
+            reporter(kind, data)
+            events(kind, data)
+
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     signal.signal(signal.SIGINT, _on_ctrl_c)
     try:
         settings = load_settings(flags)
-        result = run_ask(settings, file, question, progress=reporter, stdin=sys.stdin.buffer, started=started)
+        result = run_ask(settings, file, question, progress=progress, stdin=sys.stdin.buffer, started=started)
     except KeyboardInterrupt:
         _die("interrupted; the trace so far is kept", int(ExitCode.INTERRUPTED))
         return
     except RlmError as exc:
+        if events is not None:
+            events.emit("error", message=exc.message, exit_code=int(exc.exit_code), trace=exc.trace_path)
         _fail(exc.message, int(exc.exit_code), as_json, reporter, exc)
         return
     except Exception as exc:  # the last resort, for what run_ask did not see
@@ -205,6 +225,8 @@ def ask(
     _exit_on_signal(result.exit_code)
     if as_json:
         _print_json({**_result_json(result, question), "warnings": reporter.warnings})
+    elif events is not None:
+        events.finish(result, question, _cited(result))
     elif result.answer is not None:
         print(redact_text(result.answer), flush=True)
         if explain or explain_to:

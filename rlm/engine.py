@@ -100,6 +100,7 @@ class Engine:
         # never offered are dropped and counted.
         self.citation_counts: dict[str, dict[str, int]] = {}
         self.unknown_citations = 0
+        self._announced: set[str] = set()  # finding ids already reported as progress events
         self.steps_total = 0
         self.largest_prompt = 0
         self.restarts = 0
@@ -169,6 +170,20 @@ class Engine:
         )
         if finding is not None:
             self.trace.update(ledger=self.ledger.to_list())
+            with self._lock:
+                new = finding.id not in self._announced
+                self._announced.add(finding.id)
+            if new:
+                self.progress(
+                    "finding",
+                    {
+                        "id": finding.id,
+                        "kind": finding.kind,
+                        "text": finding.text,
+                        "evidence": finding.evidence,
+                        "node": finding.node,
+                    },
+                )
         return finding
 
     def record_step(

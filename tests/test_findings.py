@@ -187,3 +187,27 @@ def test_slack_flows_to_the_categories_that_need_it_each_growing_at_most_half() 
     from rlm.tokens import count_text
 
     assert plenty["findings"] == sum(count_text(i.text) + 4 for i in hungry.items)  # never more than needed
+
+
+def test_jsonl_streams_the_run_as_events_a_script_can_follow(tmp_path: Path) -> None:
+    synthesis = {"answer": "2000", "explanation": "Counted.", "citations": ["F1"]}
+    proc, trace = _answer_run(tmp_path, synthesis, "--jsonl")
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert all(e["schema"] == "rlm-events/1" for e in events)
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "start" and kinds[-2:] == ["answer", "summary"]
+    assert kinds.count("step") == 3 and "finding" in kinds
+    steps = [e for e in events if e["event"] == "step"]
+    assert [s["action"] for s in steps] == ["execute", "grep", "final"] and steps[0]["shown"] == "2000"
+    findings = [e for e in events if e["event"] == "finding"]
+    assert findings[0]["id"] == "F1" and findings[0]["text"] == "`print(len(context_lines))` gave: 2000"
+    answer = events[-2]
+    assert answer["answer"] == "2000" and answer["citations"][0]["id"] == "F1" and answer["exit_code"] == 0
+    assert events[-1]["trace"] and [e["t"] for e in events] == sorted(e["t"] for e in events)
+    # An error is an event too, and the exit code stays the documented one.
+    bad = run_cli(
+        ["ask", str(tmp_path / "missing.log"), "q", "-m", "scripted/x.json", "--jsonl"], cwd=tmp_path
+    )
+    assert bad.returncode == 3
+    last = json.loads(bad.stdout.splitlines()[-1])
+    assert last["event"] == "error" and last["exit_code"] == 3
