@@ -164,7 +164,7 @@ def ask(
 ) -> None:
     """Answer QUESTION about FILE. The answer goes to stdout; progress to stderr."""
     started = time.monotonic()
-    from rlm.render import StderrReporter
+    from rlm.render import StderrReporter, live_wanted
     from rlm.run import run_ask
     from rlm.settings import load_settings
 
@@ -190,7 +190,8 @@ def ask(
         _die(f"--explain-to must be stderr or stdout, not {explain_to!r}", int(ExitCode.USAGE))
     if jsonl and as_json:
         _die("--json and --jsonl both write stdout: choose one", int(ExitCode.USAGE))
-    reporter = StderrReporter(quiet=quiet)
+    # The status line shows from the first moment, before the input is read or a model started.
+    reporter = StderrReporter(quiet=quiet, live=live_wanted(sys.stderr, quiet))
     progress: Any = reporter
     events = None
     if jsonl:
@@ -209,20 +210,24 @@ def ask(
         settings = load_settings(flags)
         result = run_ask(settings, file, question, progress=progress, stdin=sys.stdin.buffer, started=started)
     except KeyboardInterrupt:
+        reporter.close()
         _die("interrupted; the trace so far is kept", int(ExitCode.INTERRUPTED))
         return
     except RlmError as exc:
+        reporter.close()
         if events is not None:
             events.emit("error", message=exc.message, exit_code=int(exc.exit_code), trace=exc.trace_path)
         _fail(exc.message, int(exc.exit_code), as_json, reporter, exc)
         return
     except Exception as exc:  # the last resort, for what run_ask did not see
+        reporter.close()
         what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
         _fail(f"internal error ({what}); please report it", int(ExitCode.NO_ANSWER), as_json, reporter)
         return
     # The run is over: a Ctrl-C from here on ends the process with the run's own exit code
     # (the answer may already be on stdout), never by the signal.
     _exit_on_signal(result.exit_code)
+    reporter.close()  # the status line goes before the answer is printed
     if as_json:
         _print_json({**_result_json(result, question), "warnings": reporter.warnings})
     elif events is not None:

@@ -225,7 +225,15 @@ class Engine:
         }
         self.trace.add_step(entry)
         self.progress(
-            "step", {"node": node.id, "depth": node.depth, "step": step, "action": action, "outcome": outcome}
+            "step",
+            {
+                "node": node.id,
+                "depth": node.depth,
+                "step": step,
+                "action": action,
+                "outcome": outcome,
+                "usage": self.budget.usage.to_dict(),
+            },
         )
 
     @staticmethod
@@ -436,6 +444,9 @@ class Engine:
             else f"the investigation stopped early: {result.detail or result.stop}"
         )
         model = self.root_model if node.depth == 0 else self.sub_model
+        self.progress(
+            "phase", {"what": "writing the answer" if node.depth == 0 else f"writing {node.id}'s answer"}
+        )
         synthesis = synthesize(
             model,
             node.question,

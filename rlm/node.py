@@ -168,6 +168,7 @@ class Node:
                     return self._result(None, "budget", step - 1, exc.detail)
                 started = time.monotonic()
                 try:
+                    e.progress("phase", {"what": f"waiting for the model ({self.id}, step {step})"})
                     reply = self.model.complete(
                         messages, tools=self.tools, max_tokens=self.sizing.reply_tokens
                     )
@@ -180,6 +181,8 @@ class Node:
                 action = self._parse(reply)
                 stopped: BudgetExceeded | None = None
                 try:
+                    if isinstance(action, Action):
+                        e.progress("phase", {"what": f"running {action.name} ({self.id}, step {step})"})
                     outcome = self._act(action, step)
                 except BudgetExceeded as exc:  # a sub-call hit a limit: this step is the last
                     stopped = exc

@@ -6,7 +6,10 @@ writes there. Colour only when stderr is a terminal.
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
+import time
 from typing import Any, TextIO
 
 from rlm.actions import Action, ParseError
@@ -14,23 +17,105 @@ from rlm.redact import redact_text
 from rlm.textcap import cap_line
 
 
-class StderrReporter:
-    """Turns engine events into one short line each on stderr."""
+def live_wanted(stream: TextIO, quiet: bool) -> bool:
+    """A live status line only for a person at a terminal that can draw one."""
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    return tty and not quiet and os.environ.get("TERM", "") != "dumb"
 
-    def __init__(self, stream: TextIO | None = None, quiet: bool = False) -> None:
+
+class LiveStatus:
+    """The bottom line of a terminal while a run goes: what is happening now and for how
+    long, the step, tokens and cost so far. Lines printed meanwhile scroll above it."""
+
+    def __init__(self, console: Any) -> None:
+        self.console = console
+        self.phase = "starting"
+        self.since = time.monotonic()
+        self.step = ""
+        self.tokens = 0
+        self.cost: float | None = None
+        self._status = console.status(self._text(), spinner="dots")
+        self._done = threading.Event()
+        self._ticker = threading.Thread(target=self._tick, name="rlm-status", daemon=True)
+
+    def start(self) -> None:
+        self._status.start()
+        self._ticker.start()
+
+    def stop(self) -> None:
+        if not self._done.is_set():
+            self._done.set()
+            self._status.stop()
+
+    def update(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "phase":
+            self.phase, self.since = data["what"], time.monotonic()
+        elif kind == "step":
+            self.step = f"{data['node']}.{data['step']}"
+            usage = data.get("usage") or {}
+            self.tokens = int(usage.get("total_tokens") or 0)
+            self.cost = usage.get("cost_usd")
+        else:
+            return
+        self._status.update(self._text())
+
+    def _tick(self) -> None:
+        while not self._done.wait(0.5):  # the seconds of the current phase keep counting
+            self._status.update(self._text())
+
+    def _text(self) -> str:
+        parts = [f"{self.phase} · {time.monotonic() - self.since:.0f} s"]
+        if self.step:
+            parts.append(f"step {self.step}")
+        parts.append(f"{self.tokens:,} tokens")
+        if self.cost is not None:
+            parts.append(f"${self.cost:.4f}")
+        return " · ".join(parts)
+
+
+class StderrReporter:
+    """Turns engine events into one short line each on stderr, and on a terminal keeps a
+    live status line below them (rich; NO_COLOR and TERM=dumb respected)."""
+
+    def __init__(self, stream: TextIO | None = None, quiet: bool = False, live: bool = False) -> None:
         self.stream = stream or sys.stderr
         self.quiet = quiet
-        self.color = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.color = (
+            hasattr(self.stream, "isatty")
+            and self.stream.isatty()
+            and "NO_COLOR" not in os.environ
+            and os.environ.get("TERM", "") != "dumb"
+        )
         self.warnings: list[str] = []  # every warning shown, for --json
+        self.live: LiveStatus | None = None
+        self.console: Any = None
+        if live:
+            from rich.console import Console
+
+            self.console = Console(file=self.stream, highlight=False)
+            self.live = LiveStatus(self.console)
+            self.live.start()
+
+    def close(self) -> None:
+        """Remove the status line (before the summary, and on every way out)."""
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
 
     def _write(self, text: str, style: str | None = None) -> None:
         text = redact_text(text)
+        if self.console is not None and self.live is not None:
+            styles = {"dim": "dim", "warn": "yellow", "err": "red", "ok": "green"}
+            self.console.print(text, style=styles.get(style or "", None), markup=False, highlight=False)
+            return
         if self.color and style:
             codes = {"dim": "2", "warn": "33", "err": "31", "ok": "32"}
             text = f"\033[{codes[style]}m{text}\033[0m"
         print(text, file=self.stream, flush=True)
 
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        if self.live is not None:
+            self.live.update(kind, data)
         if kind == "warning":
             self.warn(data["message"])
             return
@@ -78,9 +163,11 @@ class StderrReporter:
         self._write(f"rlm: warning: {message}", "warn")
 
     def error(self, message: str) -> None:
+        self.close()
         self._write(f"rlm: {message}", "err")
 
     def summary(self, result: Any) -> None:
+        self.close()
         if self.quiet:
             return
         usage = result.usage or {}

@@ -117,6 +117,8 @@ def run_ask(
     trace.flush()  # a directory that cannot take the trace is said now, not at the end
     engine: Engine | None = None
     try:
+        if progress:
+            progress("phase", {"what": "reading the input"})
         with open_source(input_arg, cache_dir=settings.cache_dir, stdin=stdin) as source:
             profile = source.profile
             # The sha256 of a file seen for the first time is still being computed: it is
@@ -132,6 +134,15 @@ def run_ask(
                 if progress:
                     progress("warning", {"message": note})
             try:
+                if progress:
+                    progress(
+                        "phase",
+                        {
+                            "what": "starting the model"
+                            if settings.model in (None, "local")
+                            else "loading the model client"
+                        },
+                    )
                 with open_models(settings) as (root, sub):
                     trace.update(models={"root": root.model, "sub": sub.model})
                     engine = Engine(

@@ -1,0 +1,92 @@
+"""The live status line, seen as a person at a terminal sees it: stderr on a pseudo-terminal."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import FIXTURES, cli_env, write_script
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def _run_on_a_terminal(
+    tmp_path: Path, extra_env: dict[str, str], *flags: str
+) -> tuple[str, str, float | None]:
+    """(stdout, what the terminal showed on stderr, seconds until a status appeared)."""
+    model = write_script(
+        tmp_path / "s.json",
+        [
+            {"tool": "grep", "args": {"pattern": "HEAD"}, "delay": 1.5},
+            {"tool": "final", "args": {"answer": "7"}},
+            "7",
+        ],
+    )
+    master, slave = pty.openpty()
+    env = cli_env(tmp_path, {"TERM": "xterm-256color", "COLUMNS": "120", **extra_env})
+    env.pop("NO_COLOR", None) if "NO_COLOR" not in extra_env else None
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlm", "ask", str(FIXTURES / "access.log"), "q", "-m", model, *flags],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+    )
+    os.close(slave)
+    shown = b""
+    first_status: float | None = None
+    while True:
+        ready, _, _ = select.select([master], [], [], 0.1)
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+            plain = ANSI.sub("", shown.decode(errors="replace"))
+            if first_status is None and re.search(
+                r"\w[^\n]* · \d+ s · [\d,]+ tokens",
+                plain,  # any status: what, for how long, tokens
+            ):
+                first_status = time.monotonic() - started
+        elif proc.poll() is not None:
+            break
+    os.close(master)
+    out = proc.stdout.read().decode() if proc.stdout else ""
+    proc.wait(timeout=30)
+    assert proc.returncode == 0
+    return out, shown.decode(errors="replace"), first_status
+
+
+def test_a_status_line_shows_within_a_second_and_says_what_is_happening(tmp_path: Path) -> None:
+    out, shown, first = _run_on_a_terminal(tmp_path, {})
+    assert out == "7\n"  # stdout is untouched by the status line
+    assert first is not None and first < 1.0, first
+    plain = ANSI.sub("", shown)
+    assert "waiting for the model (n0, step 1) · 1 s" in plain  # the seconds count while it waits
+    assert "writing the answer" in plain and "step n0.1" in plain and "tokens" in plain
+    assert "n0.1 grep /HEAD/" in plain and "rlm: final" in plain  # the usual lines scroll above it
+
+
+def test_no_color_and_a_dumb_terminal_are_respected(tmp_path: Path) -> None:
+    _, shown, _ = _run_on_a_terminal(tmp_path, {"NO_COLOR": "1"})
+    assert not re.search(r"\x1b\[(?:\d+;)*3\dm", shown)  # no foreground colours
+    dumb = tmp_path / "dumb"
+    dumb.mkdir()
+    _, shown, first = _run_on_a_terminal(dumb, {"TERM": "dumb"})
+    assert first is None and "\x1b[" not in shown  # plain lines only, one per step
+    assert "n0.1 grep /HEAD/" in shown
+
+
+def test_quiet_shows_nothing(tmp_path: Path) -> None:
+    out, shown, first = _run_on_a_terminal(tmp_path, {}, "-q")
+    assert out == "7\n" and first is None and shown.strip() == ""
