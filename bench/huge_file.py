@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -33,45 +32,21 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE_LOG = Path(os.environ.get("RLM_BENCH_SOURCE", ROOT / "fixtures" / "data" / "elastic" / "apache_logs"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import bigfiles  # noqa: E402  (tests/bigfiles.py: the real-line file builders)
+
 LITERAL = "Googlebot/2.1"
 REGEX = r'" (4|5)[0-9]{2} '
 GREP_E = r'" (4|5)[0-9]{2} '
-_DATE = re.compile(rb"\[(\d\d/[A-Z][a-z]{2}/\d{4}):")
 
 
 def build_log(path: Path, size_mb: int) -> int:
-    """Replay the real lines until `size_mb` MB, shifting dates 4 days per pass."""
-    lines = SOURCE_LOG.read_bytes().splitlines(keepends=True)
-    parts: list[tuple[bytes, bytes, bytes]] = []
-    for line in lines:
-        m = _DATE.search(line)
-        if m is None:
-            parts.append((line, b"", b""))
-        else:
-            parts.append((line[: m.start(1)], m.group(1), line[m.end(1) :]))
-    dates = sorted({d for _, d, _ in parts if d})
-    target = size_mb * 1024 * 1024
-    written = 0
-    with open(path, "wb") as out:
-        k = 0
-        while written < target:
-            shift = timedelta(days=4 * k)
-            new = {
-                d: (datetime.strptime(d.decode(), "%d/%b/%Y") + shift).strftime("%d/%b/%Y").encode()
-                for d in dates
-            }
-            blob = b"".join(a + new[d] + c if d else a for a, d, c in parts)
-            if written + len(blob) > target:
-                blob = blob[: blob.rfind(b"\n", 0, target - written) + 1] or blob
-            out.write(blob)
-            written += len(blob)
-            k += 1
-    return written
+    """Replay the real lines until `size_mb` MiB, shifting dates 4 days per pass (tests/bigfiles.py)."""
+    return bigfiles.apache_log(path, size_mb * 1024 * 1024)
 
 
 def median_time(fn: Callable[[], object], repeats: int) -> float:

@@ -263,14 +263,18 @@ def _fail(message: str, code: int, as_json: bool, reporter: Any, exc: RlmError |
     _die(message, code)
 
 
+def _flush_and_exit(code: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(code)
+
+
 def _exit_on_signal(code: int) -> None:
     def handler(signum: int, frame: Any) -> None:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
-        os._exit(code)
+        _flush_and_exit(code)
 
     signal.signal(signal.SIGINT, handler)
     signal.signal(signal.SIGTERM, handler)
@@ -332,12 +336,7 @@ def main() -> None:
         print(code, file=sys.stderr)
         code = 1
     atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            pass
-    os._exit(code)
+    _flush_and_exit(code)
 
 
 if __name__ == "__main__":

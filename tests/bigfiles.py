@@ -33,7 +33,10 @@ def _repeat(path: Path, target: int, blob_for_pass: Callable[[int], bytes], head
         while written < target:
             blob = blob_for_pass(k)
             if written + len(blob) > target:
-                blob = blob[: blob.rfind(b"\n", 0, target - written) + 1] or blob
+                cut = blob.rfind(b"\n", 0, target - written)
+                if cut < 0:
+                    break  # not one more whole line fits
+                blob = blob[: cut + 1]
             out.write(blob)
             written += len(blob)
             k += 1
