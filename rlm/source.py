@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, BinaryIO
 
 from rlm.errors import InputError
+from rlm.tables import TableError, describe_table, ensure_table
 from rlm.textfile import INDEX_FLAG_ASCII, MappedText, detect_encoding, line_starts, write_index
 
 __all__ = ["Profile", "Source", "open_source", "default_cache_dir", "HEAD_LINES", "TAIL_LINES"]
@@ -83,6 +84,9 @@ class Profile:
     tail: list[str] = field(default_factory=list)
     longest_line: int = 0  # bytes, line ending included
     index_path: str | None = None
+    # The parsed table (rlm.tables): its description, and the DuckDB file the worker opens.
+    table: dict[str, Any] | None = field(default=None, compare=False)
+    table_path: str | None = None
 
     @property
     def sha256(self) -> str:
@@ -91,7 +95,7 @@ class Profile:
 
     def to_dict(self, *, wait: bool = True) -> dict[str, Any]:
         """The profile as JSON; with wait=False, sha256 is None while it is still being computed."""
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "digest"}
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_RECORDED}
         out["sha256"] = self.sha256 if wait or self.digest.done() else None
         return out
 
@@ -115,6 +119,8 @@ class Profile:
             )
         if self.invalid_lines and not self.binary:
             out.append(f"{self.invalid_lines:,} lines hold invalid bytes (shown as U+FFFD).")
+        if self.table:
+            out.append(describe_table(self.table))
         budget = max_chars - sum(len(x) + 1 for x in out)
         sample = self._sample_lines()
         if sample and budget > 40:
@@ -140,6 +146,9 @@ class Profile:
         if tail:
             parts.append(("Last lines:", tail))
         return parts
+
+
+_NOT_RECORDED = ("digest", "table", "table_path")
 
 
 class Source:
@@ -338,13 +347,30 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
         )
         binary = text.binary
         sample = text.lines[:50]
+        table_sample = text.lines[:200]
+    fmt = "binary" if binary else _detect_format(sample, display, head_bytes)
+    table = None
+    if not binary and os.environ.get("RLM_TABLES", "").lower() not in ("0", "off", "no"):
+        try:
+            table = ensure_table(
+                path,
+                fmt,
+                cache_base=cache.base,
+                n_lines=n,
+                encoding=encoding,
+                invalid_lines=facts["invalid_lines"],
+                sample=table_sample,
+                owned=owned,
+            )
+        except TableError:
+            table = None  # the investigation goes on without sql()
     return Profile(
         path=os.path.abspath(path),
         display_name=display,
         size=st.st_size,
         lines=n,
         encoding=encoding,
-        format="binary" if binary else _detect_format(sample, display, head_bytes),
+        format=fmt,
         digest=sha,
         invalid_lines=facts["invalid_lines"],
         binary=binary,
@@ -352,6 +378,8 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
         tail=tail,
         longest_line=facts["longest_line"],
         index_path=index_path,
+        table=table,
+        table_path=table["path"] if table else None,
     )
 
 
@@ -446,6 +474,7 @@ class _Cache:
 
     def __init__(self, directory: str, key: str) -> None:
         self.directory = directory
+        self.base = os.path.join(directory, key)
         self.facts_path = os.path.join(directory, f"{key}.json")
         self.index_path = os.path.join(directory, f"{key}.idx")
 
