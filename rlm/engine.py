@@ -134,6 +134,7 @@ class Engine:
             # the kernel layer measures that itself, so only the headroom is ours to give.
             # drop_to_uid stays None: the kernel layer drops root to nobody by itself.
             memory_bytes=self.settings.memory_headroom_mb * 1024 * 1024,
+            extra={"table_path": self.profile.table_path} if path is None and self.profile.table_path else {},
         )
 
     def start_sandbox(self, node: Node) -> Sandbox:

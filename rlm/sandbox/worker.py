@@ -70,6 +70,9 @@ class Worker:
             index_path=spec.get("index_path"),
         )
         self._context: Any = None
+        from rlm.tables import sql_helper
+
+        self.sql = sql_helper(spec)  # opens the table now: after lock-down no file can be opened
         self.notes: list[str] = []
         self.final_answer: str | None = None
         from rlm.sandbox.policy import Interpreter
@@ -82,6 +85,7 @@ class Worker:
             "context_lines": self.text.lines,
             "peek": self.peek,
             "grep": self.grep,
+            "sql": self.sql,
             "llm_query": self.llm_query,
             "partition_map": self.partition_map,
             "note": self.note,
