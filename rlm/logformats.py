@@ -136,8 +136,8 @@ SYSLOG_COLUMNS = (
 
 # sshd messages and the event each one is, tried in order (first match wins).
 SSHD_EVENTS: tuple[tuple[str, str], ...] = (
-    ("failed", r"^Failed \S+ for "),
-    ("accepted", r"^Accepted \S+ for "),
+    ("failed", r"^(?:message repeated \d+ times: \[ )?Failed \S+ for "),
+    ("accepted", r"^(?:message repeated \d+ times: \[ )?Accepted \S+ for "),
     ("invalid_user", r"^Invalid user "),
     ("invalid_user_request", r"^input_userauth_request: invalid user "),
     ("auth_failure", r"authentication failure;"),
@@ -159,8 +159,9 @@ SSHD_EVENTS: tuple[tuple[str, str], ...] = (
 
 # The user name, in order of the phrasings above; the first non-empty match wins.
 _SSHD_USER = (
-    r"^(?:Failed|Accepted) \S+ for (?:invalid user )?(\S*) from ",
-    r"^Invalid user (\S*) from ",
+    # user names may hold spaces ("invalid user  0101"): anchor on what follows them
+    r"^(?:message repeated \d+ times: \[ )?(?:Failed|Accepted) \S+ for (?:invalid user )?(.*) from \S+ port \d+",
+    r"^Invalid user (.*) from \S+(?: port \d+)?$",
     r"invalid user (\S*) \[preauth\]",
     r"\buser=(\S+)",
     r"(?:authentication failures|attempts exceeded) for (?:invalid user )?(\S+)",

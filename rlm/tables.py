@@ -486,16 +486,16 @@ class SqlSession:
         )
         con = self.con
         _utc(con)
+        # The file's table by its full name: a bare `main.log` inside a temp view is the view itself.
+        self._table = (
+            '"' + con.execute("SELECT current_database()").fetchone()[0].replace('"', '""') + '".main.log'
+        )
+        self._view: tuple[int, int] | None = None
         if start_line is not None or end_line is not None:
             a = max(1, int(start_line or 1))
             b = int(end_line) if end_line is not None else (1 << 62)
-            con.execute(
-                f"CREATE TEMP VIEW log AS SELECT * REPLACE (line_no - {a - 1} AS line_no) "
-                f"FROM main.log WHERE line_no BETWEEN {a} AND {b}"
-            )
             self._view = (a, b)
-        else:
-            self._view = None
+            self._restore_log()
         for name in ("python_enable_replacements", "python_scan_all_frames"):
             try:
                 con.execute(f"SET {name} = false")
@@ -536,7 +536,7 @@ class SqlSession:
             a, b = self._view
             self.con.execute(
                 f"CREATE OR REPLACE TEMP VIEW log AS SELECT * REPLACE (line_no - {a - 1} AS line_no) "
-                f"FROM main.log WHERE line_no BETWEEN {a} AND {b}"
+                f"FROM {self._table} WHERE line_no BETWEEN {a} AND {b}"
             )
 
     def sql(self, query: str) -> SqlResult:
