@@ -779,6 +779,8 @@ def worker_spec_for(
         # the kernel layer measures that itself, so only the headroom is ours to give.
         # drop_to_uid stays None: the kernel layer drops root to nobody by itself.
         memory_bytes=settings.memory_headroom_mb * 1024 * 1024,
+        # The parsed table of the input (rlm.tables), opened by the worker before lock-down.
+        extra={"table_path": profile.table_path} if profile.table_path else {},
     )
 
 

@@ -30,6 +30,9 @@ llm_query, partition_map, note(text) to record a finding, and final(answer).
 about lines start_line..end_line, or about a string you built; returns its answer.
 - partition_map(question, chunk_lines=None, chunk_chars=None): the helper answers the question for every \
 chunk of the file; returns the answers in order (also stored in the variable `results`).
+- sql(query) inside execute: a read-only DuckDB SQL query over the table `log` (line_no, line, and the \
+fields the profile lists for this file's format); returns a list of row tuples, shown as a table when it is \
+the last expression. Prefer it for counts, distinct values and group-bys: it is exact and fast on the whole file.
 - final(answer): give your answer and stop. Allowed only after you have looked at the data.
 
 What you establish is kept as findings: the printed result of every cell, each grep's count and first \

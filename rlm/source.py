@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, BinaryIO
 
 from rlm.errors import InputError
+from rlm.tables import TableError, describe_table, ensure_table
 from rlm.textfile import INDEX_FLAG_ASCII, MappedText, detect_encoding, line_starts, write_index
 
 __all__ = ["Profile", "Source", "open_source", "default_cache_dir", "HEAD_LINES", "TAIL_LINES"]
@@ -34,6 +35,7 @@ TAIL_LINES = 5
 SAMPLE_LINE_CHARS = 200  # each head/tail line is cut to this many characters
 # Bytes of a line the profile reads: a 100 MB single-line JSON costs 64 KB, not its size.
 PROFILE_LINE_BYTES = 64 * 1024
+TABLE_LINE_MAX_BYTES = 1024 * 1024
 _HASH_CHUNK = 16 * 1024 * 1024
 _SPOOL_CHUNK = 1024 * 1024
 _FINGERPRINT_BLOCK = 64 * 1024
@@ -91,6 +93,9 @@ class Profile:
     # transcoded once into the cache (every worker and window then reads UTF-8).
     work_path: str = ""
     work_encoding: str = "utf-8"
+    # The parsed table (rlm.tables): its description, and the DuckDB file the worker opens.
+    table: dict[str, Any] | None = field(default=None, compare=False)
+    table_path: str | None = None
 
     @property
     def sha256(self) -> str:
@@ -123,6 +128,8 @@ class Profile:
             )
         if self.invalid_lines and not self.binary:
             out.append(f"{self.invalid_lines:,} lines hold invalid bytes (shown as U+FFFD).")
+        if self.table:
+            out.append(describe_table(self.table))
         budget = max_chars - sum(len(x) + 1 for x in out)
         sample = self._sample_lines()
         if sample and budget > 40:
@@ -150,7 +157,7 @@ class Profile:
         return parts
 
 
-_NOT_RECORDED = ("digest", "work_path", "work_encoding")
+_NOT_RECORDED = ("digest", "work_path", "work_encoding", "table", "table_path")
 
 
 class Source:
@@ -349,13 +356,33 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
         tail = [_cap(text.display(first_bytes(i))) for i in range(max(HEAD_LINES, n - TAIL_LINES), n)]
         binary = text.binary
         sample = [first_bytes(i) for i in range(min(n, 50))]
+        table_sample = [first_bytes(i) for i in range(min(n, 200))]
+    fmt = "binary" if binary else _detect_format(sample, display, head_bytes)
+    table = None
+    # Lines longer than this are not records (a one-line JSON document, a minified file):
+    # a table of them would only copy the file into memory.
+    tabular = facts["longest_line"] <= TABLE_LINE_MAX_BYTES
+    if tabular and not binary and os.environ.get("RLM_TABLES", "").lower() not in ("0", "off", "no"):
+        try:
+            table = ensure_table(
+                work_path,
+                fmt,
+                cache_base=cache.base,
+                n_lines=n,
+                encoding="utf-8",  # the worker's copy: UTF-16/32 input is transcoded first
+                invalid_lines=facts["invalid_lines"],
+                sample=table_sample,
+                owned=owned,
+            )
+        except TableError:
+            table = None  # the investigation goes on without sql()
     return Profile(
         path=os.path.abspath(path),
         display_name=display,
         size=st.st_size,
         lines=n,
         encoding=encoding,
-        format="binary" if binary else _detect_format(sample, display, head_bytes),
+        format=fmt,
         digest=sha,
         invalid_lines=facts["invalid_lines"],
         binary=binary,
@@ -364,6 +391,8 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
         longest_line=facts["longest_line"],
         index_path=index_path,
         work_path=os.path.abspath(work_path),
+        table=table,
+        table_path=table["path"] if table else None,
     )
 
 
@@ -473,6 +502,7 @@ class _Cache:
 
     def __init__(self, directory: str, key: str) -> None:
         self.directory = directory
+        self.base = os.path.join(directory, key)
         self.facts_path = os.path.join(directory, f"{key}.json")
         self.index_path = os.path.join(directory, f"{key}.idx")
 

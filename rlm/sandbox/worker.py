@@ -76,6 +76,9 @@ class Worker:
             index_path=spec.get("index_path"),
         )
         self._context: Any = None
+        from rlm.tables import sql_helper
+
+        self.sql = sql_helper(spec)  # opens the table now: after lock-down no file can be opened
         self.notes: list[str] = []
         self.final_answer: str | None = None
         self.interpreter = Interpreter(self._protected())
@@ -113,6 +116,7 @@ class Worker:
             "context_lines": self.text.lines,
             "peek": peek,
             "grep": grep,
+            "sql": self.sql,
             "llm_query": llm_query,
             "partition_map": partition_map,
             "note": note,

@@ -1,0 +1,588 @@
+"""Logs as tables: each format's columns on the real files, checked against loghub's
+`_structured.csv` where it exists; the table cached beside the index; and `sql()`
+in the real locked-down worker, confined and bounded (the attack battery for DuckDB).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import pytest
+from conftest import run_cli, write_script
+
+from rlm.sandbox.client import Sandbox, WorkerLost, WorkerSpec
+from rlm.settings import Settings
+from rlm.source import open_source
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "fixtures" / "data"
+LOGHUB = DATA / "loghub"
+ACCESS = ROOT / "fixtures" / "access.log"
+AUTH = ROOT / "fixtures" / "auth.log"
+
+
+def _rows(path: Path, cache: Path, query: str) -> tuple[object, list[tuple]]:
+    src = open_source(str(path), cache_dir=str(cache))
+    assert src.profile.table_path, "no table was built"
+    with duckdb.connect(src.profile.table_path, read_only=True) as con:
+        con.execute("SET TimeZone = 'UTC'")
+        return src.profile, con.execute(query).fetchall()
+
+
+def _columns(path: Path, cache: Path) -> dict[str, str]:
+    src = open_source(str(path), cache_dir=str(cache))
+    return dict(src.profile.table["columns"])
+
+
+def _structured(name: str) -> dict[int, dict[str, str]]:
+    with open(LOGHUB / f"{name}_2k.log_structured.csv", encoding="utf-8", newline="") as fh:
+        return {int(r["LineId"]): r for r in csv.DictReader(fh)}
+
+
+# --------------------------------------------------------------------------- access logs
+
+_ACCESS_PY = re.compile(
+    r'^(\S+) (\S+) (\S+) \[([^\]]+)\] "(\S+) (\S+) (\S+)" (\d{3}) (\d+|-)(?: "([^"]*)" "(.*)")?$'
+)
+
+
+@pytest.mark.parametrize(
+    "path", [ACCESS, DATA / "elastic" / "apache_logs"], ids=["access.log", "apache_logs"]
+)
+def test_access_log_columns_match_a_line_by_line_parse(tmp_path: Path, path: Path) -> None:
+    profile, rows = _rows(
+        path,
+        tmp_path,
+        'SELECT line_no, ip, ident, "user", ts, method, path, protocol, status, bytes, referrer, agent '
+        "FROM log ORDER BY line_no",
+    )
+    assert profile.table["format"] == "apache-combined"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert len(rows) == len(lines)
+    checked = 0
+    for (line_no, *got), line in zip(rows, lines, strict=True):
+        m = _ACCESS_PY.match(line)
+        if m is None:
+            continue
+        ip, ident, user, ts, method, p, proto, status, size, ref, agent = m.groups()
+        want_ts = datetime.strptime(ts, "%d/%b/%Y:%H:%M:%S %z")
+        assert got == [
+            ip,
+            ident,
+            user,
+            want_ts,
+            method,
+            p,
+            proto,
+            int(status),
+            None if size == "-" else int(size),
+            ref,
+            agent,
+        ], f"line {line_no}: {line}"
+        checked += 1
+    assert checked >= 0.99 * len(lines)
+
+
+def test_the_readme_404_question_is_one_query(tmp_path: Path) -> None:
+    want = sum(1 for line in ACCESS.read_text().splitlines() if line.split()[8] == "404")
+    _, rows = _rows(ACCESS, tmp_path, "SELECT count(*) FROM log WHERE status = 404")
+    assert rows == [(want,)] and want == 35
+
+
+def test_an_nginx_named_access_log_is_nginx_combined(tmp_path: Path) -> None:
+    path = tmp_path / "nginx_access.log"
+    shutil.copy(ACCESS, path)
+    assert open_source(str(path), cache_dir=str(tmp_path / "c")).profile.table["format"] == "nginx-combined"
+
+
+def test_common_log_format_and_unparsed_lines_keep_null_fields(tmp_path: Path) -> None:
+    lines = [
+        " ".join(line.split('"')[0:3]).replace("  ", " ") for line in ACCESS.read_text().splitlines()[:30]
+    ]
+    common = [line.split(' "')[0] + ' "' + line.split('"')[1] + '" ' + line.split('" ')[1].split(" ")[0] + " 10"
+              for line in ACCESS.read_text().splitlines()[:30]]  # fmt: skip
+    del lines
+    mixed = common[:10] + ["", "garbage that is not a request", "\tindented"] + common[10:]
+    path = tmp_path / "common.log"
+    path.write_bytes(("\r\n".join(mixed) + "\r\n").encode())
+    profile, rows = _rows(
+        path, tmp_path / "c", "SELECT line_no, line, status, bytes, agent FROM log ORDER BY line_no"
+    )
+    assert profile.table["format"] == "apache-common"
+    assert [r[0] for r in rows] == list(range(1, len(mixed) + 1))
+    assert [r[1] for r in rows] == mixed  # CRLF endings dropped, as context_lines does
+    assert rows[10][2:] == (None, None, None) and rows[11][2:] == (None, None, None)
+    assert rows[0][2] == 200 and rows[0][3] == 10 and rows[0][4] is None
+    assert profile.table["parsed"] == len(common)
+
+
+# --------------------------------------------------------------------------- log4j-style, against loghub
+
+
+def _ts(con_value: datetime, fmt: str) -> str:
+    return con_value.strftime(fmt)
+
+
+def test_hdfs_matches_loghub(tmp_path: Path) -> None:
+    _, rows = _rows(
+        LOGHUB / "HDFS_2k.log", tmp_path, "SELECT line_no, ts, pid, level, component, message FROM log"
+    )
+    truth = _structured("HDFS")
+    for line_no, ts, pid, level, component, message in rows:
+        t = truth[line_no]
+        assert (_ts(ts, "%y%m%d"), _ts(ts, "%H%M%S"), pid, level, component, message.strip()) == (
+            t["Date"].zfill(6),
+            t["Time"].zfill(6),
+            int(t["Pid"]),
+            t["Level"],
+            t["Component"],
+            t["Content"].strip(),
+        ), line_no
+    assert len(rows) == len(truth) == 2000
+
+
+def test_hadoop_matches_loghub(tmp_path: Path) -> None:
+    _, rows = _rows(
+        LOGHUB / "Hadoop_2k.log", tmp_path, "SELECT line_no, ts, level, thread, component, message FROM log"
+    )
+    truth = _structured("Hadoop")
+    checked = 0
+    for line_no, ts, level, thread, component, message in rows:
+        if line_no not in truth or ts is None:
+            continue
+        t = truth[line_no]
+        stamp = ts.strftime("%Y-%m-%d %H:%M:%S,") + f"{ts.microsecond // 1000:03d}"
+        assert (stamp, level, thread, component, message.strip()) == (
+            f"{t['Date']} {t['Time']}",
+            t["Level"],
+            t["Process"],
+            t["Component"],
+            t["Content"].strip(),
+        ), line_no
+        checked += 1
+    assert checked >= 0.99 * len(truth)
+
+
+def test_spark_matches_loghub(tmp_path: Path) -> None:
+    _, rows = _rows(
+        LOGHUB / "Spark_2k.log", tmp_path, "SELECT line_no, ts, level, component, message FROM log"
+    )
+    truth = _structured("Spark")
+    for line_no, ts, level, component, message in rows:
+        t = truth[line_no]
+        assert (ts.strftime("%y/%m/%d %H:%M:%S"), level, component, message.strip()) == (
+            f"{t['Date']} {t['Time']}",
+            t["Level"],
+            t["Component"],
+            t["Content"].strip(),
+        ), line_no
+    assert len(rows) == 2000
+
+
+def test_zookeeper_matches_loghub(tmp_path: Path) -> None:
+    _, rows = _rows(
+        LOGHUB / "Zookeeper_2k.log",
+        tmp_path,
+        "SELECT line_no, ts, level, thread, component, source_line, message FROM log",
+    )
+    truth = _structured("Zookeeper")
+    for line_no, ts, level, thread, component, source_line, message in rows:
+        t = truth[line_no]
+        stamp = ts.strftime("%Y-%m-%d %H:%M:%S,") + f"{ts.microsecond // 1000:03d}"
+        # loghub splits "[thread:Class@line]" at its first ':' (Node) and '@' (Id).
+        assert (stamp, level, f"{thread}:{component}", source_line, message.strip()) == (
+            f"{t['Date']} {t['Time']}",
+            t["Level"],
+            f"{t['Node']}:{t['Component']}",
+            int(t["Id"]),
+            t["Content"].strip(),
+        ), line_no
+
+
+def test_openstack_columns(tmp_path: Path) -> None:
+    path = LOGHUB / "OpenStack_2k.log"
+    profile, rows = _rows(path, tmp_path, "SELECT line_no, logfile, pid, level, component, message FROM log")
+    assert profile.table["format"] == "log4j-openstack"
+    for (line_no, logfile, pid, level, component, message), line in zip(
+        rows, path.read_text().splitlines(), strict=True
+    ):
+        parts = line.split(" ", 6)
+        assert (logfile, str(pid), level, component) == (parts[0], parts[3], parts[4], parts[5]), line_no
+        assert line.endswith(message)
+
+
+# --------------------------------------------------------------------------- syslog, against loghub
+
+
+def test_openssh_syslog_matches_loghub(tmp_path: Path) -> None:
+    profile, rows = _rows(
+        LOGHUB / "OpenSSH_2k.log", tmp_path, "SELECT line_no, ts, host, program, pid, message FROM log"
+    )
+    assert profile.table["format"] == "syslog"
+    truth = _structured("OpenSSH")
+    for line_no, ts, host, program, pid, message in rows:
+        t = truth[line_no]
+        assert (ts.strftime("%b"), ts.day, ts.strftime("%H:%M:%S"), host, program, pid, message.strip()) == (
+            t["Date"],
+            int(t["Day"]),
+            t["Time"],
+            t["Component"],
+            "sshd",
+            int(t["Pid"]),
+            t["Content"].strip(),
+        ), line_no
+
+
+def test_linux_syslog_matches_loghub(tmp_path: Path) -> None:
+    _, rows = _rows(LOGHUB / "Linux_2k.log", tmp_path, "SELECT line_no, host, program, pid, message FROM log")
+    truth = _structured("Linux")
+    parsed = [r for r in rows if r[1] is not None]
+    assert len(parsed) >= 0.99 * len(truth)
+    for line_no, host, program, pid, message in parsed:
+        t = truth[line_no]
+        assert (host, program, "" if pid is None else str(pid), message.strip()) == (
+            t["Level"],
+            t["Component"],
+            t["PID"],
+            t["Content"].strip(),
+        ), line_no
+
+
+def _template_rx(template: str) -> re.Pattern[str]:
+    return re.compile("^" + re.escape(template).replace(re.escape("<*>"), "(.*?)") + "$")
+
+
+@pytest.mark.parametrize(
+    "template, event, fields",
+    [
+        ("Failed password for <*> from <*> port <*> ssh2", "failed", ("user", "ip", "port")),
+        ("Failed password for invalid user <*> from <*> port <*> ssh2", "failed", ("user", "ip", "port")),
+        ("Accepted password for <*> from <*> port <*> ssh2", "accepted", ("user", "ip", "port")),
+        ("Invalid user <*> from <*>", "invalid_user", ("user", "ip")),
+        ("Received disconnect from <*>: <*>: Bye Bye [preauth]", "disconnect", ("ip", None)),
+        ("Connection closed by <*> [preauth]", "connection_closed", ("ip",)),
+    ],
+)
+def test_sshd_fields_match_the_loghub_templates(
+    tmp_path: Path, template: str, event: str, fields: tuple[str | None, ...]
+) -> None:
+    _, rows = _rows(
+        LOGHUB / "OpenSSH_2k.log", tmp_path, "SELECT line_no, event, user, src_ip, src_port FROM log"
+    )
+    truth = _structured("OpenSSH")
+    rx = _template_rx(template)
+    seen = 0
+    for line_no, got_event, user, ip, port in rows:
+        t = truth[line_no]
+        if t["EventTemplate"] != template:
+            continue
+        m = rx.match(t["Content"].strip())
+        assert m, t["Content"]
+        values = dict(zip(fields, m.groups(), strict=True))
+        want = {"user": user, "ip": ip, "port": None if port is None else str(port)}
+        assert got_event == event, (line_no, got_event)
+        for name, value in values.items():
+            if name is not None:
+                assert want[name] == value, (line_no, name, want[name], value)
+        seen += 1
+    assert seen > 0
+
+
+def test_the_auth_log_questions_are_one_query_each(tmp_path: Path) -> None:
+    lines = AUTH.read_text().splitlines()
+    failed = [re.search(r"Failed \S+ for (?:invalid user )?(\S+) from (\S+)", ln) for ln in lines]
+    want_ips = len({m.group(2) for m in failed if m})
+    want_user = Counter(m.group(1) for m in failed if m).most_common(1)[0]
+    _, ips = _rows(AUTH, tmp_path, "SELECT count(DISTINCT src_ip) FROM log WHERE event = 'failed'")
+    _, users = _rows(
+        AUTH,
+        tmp_path,
+        "SELECT user, count(*) FROM log WHERE event = 'failed' GROUP BY 1 ORDER BY 2 DESC LIMIT 1",
+    )
+    assert ips == [(want_ips,)]
+    assert users == [want_user]
+
+
+def test_thunderbird_and_rfc5424_syslog(tmp_path: Path) -> None:
+    profile, rows = _rows(
+        LOGHUB / "Thunderbird_2k.log", tmp_path, "SELECT host, program, pid, message FROM log"
+    )
+    assert profile.table["format"] == "syslog" and profile.table["parsed"] >= 1980
+    assert rows[0] == ("dn228/dn228", "crond(pam_unix)", 2915, "session closed for user root")
+    # The examples of RFC 5424 section 6.5.
+    path = tmp_path / "rfc5424.log"
+    path.write_text(
+        "<34>1 2003-10-11T22:14:15.003Z mymachine.example.com su - ID47 - 'su root' failed for lonvick on /dev/pts/8\n"
+        "<165>1 2003-08-24T05:14:15.000003-07:00 192.0.2.1 myproc 8710 - - %% It's time to make the do-nuts.\n"
+        '<165>1 2003-10-11T22:14:15.003Z mymachine.example.com evntslog - ID47 [exampleSDID@32473 iut="3"] An application event\n'
+    )
+    profile, rows = _rows(path, tmp_path / "c", "SELECT ts, host, program, pid, message FROM log")
+    assert profile.table["format"] == "syslog-rfc5424"
+    assert rows[0][1:] == ("mymachine.example.com", "su", None, "'su root' failed for lonvick on /dev/pts/8")
+    assert rows[1][0] == datetime(2003, 8, 24, 12, 14, 15, 3) and rows[1][3] == 8710
+    assert rows[2][4] == "An application event"
+
+
+# --------------------------------------------------------------------------- CSV and JSON lines
+
+
+def test_csv_columns_with_duckdb_types(tmp_path: Path) -> None:
+    path = DATA / "seaborn" / "taxis.csv"
+    cols = _columns(path, tmp_path)
+    assert cols["passengers"] == "BIGINT" and cols["fare"] == "DOUBLE" and cols["pickup"] == "TIMESTAMP"
+    with open(path, newline="") as fh:
+        recs = list(csv.DictReader(fh))
+    _, rows = _rows(
+        path,
+        tmp_path,
+        "SELECT count(fare), round(sum(fare), 2), min(line_no) FILTER (fare IS NOT NULL) FROM log",
+    )
+    assert rows == [(len(recs), round(sum(float(r["fare"]) for r in recs), 2), 2)]
+    _, first = _rows(path, tmp_path, "SELECT line, fare FROM log WHERE line_no = 1")
+    assert first == [(path.read_text().splitlines()[0], None)]  # the header line: NULL fields
+
+
+@pytest.mark.parametrize("name", ["gsm8k/test.jsonl", "elastic/nginxplus_json_logs"])
+def test_jsonl_top_level_keys_are_columns(tmp_path: Path, name: str) -> None:
+    path = DATA / name
+    objs = [json.loads(line) for line in path.read_text().splitlines()]
+    cols = _columns(path, tmp_path)
+    assert set(objs[0]) <= set(cols)
+    key = "question" if "gsm8k" in name else "nginx_version"
+    _, rows = _rows(path, tmp_path, f'SELECT "{key}" FROM log ORDER BY line_no')
+    assert [r[0] for r in rows] == [o.get(key) for o in objs]
+    if "nginx" in name:
+        assert cols["connections"].startswith("STRUCT(")
+        _, rows = _rows(path, tmp_path, "SELECT sum(connections.accepted) FROM log")
+        assert rows == [(sum(o["connections"]["accepted"] for o in objs),)]
+
+
+# --------------------------------------------------------------------------- the cache
+
+
+def test_the_table_is_built_once_and_reused(tmp_path: Path) -> None:
+    path = tmp_path / "a.log"
+    shutil.copy(ACCESS, path)
+    first = open_source(str(path), cache_dir=str(tmp_path / "c")).profile
+    assert first.table_path and os.path.dirname(first.table_path) == os.path.dirname(first.index_path)
+    stamp = os.stat(first.table_path).st_mtime_ns
+    t0 = time.perf_counter()
+    second = open_source(str(path), cache_dir=str(tmp_path / "c")).profile
+    assert time.perf_counter() - t0 < 1.0
+    assert second.table_path == first.table_path and os.stat(second.table_path).st_mtime_ns == stamp
+    assert second.table == first.table
+    assert "Table `log` (apache-combined)" in second.prompt_block()
+    # a changed file gets a table of its own
+    with open(path, "a") as fh:
+        fh.write(ACCESS.read_text().splitlines()[0] + "\n")
+    third = open_source(str(path), cache_dir=str(tmp_path / "c")).profile
+    assert third.table_path != first.table_path and third.table["rows"] == 2001
+
+
+def test_tables_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RLM_TABLES", "off")
+    profile = open_source(str(ACCESS), cache_dir=str(tmp_path)).profile
+    assert profile.table is None and "Table `log`" not in profile.prompt_block()
+
+
+# --------------------------------------------------------------------------- sql() in the real worker
+
+CPU_SECONDS = 1.0
+WALL_SECONDS = 8.0
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[dict]:
+    base = Path(tempfile.mkdtemp(prefix="rlm-tables-"))
+    os.chmod(base, 0o755)
+    data = base / "access.log"
+    shutil.copy(ACCESS, data)
+    secret_text = f"SECRET-{uuid.uuid4().hex}"
+    secret = base / "secret.csv"
+    secret.write_text(f"a,b\n{secret_text},1\n")
+    for p in (data, secret):
+        os.chmod(p, 0o644)
+    cache = base / "cache"
+    profile = open_source(str(data), cache_dir=str(cache)).profile
+    os.chmod(cache, 0o755)
+    for p in cache.iterdir():
+        os.chmod(p, 0o644)
+    # The spec the product builds (rlm.engine worker_spec): the default memory headroom.
+    spec = WorkerSpec(
+        path=profile.path,
+        encoding=profile.encoding,
+        index_path=profile.index_path,
+        memory_bytes=Settings().memory_headroom_mb * 1024 * 1024,
+        extra={"table_path": profile.table_path},
+    )
+    sandbox = Sandbox(spec)
+    sandbox.start()
+    try:
+        yield {"sandbox": sandbox, "spec": spec, "secret": secret, "secret_text": secret_text, "base": base}
+    finally:
+        sandbox.kill()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _exec(sandbox: Sandbox, code: str) -> tuple[str, dict]:
+    try:
+        return "reply", sandbox.request("exec", timeout=WALL_SECONDS, code=code, cpu_seconds=CPU_SECONDS)
+    except WorkerLost as exc:
+        return "lost", {"error": str(exc)}
+
+
+def test_sql_in_the_worker_answers_and_renders_a_table(world: dict) -> None:
+    kind, reply = _exec(
+        world["sandbox"], 'sql("SELECT status, count(*) AS n FROM log GROUP BY 1 ORDER BY n DESC")'
+    )
+    assert kind == "reply" and reply["error"] is None, reply
+    out = reply["output"].splitlines()
+    assert out[0].split() == ["status", "|", "n"] and out[1].startswith("-------+")
+    assert out[2].split() == ["200", "|", "1845"] and "404    | 35" in reply["output"]
+    assert out[-1] == "(5 rows)"
+    kind, reply = _exec(
+        world["sandbox"],
+        'r = sql("SELECT line_no, ts FROM log LIMIT 2")\nprint(r[1][0], r[1][1].hour, r.columns)',
+    )
+    assert reply["output"] == "2 10 ['line_no', 'ts']\n", reply
+
+
+ESCAPES = [
+    # name, query, phrase the error must contain
+    ("read_csv_passwd", "SELECT * FROM read_csv('/etc/passwd')", "disabled by configuration"),
+    ("read_csv_secret", "SELECT * FROM read_csv('SECRET')", "disabled by configuration"),
+    ("read_text_secret", "SELECT * FROM read_text('SECRET')", "disabled by configuration"),
+    ("glob_etc", "SELECT * FROM glob('/etc/*')", "disabled by configuration"),
+    ("copy_to", "COPY log TO 'MARKER'", "disabled by configuration"),
+    ("copy_select_to", "COPY (SELECT 1) TO 'MARKER' (FORMAT csv)", "disabled by configuration"),
+    ("export_database", "EXPORT DATABASE 'MARKER'", ""),
+    ("attach_file", "ATTACH 'MARKER' AS x", "disabled by configuration"),
+    ("attach_memory_read_secret", "ATTACH ':memory:' AS m; SELECT * FROM read_csv('SECRET')", ""),
+    ("install_httpfs", "INSTALL httpfs", ""),
+    ("load_httpfs", "LOAD httpfs", "disabled"),
+    ("http_read", "SELECT * FROM read_csv('http://127.0.0.1:9/x.csv')", ""),
+    ("set_external_access", "SET enable_external_access = true", "locked"),
+    ("reset_external_access", "RESET enable_external_access", "locked"),
+    ("set_memory_limit", "SET memory_limit = '100GB'", "locked"),
+    ("pragma_threads", "PRAGMA threads = 8", "locked"),
+    ("set_temp_directory", "SET temp_directory = 'MARKER'", "locked"),
+    ("write_to_log", "INSERT INTO main.log (line_no, line) VALUES (0, 'x')", "read-only"),
+    ("drop_log", "DROP TABLE main.log", "read-only"),
+    ("create_secret", "CREATE PERSISTENT SECRET s (TYPE s3, KEY_ID 'a', SECRET 'b')", ""),
+]
+
+
+@pytest.mark.parametrize("name, query, says", ESCAPES, ids=[e[0] for e in ESCAPES])
+def test_sql_is_confined(world: dict, name: str, query: str, says: str) -> None:
+    marker = world["base"] / f"pwned-{name}"
+    q = query.replace("SECRET", str(world["secret"])).replace("MARKER", str(marker))
+    kind, reply = _exec(world["sandbox"], f"print(sql({q!r}))")
+    text = f"{reply.get('output', '')}\n{reply.get('error', '')}"
+    assert kind == "reply", reply
+    assert reply["error"] and "SqlError" in reply["error"], reply
+    assert says in reply["error"]
+    assert world["secret_text"] not in text and not marker.exists()
+    for internal in ("Traceback", "site-packages"):
+        assert internal not in text
+    kind, reply = _exec(world["sandbox"], 'print(sql("SELECT count(*) FROM log")[0][0])')
+    assert kind == "reply" and reply["output"] == "2000\n", reply
+
+
+@pytest.mark.parametrize(
+    "query, says",
+    [
+        ("SELECT count(*) FROM range(1000000000000) t(x) WHERE x % 7 = 3", "stopped after"),
+        ("SELECT count(*) FROM log a, log b, log c", "stopped after"),
+        ("SELECT list(repeat(line, 100)) FROM log, range(1000)", "more memory than the sandbox allows"),
+        ("SELECT length(string_agg(repeat('x', 100000), '')) FROM range(100000)", "more memory"),
+    ],
+    ids=["runs_forever", "cross_join", "collects_rows", "huge_string"],
+)
+def test_a_runaway_query_is_stopped_and_the_session_lives(world: dict, query: str, says: str) -> None:
+    sandbox: Sandbox = world["sandbox"]
+    _exec(sandbox, "kept = 'still here'")
+    started = time.monotonic()
+    kind, reply = _exec(sandbox, f"sql({query!r})")
+    assert kind == "reply", f"worker lost: {reply}"
+    assert says in (reply["error"] or ""), reply
+    assert time.monotonic() - started < CPU_SECONDS + 3
+    kind, reply = _exec(sandbox, 'print(kept, sql("SELECT count(*) FROM log WHERE status = 404")[0][0])')
+    assert reply["output"] == "still here 35\n", reply
+
+
+def test_a_shadowing_temp_table_does_not_outlive_its_call(world: dict) -> None:
+    kind, reply = _exec(
+        world["sandbox"],
+        "sql('CREATE TEMP TABLE log AS SELECT 1 AS x')\nprint(sql('SELECT count(*) FROM log')[0][0])",
+    )
+    assert reply["output"] == "2000\n", reply
+
+
+def test_a_slice_worker_sees_its_lines_renumbered(world: dict) -> None:
+    import dataclasses
+
+    spec = dataclasses.replace(world["spec"], start_line=101, end_line=300)
+    sandbox = Sandbox(spec)
+    sandbox.start()
+    try:
+        kind, reply = _exec(sandbox, 'print(sql("SELECT min(line_no), max(line_no), count(*) FROM log"))')
+        assert "1            | 200          | 200" in reply["output"], reply
+        kind, reply = _exec(
+            sandbox, 'print(sql("SELECT line FROM log WHERE line_no = 1")[0][0] == context_lines[0])'
+        )
+        assert reply["output"] == "True\n", reply
+    finally:
+        sandbox.kill()
+
+
+def test_without_a_table_sql_says_why(tmp_path: Path) -> None:
+    path = tmp_path / "t.txt"
+    path.write_text("one\ntwo\n")
+    sandbox = Sandbox(WorkerSpec(path=str(path), memory_bytes=256 << 20))
+    sandbox.start()
+    try:
+        kind, reply = _exec(sandbox, 'sql("SELECT 1")')
+        assert "sql() is not available here" in reply["error"]
+    finally:
+        sandbox.kill()
+
+
+# --------------------------------------------------------------------------- the product path
+
+
+def test_cli_question_answered_by_one_query(tmp_path: Path) -> None:
+    model = write_script(
+        tmp_path / "s.json",
+        {
+            "log": "calls.jsonl",
+            "replies": [
+                {
+                    "tool": "execute",
+                    "args": {"code": 'sql("SELECT count(*) AS n FROM log WHERE status = 404")'},
+                },
+                {"tool": "final", "args": {"answer": "35 requests returned 404"}},
+                "35 requests returned 404 [F1].",
+            ],
+        },
+    )
+    proc = run_cli(["ask", str(ACCESS), "how many 404s?", "-m", model, "--json", "-q"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["answer"].startswith("35")
+    calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    first = json.dumps(calls[0])
+    assert "Table `log` (apache-combined)" in first and "sql(query)" in first
+    assert "n\\n---\\n35\\n(1 row)" in json.dumps(calls[1]) or "35" in json.dumps(calls[1])
+    assert "internal error" not in proc.stderr.lower()
