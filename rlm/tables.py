@@ -167,8 +167,6 @@ def build_table(
             config={
                 "threads": max(1, os.cpu_count() or 1),
                 "preserve_insertion_order": True,
-                # Its bar would print on stdout, which belongs to the answer.
-                "enable_progress_bar": False,
                 "temp_directory": os.path.join(work, "spill"),
                 "autoinstall_known_extensions": False,
                 "autoload_known_extensions": False,
@@ -288,9 +286,12 @@ def _create_jsonl(con: Any) -> tuple[list[tuple[str, str]], int | str]:
 
 
 def _utc(con: Any) -> None:
-    """Timestamps with a time zone show in UTC, whatever the machine's zone."""
+    """Timestamps with a time zone show in UTC, whatever the machine's zone; and no progress
+    bar: DuckDB prints it on stdout, which belongs to the answer (a connection option, so it
+    cannot be given to connect())."""
     import duckdb
 
+    con.execute("SET enable_progress_bar = false")
     try:
         con.execute("SET TimeZone = 'UTC'")
     except duckdb.Error:
@@ -476,7 +477,6 @@ class SqlSession:
             read_only=True,
             config={
                 "threads": 1,
-                "enable_progress_bar": False,
                 "memory_limit": f"{limit_mb}MB",
                 "max_memory": f"{limit_mb}MB",
                 "temp_directory": "",
