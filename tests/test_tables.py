@@ -478,7 +478,7 @@ ESCAPES = [
     ("set_memory_limit", "SET memory_limit = '100GB'", "locked"),
     ("pragma_threads", "PRAGMA threads = 8", "locked"),
     ("set_temp_directory", "SET temp_directory = 'MARKER'", "locked"),
-    ("write_to_log", "INSERT INTO main.log (line_no, line) VALUES (0, 'x')", "read-only"),
+    ("write_to_log", "INSERT INTO main.log_data (line) VALUES ('x')", "read-only"),
     ("drop_log", "DROP TABLE main.log", "read-only"),
     ("create_secret", "CREATE PERSISTENT SECRET s (TYPE s3, KEY_ID 'a', SECRET 'b')", ""),
 ]
