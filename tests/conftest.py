@@ -73,6 +73,16 @@ def run_cli(
     )
 
 
+def exec_cell(sandbox: Any, code: str, *, wall: float, cpu: float) -> tuple[str, dict[str, Any]]:
+    """Run a cell in a real worker: ("reply", the reply) or ("lost", why) when the worker was killed."""
+    from rlm.sandbox.client import WorkerLost
+
+    try:
+        return "reply", sandbox.request("exec", timeout=wall, code=code, cpu_seconds=cpu)
+    except WorkerLost as exc:
+        return "lost", {"error": str(exc)}
+
+
 def latest_trace(directory: Path) -> dict[str, Any]:
     traces = sorted((directory / "traces").glob("*.json"))
     assert traces, f"no trace written in {directory / 'traces'}"

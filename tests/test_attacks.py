@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import exec_cell
 
-from rlm.sandbox.client import Sandbox, WorkerLost, WorkerSpec
+from rlm.sandbox.client import Sandbox, WorkerSpec
 
 CPU_SECONDS = 1.0
 WALL_SECONDS = 8.0
@@ -435,10 +436,7 @@ def world() -> Iterator[dict]:
 
 
 def _exec(sandbox: Sandbox, code: str) -> tuple[str, dict]:
-    try:
-        return "reply", sandbox.request("exec", timeout=WALL_SECONDS, code=code, cpu_seconds=CPU_SECONDS)
-    except WorkerLost as exc:
-        return "lost", {"error": str(exc)}
+    return exec_cell(sandbox, code, wall=WALL_SECONDS, cpu=CPU_SECONDS)
 
 
 def _no_connection(listener: socket.socket) -> bool:

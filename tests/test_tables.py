@@ -20,9 +20,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import run_cli, write_script
+from conftest import exec_cell, run_cli, write_script
 
-from rlm.sandbox.client import Sandbox, WorkerLost, WorkerSpec
+from rlm.sandbox.client import Sandbox, WorkerSpec
 from rlm.settings import Settings
 from rlm.source import open_source
 
@@ -437,10 +437,7 @@ def world() -> Iterator[dict]:
 
 
 def _exec(sandbox: Sandbox, code: str) -> tuple[str, dict]:
-    try:
-        return "reply", sandbox.request("exec", timeout=WALL_SECONDS, code=code, cpu_seconds=CPU_SECONDS)
-    except WorkerLost as exc:
-        return "lost", {"error": str(exc)}
+    return exec_cell(sandbox, code, wall=WALL_SECONDS, cpu=CPU_SECONDS)
 
 
 def test_sql_in_the_worker_answers_and_renders_a_table(world: dict) -> None:
