@@ -562,7 +562,7 @@ def test_status_with_a_model_but_no_server_is_not_ready(tmp_path: Path) -> None:
 
 
 def _real_model() -> Path | None:
-    if missing_server_modules():
+    if installed_backend() is None:
         return None
     return installed_gguf()
 
@@ -572,7 +572,7 @@ def _real_model() -> Path | None:
 def test_real_server_answers_and_leaves_no_process() -> None:
     gguf = _real_model()
     if gguf is None:
-        pytest.skip("llama-cpp-python[server] or the local model is not installed (run `rlm local setup`)")
+        pytest.skip("no server backend or no local model is installed (run `rlm local setup`)")
     before = _children(os.getpid())
     with local_server(gguf, n_ctx=2048, startup_timeout=300) as ep:
         assert isinstance(ep, LocalEndpoint)
