@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -463,8 +463,7 @@ class _Watchdog:
                 self._cond.wait(0.02)
 
 
-_RLIMIT_GRACE = 1.0  # rlm.sandbox.oslimits kills the worker this long after the cell's CPU limit
-_MARGIN = 0.35  # interrupt this long before that limit, so the query stops and not the worker
+_MARGIN = 0.25  # interrupt this long before the cell's CPU timer, so the query's message is the one shown
 
 
 class SqlSession:
@@ -530,14 +529,13 @@ class SqlSession:
     def _deadlines(self) -> tuple[float, float, float]:
         """(CPU deadline, wall deadline, seconds allowed) for a query starting now."""
         now_cpu = time.process_time()
-        soft, _ = resource.getrlimit(resource.RLIMIT_CPU)
-        if soft == resource.RLIM_INFINITY:
+        # The cell's CPU timer (rlm.sandbox.oslimits, ITIMER_PROF) raises in the cell when it
+        # runs out; stop the query a little before, so the cell gets the query's own message.
+        remaining, _ = signal.getitimer(signal.ITIMER_PROF)
+        if remaining <= 0:
             allowed = self.default_seconds
         else:
-            # The cell's CPU timer set the soft limit at its limit + the grace (rounded up):
-            # stop a little before, so the query is cancelled and the worker lives.
-            allowed = max(0.05, soft - _RLIMIT_GRACE - _MARGIN - now_cpu)
-            allowed = min(allowed, self.default_seconds)
+            allowed = min(max(0.05, remaining - _MARGIN), self.default_seconds)
         return now_cpu + allowed, time.monotonic() + allowed, allowed
 
     def _restore_log(self) -> None:
@@ -569,22 +567,25 @@ class SqlSession:
             cur = self.con.execute(query)
             columns = [d[0] for d in cur.description] if cur.description else []
             rows = cur.fetchmany(MAX_RESULT_ROWS + 1) if columns else []
-        except duckdb.InterruptException:
-            raise SqlError(
-                f"the query was stopped after {allowed:.1f} s of CPU time (the cell's time limit); "
-                "narrow it with WHERE, aggregate, or add LIMIT"
-            ) from None
-        except duckdb.OutOfMemoryException as exc:
-            raise SqlError(
-                f"the query needs more memory than the sandbox allows ({_first_line(exc)}); "
-                "aggregate or add LIMIT instead of collecting rows"
-            ) from None
-        except duckdb.Error as exc:
-            if self.watchdog.fired:
+        except Exception as exc:
+            # The watchdog's interrupt is an InterruptException; the cell's CPU timer firing
+            # inside DuckDB surfaces as a bare RuntimeError("Query interrupted").
+            interrupted = isinstance(exc, duckdb.InterruptException) or (
+                isinstance(exc, RuntimeError) and "interrupted" in str(exc).lower()
+            )
+            if self.watchdog.fired or interrupted:
                 raise SqlError(
-                    f"the query was stopped after {allowed:.1f} s (the cell's time limit)"
+                    f"the query was stopped after {allowed:.1f} s (the cell's time limit); "
+                    "narrow it with WHERE, aggregate, or add LIMIT"
                 ) from None
-            raise SqlError(_explain(exc)) from None
+            if isinstance(exc, duckdb.OutOfMemoryException):
+                raise SqlError(
+                    f"the query needs more memory than the sandbox allows ({_first_line(exc)}); "
+                    "aggregate or add LIMIT instead of collecting rows"
+                ) from None
+            if isinstance(exc, duckdb.Error):
+                raise SqlError(_explain(exc)) from None
+            raise
         finally:
             self.watchdog.disarm()
         more = len(rows) > MAX_RESULT_ROWS
