@@ -15,20 +15,26 @@ from rlm.engine import Engine, Progress, RunResult
 from rlm.errors import ConfigError, ExitCode, InternalError, RlmError, UsageError
 from rlm.model import ModelClient, load_litellm
 from rlm.redact import register_secret
-from rlm.settings import Settings, trace_dir_for
+from rlm.settings import Settings, request_timeout_for, trace_dir_for
 from rlm.trace import TraceWriter
 
 LOCAL = "local"
 
 
 def _client(
-    settings: Settings, model: str, *, api_base: str | None, api_key: str | None, window: int | None
+    settings: Settings,
+    model: str,
+    *,
+    api_base: str | None,
+    api_key: str | None,
+    window: int | None,
+    local: bool = False,
 ) -> ModelClient:
     return ModelClient(
         model,
         api_base=api_base,
         api_key=api_key,
-        request_timeout=settings.request_timeout,
+        request_timeout=request_timeout_for(settings, local=local),
         retries=settings.retries,
         retry_base_delay=settings.retry_base_delay,
         temperature=settings.temperature,
@@ -76,6 +82,7 @@ def open_models(settings: Settings) -> Iterator[tuple[ModelClient, ModelClient]]
                     api_base=endpoint.api_base,
                     api_key=getattr(endpoint, "api_key", None),
                     window=endpoint.n_ctx,
+                    local=True,
                 )
             return _client(
                 settings, model_name, api_base=settings.api_base, api_key=settings.api_key, window=None

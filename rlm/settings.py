@@ -41,7 +41,7 @@ class Settings:
     sub_prompt_tokens: int = 6000
     reply_max_tokens: int = 2048
     # model-call behaviour
-    request_timeout: float = 120.0
+    request_timeout: float | None = None  # seconds per request; None: request_timeout_for
     retries: int = 4
     retry_base_delay: float = 1.0
     temperature: float = 0.0
@@ -128,6 +128,8 @@ def validate(s: Settings) -> None:
     for name in ("max_steps", "max_calls", "max_tokens", "concurrency", "max_observation_chars"):
         if getattr(s, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    if s.request_timeout is not None and s.request_timeout <= 0:
+        raise UsageError("RLM_REQUEST_TIMEOUT must be a positive number of seconds")
     if s.cell_timeout is not None and s.cell_timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
 
@@ -140,6 +142,19 @@ class Sizing:
     reply_tokens: int
     observation_chars: int
     sub_prompt_tokens: int
+
+
+# A model request's time limit when none is set: a hosted model answers in seconds; the
+# offline model on two cores reads a 3,000-token prompt and writes its reply in minutes.
+REQUEST_SECONDS_HOSTED = 120.0
+REQUEST_SECONDS_LOCAL = 600.0
+
+
+def request_timeout_for(settings: Settings, *, local: bool) -> float:
+    """The per-request time limit: the configured one, else one that suits where the model runs."""
+    if settings.request_timeout is not None:
+        return settings.request_timeout
+    return REQUEST_SECONDS_LOCAL if local else REQUEST_SECONDS_HOSTED
 
 
 # A cell's time limit when none is set: room for a full pass in Python over the input
