@@ -23,8 +23,8 @@ DATA = ROOT / "fixtures" / "data"
 
 
 def one_run(workdir: Path, chunks: int, latency: float, concurrency: int) -> float:
-    from rlm.run import run_ask
-    from rlm.settings import load_settings
+    from rlm.run.settings import load_settings
+    from rlm.run.wiring import run_ask
 
     # Real HDFS lines, as many as make `chunks` equal chunks of 30 lines.
     per_chunk = 30

@@ -89,7 +89,7 @@ WORKER_CODE = (
     PEAK_RSS
     + r"""
 import json, sys, time
-import rlm.textfile as tf
+import rlm.text.textfile as tf
 path, idx, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 if mode == "str":
     tf.TEXT_IN_MEMORY_MAX_BYTES = 1 << 62
@@ -119,7 +119,7 @@ COMPREHENSION_CODE = (
     PEAK_RSS
     + r"""
 import json, sys, time, statistics
-from rlm.textfile import MappedText
+from rlm.text.textfile import MappedText
 path, idx, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3])
 t = MappedText(path, index_path=idx)
 lines = t.lines
@@ -142,7 +142,7 @@ print(json.dumps({"lazy_s": statistics.median(lazy), "list_s": statistics.median
 OPEN_CODE = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from rlm.source import open_source
+from rlm.input.source import open_source
 s = open_source(sys.argv[1], cache_dir=sys.argv[2])
 print(json.dumps({"s": time.perf_counter() - t0, "index": s.profile.index_path, "lines": s.profile.lines}))
 """
@@ -156,8 +156,8 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the generated file")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
-    from rlm.source import open_source
-    from rlm.textfile import MappedText, build_index, line_starts
+    from rlm.input.source import open_source
+    from rlm.text.textfile import MappedText, build_index, line_starts
 
     work = Path(tempfile.mkdtemp(prefix="rlm-bench-", dir=args.dir))
     path = work / "huge_access.log"

@@ -40,8 +40,8 @@ ACTIONS = [
 
 
 def loop_overhead(workdir: Path, turns: int) -> tuple[list[float], dict]:
-    from rlm.run import run_ask
-    from rlm.settings import load_settings
+    from rlm.run.settings import load_settings
+    from rlm.run.wiring import run_ask
 
     replies = [ACTIONS[i % len(ACTIONS)] for i in range(turns - 1)]
     replies += [{"tool": "final", "args": {"answer": "done"}}, "done"]
@@ -57,8 +57,8 @@ def loop_overhead(workdir: Path, turns: int) -> tuple[list[float], dict]:
 
 
 def worker_starts(n: int) -> list[float]:
+    from rlm.input.source import open_source
     from rlm.sandbox.client import Sandbox, WorkerSpec
-    from rlm.source import open_source
 
     with open_source(str(LOG)) as src:
         times = []

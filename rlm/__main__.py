@@ -1,3 +1,3 @@
-from rlm.cli import main
+from rlm.cli.app import main
 
 main()

@@ -104,8 +104,8 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def ask(path: Path, question: str, script: Path, **flags: Any) -> Any:
     """run_ask in-process with a scripted model; returns the RunResult."""
-    from rlm.run import run_ask
-    from rlm.settings import load_settings
+    from rlm.run.settings import load_settings
+    from rlm.run.wiring import run_ask
 
     settings = load_settings({"model": f"scripted/{script}", "retry_base_delay": 0.01, **flags})
     return run_ask(settings, str(path), question)

@@ -2,7 +2,7 @@
 
 Tests point litellm at it (`openai/<name>` with `api_base`) so the whole
 network path runs: HTTP, JSON, tool calls, errors. Replies use the same
-shapes as the scripted provider (rlm/scripted.py): a string, or an object
+shapes as the scripted provider (rlm/model/scripted.py): a string, or an object
 with `content`, `tool` + `args` (or `raw_args`, the arguments text as sent),
 `tool_calls`, `delay` (seconds before answering: a hang), `status` (an HTTP
 error code to answer with) and `headers` (e.g. Retry-After). Faults:

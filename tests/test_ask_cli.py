@@ -277,7 +277,7 @@ def test_help_and_version_do_not_import_litellm(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    code = "import sys; from rlm.cli import app\ntry:\n    app(['--version'])\nexcept SystemExit:\n    pass\nprint('litellm' in sys.modules)"
+    code = "import sys; from rlm.cli.app import app\ntry:\n    app(['--version'])\nexcept SystemExit:\n    pass\nprint('litellm' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert proc.stdout.splitlines() == ["rlm 0.1.0", "False"]
 

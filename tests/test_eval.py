@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, run_cli, write_script
 
-from rlm.evaluate import Task, normalize, score
+from rlm.cli.evaluate import Task, normalize, score
 
 EVAL = FIXTURES / "eval"
 

@@ -348,7 +348,7 @@ def test_a_trace_that_cannot_be_written_is_said_at_once(tmp_path: Path) -> None:
 INJECT = """
 import sys
 import rlm.sandbox.client as client
-import rlm.engine as engine
+import rlm.run.engine as engine
 real_start = client.Sandbox.start
 starts = []
 def start(self):
@@ -361,7 +361,7 @@ if {crash}:
     def run(self):
         raise RuntimeError("injected bug")
     engine.Engine.run = run
-from rlm.cli import main
+from rlm.cli.app import main
 sys.argv = ["rlm", *sys.argv[1:]]
 main()
 """

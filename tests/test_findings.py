@@ -165,14 +165,14 @@ def test_the_synthesis_context_is_assembled_within_its_budgets(tmp_path: Path) -
     prompt = json.loads((tmp_path / "calls.jsonl").read_text().splitlines()[-1])["messages"][-1]["content"]
     top = payload["top"]
     assert prompt.count(f"[{top}]") >= 3  # first, in its category, and last
-    from rlm.tokens import count_text
+    from rlm.model.tokens import count_text
 
     findings_block = prompt.split("Findings:\n", 1)[1].split("\n\nAgain, most important")[0]
     assert count_text(findings_block) <= payload["allotted"]["findings"] + 60
 
 
 def test_slack_flows_to_the_categories_that_need_it_each_growing_at_most_half() -> None:
-    from rlm.context import Category, Item, allot
+    from rlm.run.context import Category, Item, allot
 
     hungry = Category("findings", 0.5, [Item(f"F{i}", "word " * 200) for i in range(10)])
     modest = Category("observations", 0.25, [Item("O1", "short")])
@@ -184,7 +184,7 @@ def test_slack_flows_to_the_categories_that_need_it_each_growing_at_most_half() 
     )  # shares + slack, capped at +50%
     assert sum(allotted.values()) <= 1000
     plenty = allot([hungry, modest], 100_000)
-    from rlm.tokens import count_text
+    from rlm.model.tokens import count_text
 
     assert plenty["findings"] == sum(count_text(i.text) + 4 for i in hungry.items)  # never more than needed
 

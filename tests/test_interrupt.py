@@ -25,7 +25,7 @@ def _children(pid: int) -> list[int]:
         except OSError:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == pid and b"rlm.sandbox.worker" in cmdline:
+        if ppid == pid and b"rlm.sandbox.worker.main" in cmdline:
             found.append(int(entry.name))
     return found
 

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from rlm.sandbox.policy import ALLOWED_MODULES, CellOutcome, Interpreter
+from rlm.sandbox.worker.policy import ALLOWED_MODULES, CellOutcome, Interpreter
 
 
 def make(**protected: object) -> Interpreter:

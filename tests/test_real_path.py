@@ -298,7 +298,7 @@ def test_a_big_text_for_llm_query_goes_to_a_child_and_the_worker_lives(tmp_path:
     obs = [s["observation"]["preview"] for s in trace["steps"] if s["node"] == "n0"]
     assert obs[0].strip() == "CHILD-DONE"
     # The limits a cell meets are in the prompt, the time scaled to the input.
-    from rlm.settings import Settings, cell_seconds_for
+    from rlm.run.settings import Settings, cell_seconds_for
 
     seconds = cell_seconds_for(Settings(), log.stat().st_size)
     assert 30 < seconds < 35
@@ -332,8 +332,8 @@ def test_a_late_import_in_the_worker_is_reported_by_name(tmp_path: Path) -> None
 
 
 def test_every_allowed_module_imports_in_the_locked_worker_and_the_prompt_lists_them(tmp_path: Path) -> None:
-    from rlm.prompts import system_prompt
-    from rlm.sandbox.modules import ALLOWED_MODULES
+    from rlm.run.prompts import system_prompt
+    from rlm.sandbox.worker.modules import ALLOWED_MODULES
 
     log = tmp_path / "access.log"
     bigfiles.apache_log(log, 1 * MB)
@@ -361,7 +361,7 @@ def test_profiling_a_100_mb_single_line_json_reads_little_of_it(
     if shape.name not in ("json-one-line", "utf16"):
         pytest.skip("the shapes whose profile used to cost memory")
     code = (
-        "import sys\nfrom rlm.source import open_source\n"
+        "import sys\nfrom rlm.input.source import open_source\n"
         "s = open_source(sys.argv[1], cache_dir=sys.argv[2])\n"
         "print(s.profile.format, s.profile.lines, s.profile.work_path)\n"
         "print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1])\n"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from conftest import FIXTURES, run_cli, write_script
 
-from rlm.replay import child_steps
+from rlm.replay.render import child_steps
 
 QUESTION = "How many orders failed, and for how much?"
 SUB_PROMPT_TOKENS = "300"  # small, so a 60-line slice needs a child node

@@ -13,8 +13,8 @@ import pytest
 
 from rlm import source as source_mod
 from rlm.errors import ExitCode, InputError
-from rlm.source import Profile, open_source
-from rlm.textfile import MappedText
+from rlm.input.source import Profile, open_source
+from rlm.text.textfile import MappedText
 
 DATA = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 APACHE = DATA / "elastic" / "apache_logs"
@@ -250,7 +250,7 @@ def test_stdin_spool_is_removed_at_exit(tmp_path: Path) -> None:
 
     code = (
         "import io, sys\n"
-        "from rlm.source import open_source\n"
+        "from rlm.input.source import open_source\n"
         "s = open_source('-', cache_dir=sys.argv[1], stdin=io.BytesIO(b'a\\nb\\n'))\n"
         "print(s.path)\n"
         "globals()['keep'] = s  # never closed\n"

@@ -22,9 +22,9 @@ import duckdb
 import pytest
 from conftest import exec_cell, run_cli, write_script
 
+from rlm.input.source import open_source
+from rlm.run.settings import Settings
 from rlm.sandbox.client import Sandbox, WorkerSpec
-from rlm.settings import Settings
-from rlm.source import open_source
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "fixtures" / "data"
@@ -419,7 +419,7 @@ def world() -> Iterator[dict]:
     os.chmod(cache, 0o755)
     for p in cache.iterdir():
         os.chmod(p, 0o644)
-    # The spec the product builds (rlm.engine worker_spec): the default memory headroom.
+    # The spec the product builds (rlm.run.engine worker_spec): the default memory headroom.
     spec = WorkerSpec(
         path=profile.path,
         encoding=profile.encoding,

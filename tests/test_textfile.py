@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import rlm.textfile as tf
-from rlm.textfile import GrepResult, LazyText, MappedText, build_index, read_index
+import rlm.text.textfile as tf
+from rlm.text.textfile import GrepResult, LazyText, MappedText, build_index, read_index
 
 DATA = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 APACHE = DATA / "elastic" / "apache_logs"

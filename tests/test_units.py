@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from conftest import ask, script_log
 
-from rlm.actions import Action, ParseError, parse_text, parse_tool_call, tool_schemas
-from rlm.budget import Budget, BudgetExceeded
-from rlm.ledger import Ledger
-from rlm.textcap import cap_middle, cap_words
+from rlm.model.budget import Budget, BudgetExceeded
+from rlm.run.actions import Action, ParseError, parse_text, parse_tool_call, tool_schemas
+from rlm.run.ledger import Ledger
+from rlm.text.textcap import cap_middle, cap_words
 
 
 @pytest.mark.parametrize(

@@ -89,7 +89,7 @@ class Sandbox:
         os.chmod(self.workdir, 0o755)
         log = open(os.path.join(self.workdir, "worker.log"), "wb")  # noqa: SIM115 (kept for the process)
         self.proc = subprocess.Popen(
-            [sys.executable, "-s", "-B", "-m", "rlm.sandbox.worker"],
+            [sys.executable, "-s", "-B", "-m", "rlm.sandbox.worker.main"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log,

@@ -1,0 +1,343 @@
+"""The `rlm` command line: parse, build Settings, call the engine, render.
+
+No logic lives here that a test of the engine would need. Exit codes are the
+documented ones (README, "Exit codes"); a usage error is click's 2.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import sys
+import time
+from typing import Annotated, Any
+
+import typer
+
+from rlm import __version__
+from rlm.cli.eval_cmd import eval_command
+from rlm.cli.replay_cmd import logs_command, replay_command
+from rlm.errors import ExitCode, InternalError, RlmError
+from rlm.local.cli import app as local_app
+from rlm.trace.redact import redact, redact_text
+
+app = typer.Typer(
+    name="rlm",
+    help="Answer questions about files far too big for any prompt (a Recursive Language Model over a sandboxed REPL).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    # Plain help, as click writes it: rich's markup ate "[env …]" and labelled every flag <bool>.
+    rich_markup_mode=None,
+)
+app.add_typer(local_app, name="local")
+app.command("replay")(replay_command)
+app.command("logs")(logs_command)
+app.command("eval")(eval_command)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"rlm {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    """rlm: ask a question of a huge file; the file never enters a prompt."""
+
+
+def _die(message: str, code: int) -> None:
+    print(f"rlm: {redact_text(message)}", file=sys.stderr, flush=True)
+    raise typer.Exit(code)
+
+
+def _sigterm_as_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+_interrupts = [0]
+
+
+def _on_ctrl_c(signum: int, frame: Any) -> None:
+    """First Ctrl-C: say so at once, then stop cleanly (the trace is finished). A second one
+    quits at once; the workers and the local model server die with the process (PDEATHSIG)."""
+    _interrupts[0] += 1
+    if _interrupts[0] > 1:
+        os.write(2, b"\nrlm: quitting now\n")
+        os._exit(int(ExitCode.INTERRUPTED))
+    os.write(2, "\nrlm: stopping… (Ctrl-C again to quit at once)\n".encode())
+    raise KeyboardInterrupt
+
+
+EXIT_CODES = """Exit codes:
+
+\b
+  0  answered (status final, forced or partial)
+  1  no answer could be established (nothing on stdout)
+  2  usage error
+  3  input unreadable (missing, directory, permission, FIFO without data)
+  4  configuration or credentials (no model set, missing API key)
+  5  provider failure after retries (a partial answer, if any, is printed)
+  6  a budget limit stopped the run (the partial answer is printed)
+  130  interrupted (the trace is kept)"""
+
+
+@app.command(epilog=EXIT_CODES)
+def ask(
+    file: Annotated[
+        str, typer.Argument(metavar="FILE", help="The file to investigate, or - for standard input.")
+    ],
+    question: Annotated[str, typer.Argument(metavar="QUESTION", help="The question, in plain words.")],
+    model: Annotated[
+        str | None, typer.Option("-m", "--model", help="litellm model string, or 'local' (env RLM_MODEL).")
+    ] = None,
+    sub_model: Annotated[
+        str | None, typer.Option("--sub-model", help="Cheaper model for sub-calls (env RLM_SUB_MODEL).")
+    ] = None,
+    api_base: Annotated[
+        str | None, typer.Option("--api-base", help="OpenAI-compatible server URL (llama.cpp, vLLM, ...).")
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option("--api-key", help="API key (prefer the provider's environment variable).")
+    ] = None,
+    protocol: Annotated[
+        str | None, typer.Option("--protocol", help="tools | text | auto (default auto).")
+    ] = None,
+    gguf: Annotated[str | None, typer.Option("--gguf", help="GGUF file for -m local.")] = None,
+    max_steps: Annotated[int | None, typer.Option("--max-steps", help="Turns per node (default 20).")] = None,
+    max_depth: Annotated[
+        int | None, typer.Option("--max-depth", help="Recursion depth, at most 3 (default 3).")
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option("--timeout", help="Seconds per sandbox cell (default: 30, plus 60 per GiB of input)."),
+    ] = None,
+    max_calls: Annotated[
+        int | None, typer.Option("--max-calls", help="Model calls for the whole run (default 200).")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", help="Prompt+completion tokens for the run.")
+    ] = None,
+    max_cost: Annotated[
+        float | None, typer.Option("--max-cost", help="Dollars for the run (where prices are known).")
+    ] = None,
+    max_time: Annotated[
+        float | None, typer.Option("--max-time", help="Wall-clock seconds for the run.")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", help="Parallel sub-calls in partition_map (default 8).")
+    ] = None,
+    trace_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--trace-dir",
+            help="Where traces go (default: the per-user data directory, e.g. ~/.local/share/rlm/traces) (env RLM_TRACE_DIR).",
+        ),
+    ] = None,
+    no_trace: Annotated[bool, typer.Option("--no-trace", help="Do not write a trace.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON document on stdout instead of the answer.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No progress on stderr.")] = False,
+    jsonl: Annotated[
+        bool,
+        typer.Option("--jsonl", help="Print the run as JSON events on stdout, one per line (rlm-events/1)."),
+    ] = False,
+    explain: Annotated[
+        bool,
+        typer.Option("--explain", help="Also show how the answer was established and the findings it cites."),
+    ] = False,
+    explain_to: Annotated[
+        str | None,
+        typer.Option(
+            "--explain-to",
+            help="Where --explain writes: stderr (default: a pipe still gets the value alone) or stdout.",
+        ),
+    ] = None,
+) -> None:
+    """Answer QUESTION about FILE. The answer goes to stdout; progress to stderr."""
+    started = time.monotonic()
+    from rlm.cli.render import StderrReporter, live_wanted
+    from rlm.run.settings import load_settings
+    from rlm.run.wiring import run_ask
+
+    flags = {
+        "model": model,
+        "sub_model": sub_model,
+        "api_base": api_base,
+        "api_key": api_key,
+        "protocol": protocol,
+        "gguf": gguf,
+        "max_steps": max_steps,
+        "max_depth": max_depth,
+        "cell_timeout": timeout,
+        "max_calls": max_calls,
+        "max_tokens": max_tokens,
+        "max_cost": max_cost,
+        "max_time": max_time,
+        "concurrency": concurrency,
+        "trace_dir": trace_dir,
+        "trace": False if no_trace else None,
+    }
+    if explain_to not in (None, "stderr", "stdout"):
+        _die(f"--explain-to must be stderr or stdout, not {explain_to!r}", int(ExitCode.USAGE))
+    if jsonl and as_json:
+        _die("--json and --jsonl both write stdout: choose one", int(ExitCode.USAGE))
+    # The status line shows from the first moment, before the input is read or a model started.
+    reporter = StderrReporter(quiet=quiet, live=live_wanted(sys.stderr, quiet))
+    progress: Any = reporter
+    events = None
+    if jsonl:
+        from rlm.cli.events import JsonlEvents
+
+        events = JsonlEvents(sys.stdout)
+        events.emit("start", question=question, file=file)
+
+        def progress(kind: str, data: dict[str, Any]) -> None:
+            reporter(kind, data)
+            events(kind, data)
+
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    signal.signal(signal.SIGINT, _on_ctrl_c)
+    try:
+        settings = load_settings(flags)
+        result = run_ask(settings, file, question, progress=progress, stdin=sys.stdin.buffer, started=started)
+    except KeyboardInterrupt:
+        reporter.close()
+        _die("interrupted; the trace so far is kept", int(ExitCode.INTERRUPTED))
+        return
+    except RlmError as exc:
+        reporter.close()
+        if events is not None:
+            events.emit("error", message=exc.message, exit_code=int(exc.exit_code), trace=exc.trace_path)
+        _fail(exc.message, int(exc.exit_code), as_json, reporter, exc)
+        return
+    except Exception as exc:  # the last resort, for what run_ask did not see
+        reporter.close()
+        what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        _fail(f"internal error ({what}); please report it", int(ExitCode.NO_ANSWER), as_json, reporter)
+        return
+    # The run is over: a Ctrl-C from here on ends the process with the run's own exit code
+    # (the answer may already be on stdout), never by the signal.
+    _exit_on_signal(result.exit_code)
+    reporter.close()  # the status line goes before the answer is printed
+    if as_json:
+        _print_json({**_result_json(result, question), "warnings": reporter.warnings})
+    elif events is not None:
+        events.finish(result, question, _cited(result))
+    elif result.answer is not None:
+        print(redact_text(result.answer), flush=True)
+        if explain or explain_to:
+            out = sys.stdout if explain_to == "stdout" else sys.stderr
+            print(redact_text(_explanation(result)), file=out, flush=True)
+    if result.exit_code != 0:
+        reporter.error(result.message)
+    elif result.status != "final":
+        reporter.warn(result.message)
+    reporter.summary(result)
+    raise typer.Exit(result.exit_code)
+
+
+def _fail(message: str, code: int, as_json: bool, reporter: Any, exc: RlmError | None = None) -> None:
+    """An error that ended the run: one line on stderr, and the --json document."""
+    trace = exc.trace_path if exc is not None else None
+    if as_json:
+        status = "crashed" if exc is None or isinstance(exc, InternalError) else "error"
+        _print_json(
+            {
+                "answer": None,
+                "status": status,
+                "exit_code": code,
+                "error": message,
+                "trace": trace,
+                "warnings": reporter.warnings,
+            }
+        )
+    _die(message, code)
+
+
+def _flush_and_exit(code: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(code)
+
+
+def _exit_on_signal(code: int) -> None:
+    def handler(signum: int, frame: Any) -> None:
+        _flush_and_exit(code)
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _cited(result: Any) -> list[dict[str, str]]:
+    by_id = {f.id: f for f in result.findings}
+    return [
+        {"id": fid, "text": by_id[fid].full or by_id[fid].text, "evidence": by_id[fid].evidence}
+        for fid in result.citations
+        if fid in by_id
+    ]
+
+
+def _explanation(result: Any) -> str:
+    lines = ["", f"Why: {result.explanation}" if result.explanation else "Why: (no explanation was given)"]
+    for c in _cited(result):
+        lines.append(f"[{c['id']}] ({c['evidence']}) {c['text']}")
+    return "\n".join(lines)
+
+
+def _result_json(result: Any, question: str) -> dict[str, Any]:
+    return {
+        "answer": result.answer,
+        "explanation": result.explanation,
+        "citations": _cited(result),
+        "status": result.status,
+        "exit_code": result.exit_code,
+        "message": result.message,
+        "question": question,
+        "findings": [
+            {"id": f.id, "kind": f.kind, "text": f.text, "evidence": f.evidence, "node": f.node}
+            for f in result.findings
+        ],
+        "usage": result.usage,
+        "steps": result.steps,
+        "elapsed_s": round(result.elapsed_s, 3),
+        "largest_prompt_tokens": result.largest_prompt,
+        "trace": result.trace_path,
+    }
+
+
+def _print_json(doc: dict[str, Any]) -> None:
+    print(json.dumps(redact(doc), ensure_ascii=False), flush=True)
+
+
+def main() -> None:
+    """The entry point. The process ends as soon as the command is done: the exit handlers run,
+    the streams are flushed, and the interpreter's slow teardown of litellm (over a second) is
+    skipped, so nothing happens between the last line and the exit status."""
+    try:
+        app()
+        code: Any = 0
+    except SystemExit as exc:
+        code = exc.code
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    atexit._run_exitfuncs()
+    _flush_and_exit(code)
+
+
+if __name__ == "__main__":
+    main()

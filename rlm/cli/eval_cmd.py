@@ -1,0 +1,94 @@
+"""`rlm eval TASKS.jsonl`: the instrument to choose a model, and to check our own changes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+
+from rlm.cli.evaluate import TaskResult, check_tasks_arg, load_tasks, report, run_tasks
+from rlm.errors import ExitCode, RlmError
+
+
+def eval_command(
+    tasks_file: Annotated[
+        str, typer.Argument(metavar="TASKS", help="A JSON-lines tasks file (see rlm/cli/evaluate.py).")
+    ],
+    model: Annotated[
+        str | None, typer.Option("-m", "--model", help="litellm model string, or local.")
+    ] = None,
+    sub_model: Annotated[str | None, typer.Option("--sub-model", help="Model for sub-calls.")] = None,
+    api_base: Annotated[str | None, typer.Option("--api-base", help="An OpenAI-compatible server.")] = None,
+    max_steps: Annotated[int | None, typer.Option("--max-steps", help="Turns per node.")] = None,
+    trace_dir: Annotated[str | None, typer.Option("--trace-dir", help="Where the runs' traces go.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON document.")] = False,
+    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No progress on stderr.")] = False,
+) -> None:
+    """Run every task through the engine of `rlm ask` and score what it would print, strictly.
+    Exit 0 when every task passed, 1 when some failed."""
+    from rlm.run.settings import load_settings
+    from rlm.run.wiring import run_ask
+
+    try:
+        tasks = load_tasks(check_tasks_arg(tasks_file))
+        flags = {
+            "model": model,
+            "sub_model": sub_model,
+            "api_base": api_base,
+            "max_steps": max_steps,
+            "trace_dir": trace_dir,
+        }
+        settings = load_settings(flags)
+    except RlmError as exc:
+        print(f"rlm: {exc.message}", file=sys.stderr)
+        raise typer.Exit(int(exc.exit_code)) from None
+
+    def progress(r: TaskResult) -> None:
+        if not quiet:
+            mark = "pass" if r.passed else "FAIL"
+            print(f"rlm eval: {r.id} {mark} ({r.seconds:.1f} s)", file=sys.stderr, flush=True)
+
+    try:
+        results = run_tasks(tasks, lambda t: run_ask(settings, str(t.file), t.question), progress)
+    except KeyboardInterrupt:
+        print("rlm: interrupted", file=sys.stderr)
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    doc = report(results)
+    if as_json:
+        print(json.dumps(doc, ensure_ascii=False))
+    else:
+        _print_table(results, doc)
+    raise typer.Exit(0 if doc["passed"] == doc["total"] else 1)
+
+
+def _print_table(results: list[TaskResult], doc: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("id", "pass", "expected", "got", "steps", "tokens", "cost", "time", box=None)
+    for r in results:
+        got = r.got if r.got is not None else f"({r.status}{': ' + r.error if r.error else ''})"
+        table.add_row(
+            r.id,
+            "yes" if r.passed else "NO",
+            _short(json.dumps(r.expected) if not isinstance(r.expected, str) else r.expected),
+            _short(got),
+            str(r.steps),
+            f"{r.tokens:,}",
+            "-" if r.cost is None else f"${r.cost:.4f}",
+            f"{r.seconds:.1f} s",
+        )
+    console = Console(soft_wrap=False)
+    console.print(table)
+    cost = "unknown" if doc["cost"] is None else f"${doc['cost']:.4f}"
+    console.print(
+        f"{doc['passed']}/{doc['total']} passed ({doc['accuracy']:.0%}) · median {doc['median_tokens']:,} tokens, "
+        f"{doc['median_seconds']:.1f} s · cost {cost}"
+    )
+
+
+def _short(text: str, n: int = 40) -> str:
+    one = " / ".join(text.splitlines())
+    return one if len(one) <= n else one[: n - 1] + "…"

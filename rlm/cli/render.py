@@ -1,0 +1,203 @@
+"""Everything shown to a person on stderr: progress, warnings, the run summary.
+
+stdout belongs to the answer (or the JSON document); this module never
+writes there. Colour only when stderr is a terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import Any, TextIO
+
+from rlm.run.actions import Action, ParseError
+from rlm.text.textcap import cap_line
+from rlm.trace.redact import redact_text
+
+
+def live_wanted(stream: TextIO, quiet: bool) -> bool:
+    """A live status line only for a person at a terminal that can draw one."""
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    return tty and not quiet and os.environ.get("TERM", "") != "dumb"
+
+
+class LiveStatus:
+    """The bottom line of a terminal while a run goes: what is happening now and for how
+    long, the step, tokens and cost so far. Lines printed meanwhile scroll above it."""
+
+    def __init__(self, console: Any) -> None:
+        self.console = console
+        self.phase = "starting"
+        self.since = time.monotonic()
+        self.step = ""
+        self.tokens = 0
+        self.cost: float | None = None
+        self._status = console.status(self._text(), spinner="dots")
+        self._done = threading.Event()
+        self._ticker = threading.Thread(target=self._tick, name="rlm-status", daemon=True)
+
+    def start(self) -> None:
+        self._status.start()
+        self._ticker.start()
+
+    def stop(self) -> None:
+        if not self._done.is_set():
+            self._done.set()
+            self._status.stop()
+
+    def update(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "phase":
+            self.phase, self.since = data["what"], time.monotonic()
+        elif kind == "step":
+            self.step = f"{data['node']}.{data['step']}"
+            usage = data.get("usage") or {}
+            self.tokens = int(usage.get("total_tokens") or 0)
+            self.cost = usage.get("cost_usd")
+        else:
+            return
+        self._status.update(self._text())
+
+    def _tick(self) -> None:
+        while not self._done.wait(0.5):  # the seconds of the current phase keep counting
+            self._status.update(self._text())
+
+    def _text(self) -> str:
+        parts = [f"{self.phase} · {time.monotonic() - self.since:.0f} s"]
+        if self.step:
+            parts.append(f"step {self.step}")
+        parts.append(f"{self.tokens:,} tokens")
+        if self.cost is not None:
+            parts.append(f"${self.cost:.4f}")
+        return " · ".join(parts)
+
+
+class StderrReporter:
+    """Turns engine events into one short line each on stderr, and on a terminal keeps a
+    live status line below them (rich; NO_COLOR and TERM=dumb respected)."""
+
+    def __init__(self, stream: TextIO | None = None, quiet: bool = False, live: bool = False) -> None:
+        self.stream = stream or sys.stderr
+        self.quiet = quiet
+        self.color = (
+            hasattr(self.stream, "isatty")
+            and self.stream.isatty()
+            and "NO_COLOR" not in os.environ
+            and os.environ.get("TERM", "") != "dumb"
+        )
+        self.warnings: list[str] = []  # every warning shown, for --json
+        self.live: LiveStatus | None = None
+        self.console: Any = None
+        if live:
+            from rich.console import Console
+
+            self.console = Console(file=self.stream, highlight=False)
+            self.live = LiveStatus(self.console)
+            self.live.start()
+
+    def close(self) -> None:
+        """Remove the status line (before the summary, and on every way out)."""
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+    def _write(self, text: str, style: str | None = None) -> None:
+        text = redact_text(text)
+        if self.console is not None and self.live is not None:
+            styles = {"dim": "dim", "warn": "yellow", "err": "red", "ok": "green"}
+            self.console.print(text, style=styles.get(style or "", None), markup=False, highlight=False)
+            return
+        if self.color and style:
+            codes = {"dim": "2", "warn": "33", "err": "31", "ok": "32"}
+            text = f"\033[{codes[style]}m{text}\033[0m"
+        print(text, file=self.stream, flush=True)
+
+    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        if self.live is not None:
+            self.live.update(kind, data)
+        if kind == "warning":
+            self.warn(data["message"])
+            return
+        if self.quiet:
+            return
+        if kind == "step":
+            self._write(self._step_line(data), "dim")
+        elif kind == "node":
+            self._write(
+                f"  {'  ' * data['depth']}↳ {data['node']} (depth {data['depth']}): {cap_line(data['question'], 80)}",
+                "dim",
+            )
+        elif kind == "fanout":
+            self._write(f"  {data['node']}: partition_map over {data['chunks']} chunks", "dim")
+        elif kind == "restart":
+            self._write(f"  {data['node']}: sandbox restarted ({data['why']})", "warn")
+        elif kind == "retry":
+            self._write(
+                f"  {data['where']}: {cap_line(data['error'], 100)}; attempt {data['attempt']} of "
+                f"{data['attempts']} in {data['wait_s']:.1f} s"
+                + (" (as it asked)" if data.get("retry_after") is not None else ""),
+                "warn",
+            )
+        elif kind == "waiting":
+            self._write(
+                f"  waiting for {data['where']}: {data['waited_s']:.0f} s so far, giving up at "
+                f"{data['limit_s']:.0f} s",
+                "dim",
+            )
+
+    def _step_line(self, data: dict[str, Any]) -> str:
+        action = data["action"]
+        outcome = data["outcome"]
+        indent = "  " * (data["depth"] + 1)
+        if isinstance(action, ParseError):
+            what = f"unusable reply: {cap_line(action.message, 70)}"
+        else:
+            assert isinstance(action, Action)
+            what = action.name + " " + _describe_args(action)
+        first = outcome.observation.strip().splitlines()[0] if outcome.observation.strip() else ""
+        return f"{indent}{data['node']}.{data['step']} {what} → {cap_line(first, 70)}"
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(redact_text(message))
+        self._write(f"rlm: warning: {message}", "warn")
+
+    def error(self, message: str) -> None:
+        self.close()
+        self._write(f"rlm: {message}", "err")
+
+    def summary(self, result: Any) -> None:
+        self.close()
+        if self.quiet:
+            return
+        usage = result.usage or {}
+        cost = usage.get("cost_usd")
+        cost_text = "cost unknown" if cost is None else f"${cost:.4f}"
+        parts = [
+            result.status,
+            f"{result.steps} steps",
+            f"{usage.get('calls', 0)} calls",
+            *([f"{usage['failed_requests']} failed requests"] if usage.get("failed_requests") else []),
+            f"{usage.get('total_tokens', 0):,} tokens",
+            cost_text,
+            f"{result.elapsed_s:.1f} s",
+        ]
+        if result.trace_path:
+            parts.append(f"trace {result.trace_path}")
+        self._write("rlm: " + " · ".join(parts), "ok" if result.exit_code == 0 else "warn")
+
+
+def _describe_args(action: Action) -> str:
+    a = action.args
+    if action.name == "grep":
+        return f"/{cap_line(a['pattern'], 40)}/"
+    if action.name == "peek":
+        return f"{a['start']}+{a['length']} {a['unit']}"
+    if action.name == "execute":
+        first = next((ln for ln in a["code"].splitlines() if ln.strip()), "")
+        return cap_line(first.strip(), 50)
+    if action.name in ("llm_query", "partition_map"):
+        return cap_line(repr(a["question"]), 50)
+    if action.name == "final":
+        return cap_line(repr(a["answer"]), 50)
+    return ""

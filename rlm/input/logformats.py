@@ -1,0 +1,380 @@
+"""Log formats as tables: which columns a recognized format has, and the SQL that takes a line apart.
+
+The profile (rlm.input.source) names the format from the leading lines; this module
+refines that name into a table layout (`TableFormat`): the parsed columns with
+their DuckDB types, and one SQL select over the raw lines (`src(line_no,
+line)`) that fills them. Parsing happens in DuckDB's vectorised engine when
+the table is built (rlm.input.tables), never line by line in Python.
+
+A line that does not fit its format keeps NULL in every parsed column; it is
+never dropped, so `line_no` always matches `grep -n`.
+
+Pure standard library: the parent imports it to build tables, tests import it
+to check each format against loghub's `_structured.csv` files.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["TableFormat", "recognize", "SSHD_EVENTS"]
+
+
+@dataclass(frozen=True)
+class TableFormat:
+    """How to turn the lines of one format into the columns of `log`."""
+
+    name: str  # e.g. "apache-combined", "syslog", "log4j-hadoop", "csv", "jsonl", "text"
+    kind: str  # "lines": `select` over src(line_no, line); "csv" / "jsonl": DuckDB's readers
+    columns: tuple[tuple[str, str], ...] = ()  # parsed columns (name, DuckDB type), beside line_no / line
+    select: str = ""  # for kind "lines": SELECT ... FROM src, with `ok` naming a parsed line
+    example: str = "SELECT count(*) FROM log"
+    note: str = ""  # said in the profile (e.g. the year syslog timestamps assume)
+    delimiter: str | None = None  # for kind "csv"
+    params: dict[str, str] = field(default_factory=dict)
+
+
+def _lit(s: str) -> str:
+    """A SQL string literal (standard strings: backslashes are literal)."""
+    return "'" + s.replace("'", "''") + "'"
+
+
+def _regex_select(regex: str, groups: list[str], outputs: list[tuple[str, str, str]]) -> str:
+    """SELECT over src: one regexp_extract into a struct, then typed output columns.
+
+    outputs: (name, type, expression over `m.<group>`); every output is NULL
+    where the line does not match (the first group, never empty in a match, is then empty).
+    """
+    names = "[" + ", ".join(_lit(g) for g in groups) + "]"
+    cols = ",\n  ".join(
+        f"CASE WHEN ok THEN {expr} END::{typ} AS {_ident(name)}" for name, typ, expr in outputs
+    )
+    return (
+        f"SELECT line_no, line,\n  {cols}\n"
+        f"FROM (SELECT line_no, line, m, m.{groups[0]} <> '' AS ok FROM "
+        f"(SELECT line_no, line, regexp_extract(line, {_lit(regex)}, {names}) AS m FROM src))"
+    )
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+# --------------------------------------------------------------------------- access logs
+
+ACCESS_COLUMNS = (
+    ("ip", "VARCHAR"),
+    ("ident", "VARCHAR"),
+    ("user", "VARCHAR"),
+    ("ts", "TIMESTAMPTZ"),
+    ("method", "VARCHAR"),
+    ("path", "VARCHAR"),
+    ("protocol", "VARCHAR"),
+    ("status", "INTEGER"),
+    ("bytes", "BIGINT"),
+    ("referrer", "VARCHAR"),
+    ("agent", "VARCHAR"),
+)
+
+# Common and combined log format, taken apart with string splits: a regex with
+# eleven capture groups runs RE2's slow path and costs ~10x more on big files.
+# q: the line split at double quotes: [prefix, request, ' status bytes ', referrer, ' ', agent, ''].
+# A line is parsed when its timestamp and status parse.
+_ACCESS_SELECT = r"""
+SELECT line_no, line,
+  CASE WHEN ok THEN p[1] END AS ip,
+  CASE WHEN ok THEN p[2] END AS ident,
+  CASE WHEN ok THEN p[3] END AS "user",
+  CASE WHEN ok THEN t END AS ts,
+  CASE WHEN ok THEN r[1] END AS method,
+  CASE WHEN ok THEN r[2] END AS path,
+  CASE WHEN ok THEN r[3] END AS protocol,
+  CASE WHEN ok THEN st END AS status,
+  CASE WHEN ok THEN try_cast(s[2] AS BIGINT) END AS bytes,
+  CASE WHEN ok AND len(q) >= 5 THEN q[4] END AS referrer,
+  CASE WHEN ok AND len(q) >= 7 THEN array_to_string(q[6:len(q) - 1], '"') END AS agent
+FROM (
+  SELECT *, t IS NOT NULL AND st IS NOT NULL AND len(q) >= 3 AS ok FROM (
+    SELECT line_no, line, q, p, r, s,
+      try_strptime(substr(p[4], 2) || ' ' || rtrim(p[5], ']'), '%d/%b/%Y:%H:%M:%S %z') AS t,
+      CASE WHEN length(s[1]) = 3 THEN try_cast(s[1] AS INTEGER) END AS st
+    FROM (
+      SELECT line_no, line, q, string_split(q[1], ' ') AS p, string_split(q[2], ' ') AS r,
+        string_split(trim(q[3]), ' ') AS s
+      FROM (SELECT line_no, line, string_split(line, '"') AS q FROM src)
+    )
+  )
+)"""
+
+_ACCESS_RE = re.compile(r'^\S+ \S+ \S+ \[[^\]]+\] "[^"]*" \d{3} (?:\d+|-)( "[^"]*" ".*")?')
+
+
+def _access(name: str) -> TableFormat:
+    return TableFormat(
+        name=name,
+        kind="lines",
+        columns=ACCESS_COLUMNS,
+        select=_ACCESS_SELECT,
+        example="SELECT status, count(*) AS n FROM log GROUP BY status ORDER BY n DESC",
+    )
+
+
+# --------------------------------------------------------------------------- syslog
+
+SYSLOG_COLUMNS = (
+    ("ts", "TIMESTAMP"),
+    ("host", "VARCHAR"),
+    ("program", "VARCHAR"),
+    ("pid", "INTEGER"),
+    ("message", "VARCHAR"),
+    ("event", "VARCHAR"),
+    ("user", "VARCHAR"),
+    ("src_ip", "VARCHAR"),
+    ("src_port", "INTEGER"),
+)
+
+# sshd messages and the event each one is, tried in order (first match wins).
+SSHD_EVENTS: tuple[tuple[str, str], ...] = (
+    ("failed", r"^(?:message repeated \d+ times: \[ )?Failed \S+ for "),
+    ("accepted", r"^(?:message repeated \d+ times: \[ )?Accepted \S+ for "),
+    ("invalid_user", r"^Invalid user "),
+    ("invalid_user_request", r"^input_userauth_request: invalid user "),
+    ("auth_failure", r"authentication failure;"),
+    ("more_auth_failures", r"^PAM \d+ more authentication failures?;"),
+    (
+        "too_many_failures",
+        r"^(?:error: )?(?:Disconnecting: Too many authentication failures|maximum authentication attempts exceeded)",
+    ),
+    ("disconnect", r"^(?:error: )?Received disconnect from |^Disconnected from "),
+    ("connection_closed", r"^Connection (?:closed|reset) by "),
+    ("reverse_mapping_failed", r"^reverse mapping checking getaddrinfo for |POSSIBLE BREAK-IN ATTEMPT"),
+    ("no_identification", r"^Did not receive identification string"),
+    ("bad_protocol", r"^Bad protocol version identification"),
+    ("check_pass", r"check pass; user unknown"),
+    ("session_opened", r"session opened for user "),
+    ("session_closed", r"session closed for user "),
+    ("repeated", r"^message repeated \d+ times"),
+)
+
+# The user name, in order of the phrasings above; the first non-empty match wins.
+_SSHD_USER = (
+    # user names may hold spaces ("invalid user  0101"): anchor on what follows them
+    r"^(?:message repeated \d+ times: \[ )?(?:Failed|Accepted) \S+ for (?:invalid user )?(.*) from \S+ port \d+",
+    r"^Invalid user (.*) from \S+(?: port \d+)?$",
+    r"invalid user (\S*) \[preauth\]",
+    r"\buser=(\S+)",
+    r"(?:authentication failures|attempts exceeded) for (?:invalid user )?(\S+)",
+    r"session (?:opened|closed) for user (\S+)",
+)
+_SSHD_IP = r"(?:from|by|rhost=|Address|\[)\s?((?:\d{1,3}\.){3}\d{1,3}|[0-9a-fA-F]{0,4}:[0-9a-fA-F:]*:[0-9a-fA-F]{1,4})\b"
+_SSHD_PORT = r" port (\d+)"
+
+
+def _sshd_columns() -> list[tuple[str, str, str]]:
+    event = "CASE " + " ".join(
+        f"WHEN regexp_matches(message, {_lit(rx)}) THEN {_lit(ev)}" for ev, rx in SSHD_EVENTS
+    )
+    event += " ELSE 'other' END"
+    user = "coalesce(" + ", ".join(f"nullif(regexp_extract(message, {_lit(rx)}, 1), '')" for rx in _SSHD_USER)
+    # "Invalid user  from ..." names an empty user: say so with '' rather than NULL.
+    user += ", CASE WHEN regexp_matches(message, '^Invalid user  from ') THEN '' END)"
+    ip = f"nullif(regexp_extract(message, {_lit(_SSHD_IP)}, 1), '')"
+    port = f"try_cast(nullif(regexp_extract(message, {_lit(_SSHD_PORT)}, 1), '') AS INTEGER)"
+    return [
+        ("event", "VARCHAR", event),
+        ("user", "VARCHAR", user),
+        ("src_ip", "VARCHAR", ip),
+        ("src_port", "INTEGER", port),
+    ]
+
+
+# RFC 3164 (optionally with <PRI>, and the loghub Thunderbird prefix
+# "- 1131566461 2005.11.09 dn228 "): "Mon dd hh:mm:ss host program[pid]: message".
+_RFC3164 = (
+    r"^(?:<\d{1,3}>)?(?:\S+ \d{10} \d{4}\.\d\d\.\d\d \S+ )?"
+    r"([A-Z][a-z]{2}) +(\d{1,2}) (\d\d:\d\d:\d\d) (\S+) ([^:\[\s]+)(?:\[(\d+)\])?: ?(.*)$"
+)
+_RFC3164_PY = re.compile(_RFC3164)
+# RFC 5424: "<PRI>1 TIMESTAMP HOST APP PROCID MSGID [SD|-] MSG".
+_RFC5424 = r"^<\d{1,3}>\d (\S+) (\S+) (\S+) (\S+) (\S+) (-|\[.*?\]) ?(.*)$"
+_RFC5424_PY = re.compile(_RFC5424)
+
+
+def _syslog_3164(year: int) -> TableFormat:
+    groups = ["mon", "day", "time", "host", "program", "pid", "message"]
+    ts = f"try_strptime('{year} ' || m.mon || ' ' || lpad(m.day, 2, '0') || ' ' || m.time, '%Y %b %d %H:%M:%S')"
+    inner = _regex_select(
+        _RFC3164,
+        groups,
+        [
+            ("ts", "TIMESTAMP", ts),
+            ("host", "VARCHAR", "m.host"),
+            ("program", "VARCHAR", "m.program"),
+            ("pid", "INTEGER", "try_cast(nullif(m.pid, '') AS INTEGER)"),
+            ("message", "VARCHAR", "m.message"),
+        ],
+    )
+    return _with_sshd(
+        "syslog",
+        inner,
+        note=f"syslog lines carry no year: ts assumes {year} (the year the file was last modified)",
+    )
+
+
+def _syslog_5424() -> TableFormat:
+    groups = ["ts", "host", "app", "procid", "msgid", "sd", "message"]
+    inner = _regex_select(
+        _RFC5424,
+        groups,
+        [
+            ("ts", "TIMESTAMP", "try_cast(try_cast(m.ts AS TIMESTAMPTZ) AT TIME ZONE 'UTC' AS TIMESTAMP)"),
+            ("host", "VARCHAR", "nullif(m.host, '-')"),
+            ("program", "VARCHAR", "nullif(m.app, '-')"),
+            ("pid", "INTEGER", "try_cast(m.procid AS INTEGER)"),
+            ("message", "VARCHAR", "m.message"),
+        ],
+    )
+    return _with_sshd("syslog-rfc5424", inner, note="ts is in UTC")
+
+
+def _with_sshd(name: str, inner: str, note: str) -> TableFormat:
+    sshd = ",\n  ".join(
+        f"CASE WHEN program LIKE 'sshd%' THEN {expr} END::{typ} AS {_ident(col)}"
+        for col, typ, expr in _sshd_columns()
+    )
+    select = f"SELECT *,\n  {sshd}\nFROM ({inner})"
+    return TableFormat(
+        name=name,
+        kind="lines",
+        columns=SYSLOG_COLUMNS,
+        select=select,
+        example="SELECT src_ip, count(*) AS n FROM log WHERE event = 'failed' GROUP BY src_ip ORDER BY n DESC LIMIT 10",
+        note=note,
+    )
+
+
+# --------------------------------------------------------------------------- log4j-style
+
+_LOG4J_EXAMPLE = "SELECT level, count(*) AS n FROM log GROUP BY level ORDER BY n DESC"
+
+
+@dataclass(frozen=True)
+class _Log4j:
+    name: str
+    regex: str
+    groups: tuple[str, ...]
+    ts_format: str  # strptime format of the `ts` group (after `ts_fix`)
+    extra: tuple[
+        tuple[str, str], ...
+    ] = ()  # further columns: (name, type), taken from the group of that name
+    ts_fix: str = "m.ts"  # SQL turning the ts group into what ts_format reads
+
+
+_LOG4J = (
+    # HDFS (loghub): "081109 203615 148 INFO dfs.DataNode$PacketResponder: message"
+    _Log4j(
+        "log4j-hdfs",
+        r"^(\d{6} \d{6}) (\d+) ([A-Z]+) ([^:\s]+): (.*)$",
+        ("ts", "pid", "level", "component", "message"),
+        "%y%m%d %H%M%S",
+        (("pid", "INTEGER"),),
+    ),
+    # Hadoop (loghub): "2015-10-18 18:01:47,978 INFO [main] org.apache...MRAppMaster: message"
+    _Log4j(
+        "log4j-hadoop",
+        r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ([A-Z]+) \[([^\]]*)\] ([^:\s]+): (.*)$",
+        ("ts", "level", "thread", "component", "message"),
+        "%Y-%m-%d %H:%M:%S,%g",
+        (("thread", "VARCHAR"),),
+    ),
+    # ZooKeeper (loghub): "2015-07-29 17:41:44,747 - INFO  [thread:Class@line] - message"
+    _Log4j(
+        "log4j-zookeeper",
+        r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) - ([A-Z]+) +\[(.*?):?([^:\]]*)@(\d+)\] - (.*)$",
+        ("ts", "level", "thread", "component", "source_line", "message"),
+        "%Y-%m-%d %H:%M:%S,%g",
+        (("thread", "VARCHAR"), ("source_line", "INTEGER")),
+    ),
+    # Spark (loghub): "17/06/09 20:10:40 INFO executor.CoarseGrainedExecutorBackend: message"
+    _Log4j(
+        "log4j-spark",
+        r"^(\d\d/\d\d/\d\d \d\d:\d\d:\d\d) ([A-Z]+) ([^:\s]+): (.*)$",
+        ("ts", "level", "component", "message"),
+        "%y/%m/%d %H:%M:%S",
+    ),
+    # OpenStack (loghub): "nova-api.log.1.2017-05-16_13:53:08 2017-05-16 00:00:00.008 25746 INFO
+    # nova.osapi_compute.wsgi.server [req-... - - -] message"
+    _Log4j(
+        "log4j-openstack",
+        r"^(\S+) (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+) (\d+) ([A-Z]+) (\S+) (?:\[([^\]]*)\] )?(.*)$",
+        ("logfile", "ts", "pid", "level", "component", "request", "message"),
+        "%Y-%m-%d %H:%M:%S.%f",
+        (("logfile", "VARCHAR"), ("pid", "INTEGER"), ("request", "VARCHAR")),
+    ),
+    # Generic: "2024-01-02[T ]10:11:12[.,frac] [LEVEL] rest" or "... LEVEL [thread] component: message"
+    _Log4j(
+        "log4j",
+        r"^(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\S* +\[?(TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|SEVERE|FATAL|CRITICAL)\]?:? +(?:\[([^\]]*)\] +)?(?:([\w.$-]+): +)?(.*)$",
+        ("ts", "level", "thread", "component", "message"),
+        "%Y-%m-%d %H:%M:%S.%f",
+        (("thread", "VARCHAR"),),
+        ts_fix="replace(replace(m.ts, 'T', ' '), ',', '.') || CASE WHEN contains(m.ts, '.') OR contains(m.ts, ',') THEN '' ELSE '.0' END",
+    ),
+)
+
+
+def _log4j_format(spec: _Log4j) -> TableFormat:
+    outputs = [
+        ("ts", "TIMESTAMP", f"try_strptime({spec.ts_fix}, {_lit(spec.ts_format)})"),
+        ("level", "VARCHAR", "m.level"),
+        ("component", "VARCHAR", "nullif(m.component, '')"),
+    ]
+    for col, typ in spec.extra:
+        expr = f"m.{col}" if typ == "VARCHAR" else f"try_cast(m.{col} AS {typ})"
+        outputs.append((col, typ, f"nullif({expr}, '')" if typ == "VARCHAR" else expr))
+    outputs.append(("message", "VARCHAR", "m.message"))
+    return TableFormat(
+        name=spec.name,
+        kind="lines",
+        columns=tuple((n, t) for n, t, _ in outputs),
+        select=_regex_select(spec.regex, list(spec.groups), outputs),
+        example=_LOG4J_EXAMPLE,
+    )
+
+
+# --------------------------------------------------------------------------- recognition
+
+
+def _share(rows: list[str], rx: re.Pattern[str]) -> float:
+    return sum(1 for s in rows if rx.match(s)) / len(rows) if rows else 0.0
+
+
+def recognize(profile_format: str, sample: list[str], *, year: int = 2000) -> TableFormat:
+    """The table layout for a file whose profile says `profile_format`, refined on `sample` (leading lines).
+
+    `year` is the year syslog timestamps assume (they carry none).
+    Unrecognized formats get the bare table: line_no and line.
+    """
+    rows = [s.rstrip("\r\n") for s in sample if s.strip()]
+    if profile_format in ("apache-access", "nginx-access"):
+        combined = sum(1 for s in rows if (m := _ACCESS_RE.match(s)) and m.group(1)) >= 0.5 * max(
+            1, len(rows)
+        )
+        family = "nginx" if profile_format.startswith("nginx") else "apache"
+        return _access(f"{family}-{'combined' if combined else 'common'}")
+    if profile_format == "csv":
+        return TableFormat(name="csv", kind="csv", example="SELECT count(*) FROM log", delimiter=None)
+    if profile_format == "tsv":
+        return TableFormat(name="tsv", kind="csv", example="SELECT count(*) FROM log", delimiter="\t")
+    if profile_format == "jsonl":
+        return TableFormat(name="jsonl", kind="jsonl", example="SELECT count(*) FROM log")
+    if profile_format in ("syslog", "log"):
+        if _share(rows, _RFC5424_PY) >= 0.6:
+            return _syslog_5424()
+        if _share(rows, _RFC3164_PY) >= 0.6:
+            return _syslog_3164(year)
+        for spec in _LOG4J:
+            if _share(rows, re.compile(spec.regex)) >= 0.6:
+                return _log4j_format(spec)
+    return TableFormat(name="text", kind="lines", select="SELECT line_no, line FROM src")

@@ -1,0 +1,655 @@
+"""Opening the input: a path or stdin, profiled once, its line index cached.
+
+The parent process calls `open_source`; the worker later maps `profile.path`
+and loads `profile.index_path` (see rlm.text.textfile), so the file is scanned once
+per content, not once per question: the index and the slow parts of the
+profile (sha256, invalid lines, longest line) are cached in `cache_dir`, keyed
+by size, mtime and a fingerprint of sampled blocks.
+"""
+
+from __future__ import annotations
+
+import atexit
+import codecs
+import hashlib
+import json
+import mmap
+import os
+import re
+import select
+import stat
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass, field, fields
+from typing import Any, BinaryIO
+
+from rlm.errors import InputError
+from rlm.input.tables import TableError, describe_table, ensure_table
+from rlm.text.textfile import INDEX_FLAG_ASCII, MappedText, detect_encoding, line_starts, write_index
+
+__all__ = ["Profile", "Source", "open_source", "default_cache_dir", "HEAD_LINES", "TAIL_LINES"]
+
+HEAD_LINES = 5
+TAIL_LINES = 5
+SAMPLE_LINE_CHARS = 200  # each head/tail line is cut to this many characters
+# Bytes of a line the profile reads: a 100 MB single-line JSON costs 64 KB, not its size.
+PROFILE_LINE_BYTES = 64 * 1024
+TABLE_LINE_MAX_BYTES = 1024 * 1024
+_HASH_CHUNK = 16 * 1024 * 1024
+_SPOOL_CHUNK = 1024 * 1024
+_FINGERPRINT_BLOCK = 64 * 1024
+_VALIDATE_BYTES = 4 * 1024 * 1024
+_CACHE_VERSION = 3
+# How long a FIFO may stay silent before we call it empty (a writer that has
+# opened it but not written yet gets this long).
+FIFO_WAIT_SECONDS = 5.0
+
+
+class Digest:
+    """A sha256 being computed in the background.
+
+    Hashing a gigabyte takes about a second on one core, several times the
+    line-index scan; nothing needs the digest until the trace is finished, so
+    the investigation starts without waiting for it.
+    """
+
+    def __init__(self, value: str | None = None) -> None:
+        self._value = value
+        self._done = threading.Event()
+        if value is not None:
+            self._done.set()
+
+    def set(self, value: str) -> None:
+        self._value = value
+        self._done.set()
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def result(self) -> str:
+        self._done.wait()
+        return self._value or ""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What the model is told about the input, and what the worker needs to map it."""
+
+    path: str
+    display_name: str
+    size: int
+    lines: int
+    encoding: str
+    format: str
+    digest: Digest = field(repr=False, compare=False)
+    invalid_lines: int
+    binary: bool
+    head: list[str] = field(default_factory=list)
+    tail: list[str] = field(default_factory=list)
+    longest_line: int = 0  # bytes, line ending included
+    index_path: str | None = None
+    # What the worker maps: the input itself, or for UTF-16/32 input its UTF-8 copy,
+    # transcoded once into the cache (every worker and window then reads UTF-8).
+    work_path: str = ""
+    work_encoding: str = "utf-8"
+    # The parsed table (rlm.input.tables): its description, and the DuckDB file the worker opens.
+    table: dict[str, Any] | None = field(default=None, compare=False)
+    table_path: str | None = None
+
+    @property
+    def sha256(self) -> str:
+        """The input's sha256; waits for the background hash of a file seen for the first time."""
+        return self.digest.result()
+
+    def to_dict(self, *, wait: bool = True) -> dict[str, Any]:
+        """The profile as JSON; with wait=False, sha256 is None while it is still being computed."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_RECORDED}
+        out["sha256"] = self.sha256 if wait or self.digest.done() else None
+        return out
+
+    def prompt_block(self, max_chars: int = 1200) -> str:
+        """A compact description for a prompt, never longer than `max_chars`."""
+        facts = [
+            _human_size(self.size),
+            f"{self.lines:,} lines",
+            f"format: {self.format}",
+            f"encoding: {self.encoding}",
+            f"longest line: {self.longest_line:,} bytes",
+        ]
+        out = [f"File: {self.display_name} ({', '.join(facts)})"]
+        hint = FORMAT_HINTS.get(self.format)
+        if hint:
+            out.append(f"Hint: {hint}")
+        if self.binary:
+            out.append(
+                "Binary data (NUL bytes found): peek and grep show the printable content, "
+                "control bytes as '.'."
+            )
+        if self.invalid_lines and not self.binary:
+            out.append(f"{self.invalid_lines:,} lines hold invalid bytes (shown as U+FFFD).")
+        if self.table:
+            out.append(describe_table(self.table))
+        budget = max_chars - sum(len(x) + 1 for x in out)
+        sample = self._sample_lines()
+        if sample and budget > 40:
+            per_line = max(20, budget // (len(sample) + 2) - 8)
+            for label, rows in sample:
+                out.append(label)
+                for number, text in rows:
+                    cut = text if len(text) <= per_line else text[: per_line - 1] + "…"
+                    out.append(f"{number:>7}: {cut}")
+        text = "\n".join(out)
+        if len(text) > max_chars:
+            text = text[: max(0, max_chars - 1)] + "…"
+        return text
+
+    def _sample_lines(self) -> list[tuple[str, list[tuple[int, str]]]]:
+        if not self.lines:
+            return []
+        head = list(enumerate(self.head, start=1))
+        tail_start = max(len(self.head) + 1, self.lines - len(self.tail) + 1)
+        skipped = len(self.tail) - (self.lines - tail_start + 1)
+        tail = list(enumerate(self.tail[skipped:], start=tail_start))
+        parts = [("First lines:", head)]
+        if tail:
+            parts.append(("Last lines:", tail))
+        return parts
+
+
+_NOT_RECORDED = ("digest", "work_path", "work_encoding", "table", "table_path")
+
+
+class Source:
+    """An opened input. Closing it removes a spooled stdin copy (and a private index).
+
+    Files it owns that are never closed are removed at interpreter exit, not
+    when the object is collected: a worker may still be reading them.
+    """
+
+    def __init__(self, profile: Profile, *, owned_paths: list[str] | None = None) -> None:
+        self.profile = profile
+        self.path = profile.path
+        self._owned = list(owned_paths or [])
+
+    def close(self) -> None:
+        for p in self._owned:
+            _remove_quietly(p)
+            _PENDING.discard(p)
+        self._owned.clear()
+
+    def __enter__(self) -> Source:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# Spooled files still on disk; removed at interpreter exit if close() never ran.
+_PENDING: set[str] = set()
+
+
+@atexit.register
+def _cleanup_pending() -> None:
+    for p in list(_PENDING):
+        _remove_quietly(p)
+
+
+def default_cache_dir() -> str:
+    env = os.environ.get("RLM_CACHE_DIR")
+    if env:
+        return env
+    return os.path.join(os.path.expanduser("~"), ".cache", "rlm", "index")
+
+
+def open_source(arg: str, *, cache_dir: str | None = None, stdin: BinaryIO | None = None) -> Source:
+    """Open a path, or stdin for "-", and profile it. Raises InputError in one line."""
+    owned: list[str] = []
+    try:
+        if arg == "-":
+            stream = stdin if stdin is not None else sys.stdin.buffer
+            if _is_tty(stream):
+                raise InputError("stdin is a terminal: pipe the input in, or give a file path")
+            path, digest = _spool(stream, what="stdin")
+            owned.append(path)
+            display = "<stdin>"
+        else:
+            path, digest = _open_path(arg, owned)
+            display = arg
+        profile = _profile(path, display, digest, cache_dir, owned)
+    except BaseException:
+        for p in owned:
+            _remove_quietly(p)
+            _PENDING.discard(p)
+        raise
+    return Source(profile, owned_paths=owned)
+
+
+# --------------------------------------------------------------------------- opening
+
+
+def _open_path(arg: str, owned: list[str]) -> tuple[str, str | None]:
+    """Resolve `arg` to a regular file to map (spooling a pipe); (path, sha256 if known)."""
+    try:
+        st = os.stat(arg)
+    except FileNotFoundError:
+        raise InputError(f"no such file: {arg}") from None
+    except PermissionError:
+        raise InputError(f"permission denied: {arg}") from None
+    except OSError as exc:
+        raise InputError(f"cannot open {arg}: {exc.strerror or exc}") from None
+    mode = st.st_mode
+    if stat.S_ISDIR(mode):
+        raise InputError(f"{arg} is a directory, not a file")
+    if stat.S_ISFIFO(mode):
+        path, digest = _spool_fifo(arg)
+        owned.append(path)
+        return path, digest
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        raise InputError(f"{arg} is a device, not a regular file")
+    if stat.S_ISSOCK(mode):
+        raise InputError(f"{arg} is a socket, not a regular file")
+    if not stat.S_ISREG(mode):
+        raise InputError(f"{arg} is not a regular file")
+    try:
+        with open(arg, "rb") as fh:
+            fh.read(1)
+    except PermissionError:
+        raise InputError(f"permission denied: {arg}") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {arg}: {exc.strerror or exc}") from None
+    if st.st_size == 0:
+        raise InputError(f"{arg} is empty: there is nothing to ask about")
+    return os.path.abspath(arg), None
+
+
+def _spool_fifo(arg: str) -> tuple[str, str]:
+    """Copy a named pipe to a temp file; an empty or writer-less pipe is an error."""
+    try:
+        fd = os.open(arg, os.O_RDONLY | os.O_NONBLOCK)
+    except PermissionError:
+        raise InputError(f"permission denied: {arg}") from None
+    except OSError as exc:
+        raise InputError(f"cannot open {arg}: {exc.strerror or exc}") from None
+    try:
+        ready, _, _ = select.select([fd], [], [], FIFO_WAIT_SECONDS)
+        if not ready:
+            raise InputError(f"{arg} is a pipe with no data (nothing written within {FIFO_WAIT_SECONDS:g} s)")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=True) as stream:
+            fd = -1
+            return _spool(stream, what=arg)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _spool(stream: BinaryIO, *, what: str) -> tuple[str, str]:
+    """Copy a stream to a private temp file, hashing as it goes: (path, sha256)."""
+    fd, path = tempfile.mkstemp(prefix="rlm-stdin-", suffix=".txt")
+    _PENDING.add(path)
+    h = hashlib.sha256()
+    total = 0
+    try:
+        with os.fdopen(fd, "wb") as out:
+            read = getattr(stream, "read1", stream.read)
+            while True:
+                block = read(_SPOOL_CHUNK)
+                if not block:
+                    break
+                h.update(block)
+                out.write(block)
+                total += len(block)
+    except OSError as exc:
+        _remove_quietly(path)
+        _PENDING.discard(path)
+        raise InputError(f"cannot read {what}: {exc.strerror or exc}") from None
+    if total == 0:
+        _remove_quietly(path)
+        _PENDING.discard(path)
+        noun = "stdin" if what == "stdin" else f"{what} (a pipe)"
+        raise InputError(f"{noun} is empty: there is nothing to ask about")
+    return path, h.hexdigest()
+
+
+def _is_tty(stream: BinaryIO) -> bool:
+    try:
+        return os.isatty(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+# --------------------------------------------------------------------------- profiling
+
+
+def _profile(path: str, display: str, digest: str | None, cache_dir: str | None, owned: list[str]) -> Profile:
+    st = os.stat(path)
+    with open(path, "rb") as fh:
+        head_bytes = fh.read(4)
+    encoding, codec, transcode = detect_encoding(head_bytes)
+    fingerprint = _fingerprint(path, st.st_size)
+    key = hashlib.sha256(
+        f"v{_CACHE_VERSION}|{st.st_size}|{st.st_mtime_ns}|{fingerprint}|{digest or ''}".encode()
+    ).hexdigest()[:32]
+    cache = _Cache(cache_dir if cache_dir is not None else default_cache_dir(), key)
+    work_path = cache.transcoded(path, codec, owned) if transcode else path
+    facts = cache.load()
+    index_path: str | None = None
+    if facts is None or not os.path.exists(cache.index_path):
+        facts, starts_info = _scan(work_path)
+        index_path = cache.store(*starts_info, owned=owned)
+        cache.store_facts(facts)
+    else:
+        index_path = cache.index_path
+    if "sha256" in facts:
+        sha = Digest(facts["sha256"])
+    else:
+        known = facts
+        sha = _hash_in_background(path, digest, lambda value: cache.store_facts({**known, "sha256": value}))
+    with MappedText(work_path, index_path=index_path) as text:
+        n = text.n_lines
+
+        def first_bytes(i: int) -> str:  # a profile reads the start of each line only
+            return text.line_head(i, PROFILE_LINE_BYTES)
+
+        head = [_cap(text.display(first_bytes(i))) for i in range(min(n, HEAD_LINES))]
+        tail = [_cap(text.display(first_bytes(i))) for i in range(max(HEAD_LINES, n - TAIL_LINES), n)]
+        binary = text.binary
+        sample = [first_bytes(i) for i in range(min(n, 50))]
+        table_sample = [first_bytes(i) for i in range(min(n, 200))]
+    fmt = "binary" if binary else _detect_format(sample, display, head_bytes)
+    table = None
+    # Lines longer than this are not records (a one-line JSON document, a minified file):
+    # a table of them would only copy the file into memory.
+    tabular = facts["longest_line"] <= TABLE_LINE_MAX_BYTES
+    if tabular and not binary and os.environ.get("RLM_TABLES", "").lower() not in ("0", "off", "no"):
+        try:
+            table = ensure_table(
+                work_path,
+                fmt,
+                cache_base=cache.base,
+                n_lines=n,
+                encoding="utf-8",  # the worker's copy: UTF-16/32 input is transcoded first
+                invalid_lines=facts["invalid_lines"],
+                sample=table_sample,
+                owned=owned,
+            )
+        except TableError:
+            table = None  # the investigation goes on without sql()
+    return Profile(
+        path=os.path.abspath(path),
+        display_name=display,
+        size=st.st_size,
+        lines=n,
+        encoding=encoding,
+        format=fmt,
+        digest=sha,
+        invalid_lines=facts["invalid_lines"],
+        binary=binary,
+        head=head,
+        tail=tail,
+        longest_line=facts["longest_line"],
+        index_path=index_path,
+        work_path=os.path.abspath(work_path),
+        table=table,
+        table_path=table["path"] if table else None,
+    )
+
+
+def _hash_in_background(path: str, known: str | None, on_done: Any) -> Digest:
+    """The file's sha256 from a thread of its own (hashlib drops the GIL on big buffers);
+    the facts are cached once it is known, so a second question skips the scan."""
+    if known is not None:
+        on_done(known)
+        return Digest(known)
+    digest = Digest()
+
+    def run() -> None:
+        h = hashlib.sha256()
+        try:
+            with open(path, "rb") as fh:
+                while chunk := fh.read(_HASH_CHUNK):
+                    h.update(chunk)
+        except OSError as exc:
+            digest.set(f"unavailable ({exc.strerror or exc})")
+            return
+        on_done(h.hexdigest())  # cached first, so whoever waits on the digest finds it stored
+        digest.set(h.hexdigest())
+
+    threading.Thread(target=run, name="rlm-sha256", daemon=True).start()
+    return digest
+
+
+def _scan(path: str) -> tuple[dict[str, Any], tuple[Any, int, int]]:
+    """One pass over the bytes (UTF-8 or single-byte): line starts, invalid lines, the longest line."""
+    size = os.path.getsize(path)
+    if size == 0:
+        starts = line_starts(b"")
+        return {"invalid_lines": 0, "longest_line": 0}, (starts, 0, INDEX_FLAG_ASCII)
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        first = 3 if mm[:3] == b"\xef\xbb\xbf" else 0
+        wide: list[tuple[int, int]] = []
+        starts = line_starts(mm, first, non_ascii=wide)
+        invalid, all_ascii = _count_invalid_lines(mm, starts, wide), not wide
+        longest = int((starts[1:] - starts[:-1]).max()) if len(starts) > 1 else 0
+    return {"invalid_lines": invalid, "longest_line": longest}, (
+        starts,
+        size,
+        INDEX_FLAG_ASCII if all_ascii else 0,
+    )
+
+
+def _count_invalid_lines(mm: Any, starts: Any, ranges: list[tuple[int, int]]) -> int:
+    """Lines holding bytes that are not valid UTF-8, looking only at the non-ASCII `ranges`."""
+    import numpy as np
+
+    bad_lines: set[int] = set()
+    view = memoryview(mm)
+    try:
+        for off, end in ranges:
+            # Widen to whole lines so that no character straddles a cut.
+            line = int(np.searchsorted(starts, off, side="right")) - 1
+            lo = int(starts[line])
+            k = int(np.searchsorted(starts, end, side="left"))
+            hi = int(starts[k]) if k < len(starts) else len(mm)
+            pos = lo
+            while pos < hi:
+                # Decoded a few MB at a time, cut at a character boundary: one huge line
+                # must not become one huge string.
+                stop = end_of_piece = min(hi, pos + _VALIDATE_BYTES)
+                while pos < stop < hi and mm[stop] & 0xC0 == 0x80:
+                    stop -= 1
+                if stop <= pos:  # nothing but continuation bytes: invalid, and reported as such
+                    stop = end_of_piece
+                try:
+                    str(view[pos:stop], "utf-8")
+                    pos = stop
+                except UnicodeDecodeError as exc:
+                    if exc.reason == "unexpected end of data" and stop < hi:
+                        pos = pos + exc.start if exc.start else stop  # a sequence cut at `stop`: resume at it
+                        continue
+                    bad = pos + exc.start
+                    line = int(np.searchsorted(starts, bad, side="right")) - 1
+                    bad_lines.add(line)
+                    pos = max(int(starts[line + 1]) if line + 1 < len(starts) else hi, bad + 1)
+    finally:
+        view.release()
+    return len(bad_lines)
+
+
+def _fingerprint(path: str, size: int) -> str:
+    """Hash of a few sampled blocks (start, middle, end): cheap, catches most edits."""
+    h = hashlib.sha256(str(size).encode())
+    with open(path, "rb") as fh:
+        for off in sorted(
+            {0, max(0, size // 2 - _FINGERPRINT_BLOCK // 2), max(0, size - _FINGERPRINT_BLOCK)}
+        ):
+            fh.seek(off)
+            h.update(fh.read(_FINGERPRINT_BLOCK))
+    return h.hexdigest()[:16]
+
+
+def _transcode(path: str, codec: str, out_path: str) -> None:
+    decoder = codecs.getincrementaldecoder(codec)(errors="replace")
+    with open(path, "rb") as src, open(out_path, "wb") as out:
+        while block := src.read(_SPOOL_CHUNK * 4):
+            out.write(decoder.decode(block).encode("utf-8"))
+        out.write(decoder.decode(b"", final=True).encode("utf-8"))
+
+
+class _Cache:
+    """`<key>.json` (profile facts) and `<key>.idx` (line starts) in the cache directory."""
+
+    def __init__(self, directory: str, key: str) -> None:
+        self.directory = directory
+        self.base = os.path.join(directory, key)
+        self.facts_path = os.path.join(directory, f"{key}.json")
+        self.index_path = os.path.join(directory, f"{key}.idx")
+
+    def load(self) -> dict[str, Any] | None:
+        try:
+            with open(self.facts_path, encoding="utf-8") as fh:
+                facts = json.load(fh)
+        except (OSError, ValueError):
+            return None
+        if not isinstance(facts, dict) or not {"invalid_lines", "longest_line"} <= facts.keys():
+            return None
+        return facts
+
+    def store_facts(self, facts: dict[str, Any]) -> None:
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            tmp = f"{self.facts_path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(facts, fh)
+            os.replace(tmp, self.facts_path)
+        except OSError:
+            pass  # an unwritable cache only costs a rescan next time
+
+    def transcoded(self, path: str, codec: str, owned: list[str]) -> str:
+        """A UTF-8 copy of a UTF-16/32 input, made once (streamed, a few MB at a time)."""
+        target = os.path.join(self.directory, f"{os.path.basename(self.index_path)[:-4]}.utf8")
+        if os.path.exists(target):
+            return target
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            tmp = f"{target}.{os.getpid()}.tmp"
+            _transcode(path, codec, tmp)
+            os.replace(tmp, target)
+            return target
+        except OSError:
+            fd, private = tempfile.mkstemp(prefix="rlm-utf8-", suffix=".txt")
+            os.close(fd)
+            _transcode(path, codec, private)
+            owned.append(private)
+            _PENDING.add(private)
+            return private
+
+    def store(self, starts: Any, size: int, flags: int, *, owned: list[str]) -> str:
+        """Write the index; falls back to a private temp index the Source removes.
+        The facts follow once the file's sha256 is known (store_facts)."""
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            write_index(starts, self.index_path, size, flags)
+        except OSError:
+            fd, tmp = tempfile.mkstemp(prefix="rlm-index-", suffix=".idx")
+            os.close(fd)
+            write_index(starts, tmp, size, flags)
+            owned.append(tmp)
+            _PENDING.add(tmp)
+            return tmp
+        return self.index_path
+
+
+# --------------------------------------------------------------------------- formats
+
+_APACHE = re.compile(r'^\S+ \S+ \S+ \[[^\]]+\] "[^"]*" \d{3} (?:\d+|-)')
+_SYSLOG = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ ")
+# A timestamp (or a log level) near the start of a line marks a log, whatever its layout.
+_TIMESTAMPED = re.compile(
+    r"\d{4}-\d{2}-\d{2}[ T]\d\d:\d\d|\d{4}[./]\d{2}[./]\d{2}|\d{2}/\d{2}/\d{2,4}[ :]\d\d:\d\d|"
+    r"\d{2}/[A-Z][a-z]{2}/\d{4}|\b\d{6} \d{6}\b|\b\d{10}(?:\.\d+)?\b|[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d|"
+    r"\b\d\d[.:-]\d\d[ T]\d\d:\d\d:\d\d|\b(?:INFO|WARN|WARNING|ERROR|DEBUG|TRACE|FATAL)\b"
+)
+
+
+# How to take each detected format apart in code: small models guess field
+# positions wrong (a status code counted by substring catches sizes and paths).
+_ACCESS_HINT = (
+    "line.split() gives [0] client IP, [3] '[day/Mon/year:time', [5] '\"METHOD', [6] path, "
+    "[8] status code, [9] bytes (when the request has three parts)"
+)
+FORMAT_HINTS = {
+    "apache-access": _ACCESS_HINT,
+    "nginx-access": _ACCESS_HINT,
+    "syslog": "line.split() gives [0] month, [1] day, [2] time, [3] host, [4] 'program[pid]:'; "
+    "the message follows",
+    "csv": "csv.DictReader(context_lines) yields one dict per row, keyed by the header line",
+    "tsv": "csv.DictReader(context_lines, delimiter='\\t') yields one dict per row, keyed by the header",
+    "jsonl": "one JSON object per line: json.loads(line)",
+    "json": "the whole file is one JSON document: json.loads(context)",
+}
+
+
+def _detect_format(sample: list[str], display: str, head: bytes) -> str:
+    """A best guess from up to 50 leading lines; "text" when nothing fits."""
+    rows = [s for s in sample if s.strip()]
+    if not rows:
+        return "text"
+
+    def share(pred: Any) -> float:
+        return sum(1 for s in rows if pred(s)) / len(rows)
+
+    if share(_APACHE.match) >= 0.8:
+        return "nginx-access" if "nginx" in display.lower() else "apache-access"
+    if share(_is_json_object) >= 0.8:
+        return "jsonl"
+    first = rows[0].lstrip()
+    if first in ("{", "[") or first.startswith(('{"', "[{", '["', "[[")):
+        return "json"
+    if share(_SYSLOG.match) >= 0.8:
+        return "syslog"
+    stamped = share(lambda s: _TIMESTAMPED.search(s, 0, 80) is not None)
+    for sep, name in (("\t", "tsv"), (",", "csv"), (";", "csv")):
+        counts = [s.count(sep) for s in rows[:20]]
+        consistent = sum(1 for c in counts if c == counts[0]) >= 0.8 * len(counts)
+        # One comma per line is often a timestamp's milliseconds ("18:01:47,978").
+        wide_enough = counts[0] >= 2 or (counts[0] == 1 and stamped < 0.6)
+        if consistent and wide_enough and len(rows) > 1:
+            return name
+    if stamped >= 0.6:
+        return "log"
+    return "text"
+
+
+def _is_json_object(s: str) -> bool:
+    s = s.strip()
+    if not (s.startswith("{") and s.endswith("}")):
+        return False
+    try:
+        return isinstance(json.loads(s), dict)
+    except ValueError:
+        return False
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _cap(s: str, n: int = SAMPLE_LINE_CHARS) -> str:
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _human_size(n: int) -> str:
+    size = float(n)
+    for unit in ("bytes", "KB", "MB", "GB", "TB"):
+        if size < 1024 or unit == "TB":
+            return f"{n} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} bytes"
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

@@ -1,0 +1,635 @@
+"""Parsed tables: the input as the DuckDB table `log`, built once per file, queried in the sandbox.
+
+Two halves:
+
+- the parent (`ensure_table`) builds `<cache key>.t<version>.duckdb` beside
+  the line index, keyed like it, with `log(line_no BIGINT, line VARCHAR, ...)`
+  and the columns its format parses (rlm.input.logformats); a description of it
+  (`<key>.t<version>.json`) feeds the profile. A second question about the
+  same file finds both and pays nothing.
+- the worker (`SqlSession`) opens that file read-only BEFORE lock-down, with
+  DuckDB's own switches off: no external access (no other file, no network,
+  no ATTACH / COPY / INSTALL / LOAD), no extension auto-loading, no spilling
+  to disk, a memory limit, one thread, and the configuration locked. A
+  watchdog thread, started before lock-down too, interrupts a query when the
+  cell's CPU time is nearly spent, so a runaway query costs that query, not
+  the worker.
+
+The worker half imports only duckdb and the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from typing import Any
+
+__all__ = [
+    "TABLE_VERSION",
+    "TableError",
+    "SqlError",
+    "SqlResult",
+    "SqlSession",
+    "ensure_table",
+    "build_table",
+    "describe_table",
+    "sql_helper",
+]
+
+TABLE_VERSION = 1
+MAX_RESULT_ROWS = 100_000  # rows sql() hands back; more means the query should aggregate or LIMIT
+SHOWN_ROWS = 20  # rows the REPL echo shows
+SHOWN_CELL_CHARS = 60
+_FIRST_LINES = 200  # lines the format is recognized on
+_JSON_SAMPLE = 2000  # JSON lines whose keys make the columns
+
+
+class TableError(Exception):
+    """The table could not be built; the run goes on without `sql`."""
+
+
+class SqlError(Exception):
+    """A query failed: the message is DuckDB's, or says which limit stopped it."""
+
+
+# =========================================================================== building (parent)
+
+
+def table_paths(cache_base: str) -> tuple[str, str]:
+    """(database, description) paths for a cache key path like `<dir>/<key>`."""
+    return f"{cache_base}.t{TABLE_VERSION}.duckdb", f"{cache_base}.t{TABLE_VERSION}.json"
+
+
+def ensure_table(
+    path: str,
+    profile_format: str,
+    *,
+    cache_base: str,
+    n_lines: int,
+    encoding: str,
+    invalid_lines: int,
+    sample: list[str],
+    owned: list[str] | None = None,
+) -> dict[str, Any] | None:
+    """The description of `path`'s table, built now unless the cache holds it; None when DuckDB is missing.
+
+    The description is a dict: path, format, columns [[name, type]], rows,
+    parsed, example, note, build_s. Raises TableError when the build fails.
+    """
+    try:
+        import duckdb  # noqa: F401
+    except ImportError:
+        return None
+    db_path, info_path = table_paths(cache_base)
+    info = _load_info(info_path, db_path)
+    if info is not None:
+        return info
+    from rlm.input.logformats import recognize
+
+    year = time.gmtime(os.stat(path).st_mtime).tm_year
+    fmt = recognize(profile_format, sample[:_FIRST_LINES], year=year)
+    try:
+        os.makedirs(os.path.dirname(db_path) or ".", exist_ok=True)
+        info = build_table(
+            path, fmt, db_path, n_lines=n_lines, encoding=encoding, invalid_lines=invalid_lines
+        )
+    except OSError:
+        # An unwritable cache: a private table the Source removes.
+        fd, db_path = tempfile.mkstemp(prefix="rlm-table-", suffix=".duckdb")
+        os.close(fd)
+        if owned is not None:
+            owned.append(db_path)
+        info = build_table(
+            path, fmt, db_path, n_lines=n_lines, encoding=encoding, invalid_lines=invalid_lines
+        )
+        return info
+    try:
+        tmp = f"{info_path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(info, fh)
+        os.replace(tmp, info_path)
+    except OSError:
+        pass
+    return info
+
+
+def _load_info(info_path: str, db_path: str) -> dict[str, Any] | None:
+    try:
+        with open(info_path, encoding="utf-8") as fh:
+            info = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or info.get("version") != TABLE_VERSION or not os.path.exists(db_path):
+        return None
+    info["path"] = db_path
+    return info
+
+
+def _raw_source(path: str, numbered: bool = True) -> str:
+    """A DuckDB scan of `path` as one VARCHAR column, one row per '\\n'-terminated line, in file order.
+
+    Unnumbered, line_no is NULL: numbering with row_number() serialises the
+    scan and costs about half of a big build; the stored table is numbered by
+    its rowid instead (see _create_log).
+    """
+    lit = "'" + path.replace("'", "''") + "'"
+    number = "row_number() OVER ()" if numbered else "NULL::BIGINT"
+    return (
+        f"SELECT {number} AS line_no, coalesce(line, '') AS line FROM read_csv({lit}, "
+        "columns={'line': 'VARCHAR'}, header=false, delim='\\x1f', quote='', escape='', auto_detect=false, "
+        "new_line='\\n', strict_mode=false, max_line_size=1073741824)"
+    )
+
+
+def build_table(
+    path: str, fmt: Any, db_path: str, *, n_lines: int, encoding: str = "utf-8", invalid_lines: int = 0
+) -> dict[str, Any]:
+    """Build `log` for `path` into `db_path` (replaced atomically). Returns its description."""
+    import duckdb
+
+    started = time.perf_counter()
+    work = tempfile.mkdtemp(prefix="rlm-build-", dir=os.path.dirname(db_path) or None)
+    tmp_db = os.path.join(work, "table.duckdb")
+    source = path
+    try:
+        utf8 = encoding in ("utf-8", "ascii", "utf-8-sig") and not invalid_lines
+        if not utf8 or _has_cr(path):
+            # DuckDB reads UTF-8 only, and splits lines at a carriage return too: give it
+            # a copy with '\n' endings (a line's final '\r' dropped, as context_lines
+            # does; any other '\r' read as a space) and invalid bytes as U+FFFD, exactly
+            # as peek and context_lines show them.
+            source = os.path.join(work, "input.txt")
+            if utf8:
+                _strip_cr(path, source)
+            else:
+                _transcode(path, source, encoding)
+        con = duckdb.connect(
+            tmp_db,
+            config={
+                "threads": max(1, os.cpu_count() or 1),
+                "preserve_insertion_order": True,
+                "temp_directory": os.path.join(work, "spill"),
+                "autoinstall_known_extensions": False,
+                "autoload_known_extensions": False,
+            },
+        )
+        _utc(con)
+        try:
+            note = fmt.note
+            columns, parsed = _create_log(con, fmt, source, n_lines)
+            if isinstance(parsed, str):  # the format's columns could not be parsed: say why
+                note, parsed = parsed, 0
+            rows = con.execute("SELECT count(*) FROM log").fetchone()[0]
+            if rows != n_lines:
+                raise TableError(f"the table has {rows:,} rows but the file {n_lines:,} lines")
+        finally:
+            con.close()
+        os.replace(tmp_db, db_path)
+    except duckdb.Error as exc:
+        raise TableError(f"DuckDB could not build the table: {_first_line(exc)}") from None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {
+        "version": TABLE_VERSION,
+        "path": db_path,
+        "format": fmt.name if columns else "text",
+        "columns": [["line_no", "BIGINT"], ["line", "VARCHAR"], *[[n, t] for n, t in columns]],
+        "rows": rows,
+        "parsed": parsed,
+        "example": fmt.example if columns else "SELECT count(*) FROM log WHERE line LIKE '%error%'",
+        "note": note,
+        "build_s": round(time.perf_counter() - started, 3),
+    }
+
+
+def _create_log(con: Any, fmt: Any, source: str, n_lines: int) -> tuple[list[tuple[str, str]], int | str]:
+    """CREATE TABLE log; returns (parsed columns with their types, lines parsed or why none were)."""
+    raw = _raw_source(source)
+    if fmt.kind == "lines":
+        # Rows are stored in file order (insertion order is preserved), so the
+        # rowid numbers them: `log` is a view adding line_no = rowid + 1.
+        unnumbered = _raw_source(source, numbered=False)
+        con.execute(
+            f"CREATE TABLE log_data AS SELECT * EXCLUDE (line_no) FROM (WITH src AS ({unnumbered}) {fmt.select})"
+        )
+        con.execute("CREATE VIEW log AS SELECT rowid + 1 AS line_no, * FROM log_data")
+        cols = _columns(con)
+        if not cols:
+            return [], 0
+        first = cols[0][0]
+        parsed = con.execute(f'SELECT count("{first}") FROM log').fetchone()[0]
+        return cols, parsed
+    con.execute(f"CREATE TEMP TABLE src AS {raw}")
+    if fmt.kind == "csv":
+        return _create_csv(con, fmt, source, n_lines)
+    if fmt.kind == "jsonl":
+        return _create_jsonl(con)
+    con.execute("CREATE TABLE log AS SELECT * FROM src ORDER BY line_no")
+    return [], 0
+
+
+def _create_csv(con: Any, fmt: Any, source: str, n_lines: int) -> tuple[list[tuple[str, str]], int | str]:
+    import duckdb
+
+    lit = "'" + source.replace("'", "''") + "'"
+    delim = ", delim='\\t'" if fmt.delimiter == "\t" else ""
+    try:
+        con.execute(
+            f"CREATE TEMP TABLE rows AS SELECT row_number() OVER () + 1 AS __rlm_line_no, * "
+            f"FROM read_csv({lit}, header=true, auto_detect=true, sample_size=20480{delim})"
+        )
+    except duckdb.Error as exc:
+        con.execute("CREATE TABLE log AS SELECT * FROM src ORDER BY line_no")
+        return [], f"the CSV columns could not be parsed: {_first_line(exc)}"
+    records = con.execute("SELECT count(*) FROM rows").fetchone()[0]
+    trailing_blank = con.execute(
+        "SELECT count(*) FROM src WHERE line_no > (SELECT coalesce(max(line_no), 0) FROM src WHERE line <> '')"
+    ).fetchone()[0]
+    if records != n_lines - 1 - trailing_blank:
+        con.execute("CREATE TABLE log AS SELECT * FROM src ORDER BY line_no")
+        return [], (
+            f"the CSV has {records:,} records on {n_lines - 1:,} lines (quoted fields span lines): "
+            "its columns are not split out; parse `line` or use context_lines with the csv module"
+        )
+    described = con.execute("DESCRIBE rows").fetchall()
+    names = [r[0] for r in described if r[0] != "__rlm_line_no"]
+    outs, cols = [], []
+    for name, typ in ((r[0], r[1]) for r in described if r[0] != "__rlm_line_no"):
+        alias = name + "_" if name in ("line_no", "line") else name
+        outs.append(f'c."{_q(name)}" AS "{_q(alias)}"')
+        cols.append((alias, typ))
+    del names
+    con.execute(
+        f"CREATE TABLE log AS SELECT s.line_no, s.line, {', '.join(outs)} "
+        "FROM src s LEFT JOIN rows c ON c.__rlm_line_no = s.line_no ORDER BY s.line_no"
+    )
+    return cols, records
+
+
+def _create_jsonl(con: Any) -> tuple[list[tuple[str, str]], int | str]:
+    structure = con.execute(
+        f"SELECT json_group_structure(json(line)) FROM (SELECT line FROM src WHERE json_valid(line) "
+        f"AND starts_with(ltrim(line), '{{') ORDER BY line_no LIMIT {_JSON_SAMPLE})"
+    ).fetchone()[0]
+    if not structure or not structure.startswith("{"):
+        con.execute("CREATE TABLE log AS SELECT * FROM src ORDER BY line_no")
+        return [], "no JSON objects were found to take keys from"
+    keys = list(json.loads(structure).keys())
+    lit = "'" + structure.replace("'", "''") + "'"
+    outs = []
+    for key in keys:
+        alias = key + "_" if key in ("line_no", "line") else key
+        outs.append(f'j."{_q(key)}" AS "{_q(alias)}"')
+    con.execute(
+        f"CREATE TABLE log AS SELECT line_no, line, {', '.join(outs)} FROM (SELECT line_no, line, "
+        f"CASE WHEN json_valid(line) AND starts_with(ltrim(line), '{{') THEN try(from_json(line, {lit})) END AS j "
+        "FROM src) ORDER BY line_no"
+    )
+    cols = _columns(con)
+    parsed = con.execute(
+        "SELECT count(*) FROM src WHERE json_valid(line) AND starts_with(ltrim(line), '{')"
+    ).fetchone()[0]
+    return cols, parsed
+
+
+def _utc(con: Any) -> None:
+    """Timestamps with a time zone show in UTC, whatever the machine's zone; and no progress
+    bar: DuckDB prints it on stdout, which belongs to the answer (a connection option, so it
+    cannot be given to connect())."""
+    import duckdb
+
+    con.execute("SET enable_progress_bar = false")
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+    except duckdb.Error:
+        pass
+
+
+def _columns(con: Any) -> list[tuple[str, str]]:
+    return [(r[0], r[1]) for r in con.execute("DESCRIBE log").fetchall() if r[0] not in ("line_no", "line")]
+
+
+def _has_cr(path: str) -> bool:
+    import mmap
+
+    with open(path, "rb") as fh:
+        if os.fstat(fh.fileno()).st_size == 0:
+            return False
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            return mm.find(b"\r") >= 0
+
+
+def _strip_cr(src: str, dest: str) -> None:
+    """Copy a UTF-8 file with CRLF (or stray CR) endings as '\n'-only."""
+    chunk = 64 << 20
+    with open(src, "rb") as fh, open(dest, "wb") as out:
+        carry = b""
+        while block := fh.read(chunk):
+            block = carry + block
+            carry = b""
+            if block.endswith(b"\r"):
+                block, carry = block[:-1], b"\r"
+            out.write(block.replace(b"\r\n", b"\n").replace(b"\r", b" "))
+        if carry:
+            out.write(b"")  # a final lone CR ends the file: context_lines drops it too
+
+
+def _transcode(src: str, dest: str, encoding: str) -> None:
+    from rlm.text.textfile import MappedText
+
+    with MappedText(src, encoding=encoding) as text, open(dest, "w", encoding="utf-8", newline="\n") as out:
+        lines = text.lines
+        step = 65536
+        for i in range(0, len(lines), step):
+            out.write("".join(s.replace("\r", " ") + "\n" for s in lines[i : i + step]))
+
+
+def _q(name: str) -> str:
+    return name.replace('"', '""')
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def describe_table(info: dict[str, Any], max_chars: int = 420) -> str:
+    """The profile's lines about the table: columns and types, lines parsed, one example query."""
+    cols = ", ".join(f"{n} {t}" for n, t in info["columns"])
+    if len(cols) > max_chars - 120:
+        cols = cols[: max_chars - 121].rsplit(",", 1)[0] + ", …"
+    rows, parsed = int(info["rows"]), int(info.get("parsed") or 0)
+    head = f"Table `log` ({info['format']}): {cols}."
+    if len(info["columns"]) > 2:
+        head += f" {parsed:,} of {rows:,} lines parsed; the others have NULL fields."
+    out = [head]
+    if info.get("note"):
+        out.append(f"Note: {info['note']}.")
+    out.append(f'Example: execute sql("{info["example"]}")')
+    return "\n".join(out)
+
+
+# =========================================================================== querying (worker)
+
+
+class SqlResult(list):
+    """sql() inside code: a list of row tuples with `.columns`; echoed as a small table."""
+
+    def __init__(self, columns: list[str], rows: list[tuple], more: bool) -> None:
+        super().__init__(rows)
+        self.columns = columns
+        self.more = more
+
+    def __repr__(self) -> str:
+        return render_table(self.columns, list(self), more=self.more)
+
+    __str__ = __repr__
+
+
+def _cell(v: Any) -> str:
+    s = "NULL" if v is None else str(v)
+    s = s.replace("\n", "\\n").replace("\r", "\\r")
+    return s if len(s) <= SHOWN_CELL_CHARS else s[: SHOWN_CELL_CHARS - 1] + "…"
+
+
+def render_table(columns: list[str], rows: list[tuple], *, more: bool = False) -> str:
+    if not columns:
+        return "(no result)"
+    shown = rows[:SHOWN_ROWS]
+    grid = [[_cell(v) for v in row] for row in shown]
+    widths = [max([len(c)] + [len(r[i]) for r in grid]) for i, c in enumerate(columns)]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
+    lines.append("-+-".join("-" * w for w in widths))
+    for r in grid:
+        lines.append(" | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    n = len(rows)
+    if more:
+        lines.append(
+            f"({n:,} rows returned, the first {SHOWN_ROWS} shown; the query has more: "
+            f"sql() returns at most {MAX_RESULT_ROWS:,} — aggregate or add LIMIT)"
+        )
+    elif n > SHOWN_ROWS:
+        lines.append(f"({n:,} rows, the first {SHOWN_ROWS} shown; the returned list holds them all)")
+    else:
+        lines.append(f"({n} row{'s' if n != 1 else ''})")
+    return "\n".join(lines)
+
+
+class _Watchdog:
+    """A thread that interrupts the running query at a CPU-time or wall-clock deadline.
+
+    Started before lock-down (afterwards no thread can be created). It polls
+    every 20 ms while a query runs and sleeps on a condition otherwise.
+    """
+
+    def __init__(self, con: Any) -> None:
+        self._con = con
+        self._cond = threading.Condition()
+        self._cpu_deadline: float | None = None
+        self._wall_deadline = 0.0
+        self.fired = False
+        self._thread = threading.Thread(target=self._run, name="rlm-sql-watchdog", daemon=True)
+        self._thread.start()
+
+    def arm(self, cpu_deadline: float, wall_deadline: float) -> None:
+        with self._cond:
+            self.fired = False
+            self._cpu_deadline, self._wall_deadline = cpu_deadline, wall_deadline
+            self._cond.notify()
+
+    def disarm(self) -> None:
+        with self._cond:
+            self._cpu_deadline = None
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                if self._cpu_deadline is None:
+                    self._cond.wait()
+                    continue
+                if time.process_time() >= self._cpu_deadline or time.monotonic() >= self._wall_deadline:
+                    self.fired = True
+                    self._cpu_deadline = None
+                    try:
+                        self._con.interrupt()
+                    except Exception:  # noqa: BLE001 (a closed connection: nothing to stop)
+                        pass
+                    continue
+                self._cond.wait(0.02)
+
+
+_MARGIN = 0.25  # interrupt this long before the cell's CPU timer, so the query's message is the one shown
+
+
+class SqlSession:
+    """A read-only, confined DuckDB connection to one table file, opened before lock-down."""
+
+    def __init__(
+        self,
+        db_path: str,
+        *,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        memory_bytes: int = 0,
+        default_seconds: float = 30.0,
+    ) -> None:
+        import duckdb
+
+        self._duckdb = duckdb
+        limit_mb = max(64, int(memory_bytes * 0.5) >> 20) if memory_bytes else 1024
+        self.default_seconds = default_seconds
+        self.con = duckdb.connect(
+            db_path,
+            read_only=True,
+            config={
+                "threads": 1,
+                "memory_limit": f"{limit_mb}MB",
+                "max_memory": f"{limit_mb}MB",
+                "temp_directory": "",
+                "autoinstall_known_extensions": False,
+                "autoload_known_extensions": False,
+                "allow_community_extensions": False,
+                "allow_unsigned_extensions": False,
+                "allow_persistent_secrets": False,
+            },
+        )
+        con = self.con
+        _utc(con)
+        # The file's table by its full name: a bare `main.log` inside a temp view is the view itself.
+        self._table = (
+            '"' + con.execute("SELECT current_database()").fetchone()[0].replace('"', '""') + '".main.log'
+        )
+        self._view: tuple[int, int] | None = None
+        if start_line is not None or end_line is not None:
+            a = max(1, int(start_line or 1))
+            b = int(end_line) if end_line is not None else (1 << 62)
+            self._view = (a, b)
+            self._restore_log()
+        for name in ("python_enable_replacements", "python_scan_all_frames"):
+            try:
+                con.execute(f"SET {name} = false")
+            except duckdb.Error:
+                pass
+        # Types a result can hold, converted once now: the conversions import
+        # modules lazily, and after lock-down nothing can be imported.
+        con.execute(
+            "SELECT TIMESTAMPTZ '2020-01-01 00:00:00+00', TIMESTAMP '2020-01-01', DATE '2020-01-01', "
+            "TIME '01:02:03', INTERVAL 1 DAY, 1.5::DECIMAL(4,1), uuid(), {'a': 1}, [1, 2], "
+            "'x'::BLOB, 1::HUGEINT, '{}'::JSON, MAP {'k': 1}"
+        ).fetchall()
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+        self.watchdog = _Watchdog(con)
+
+    def _deadlines(self) -> tuple[float, float, float]:
+        """(CPU deadline, wall deadline, seconds allowed) for a query starting now."""
+        now_cpu = time.process_time()
+        # The cell's CPU timer (rlm.sandbox.oslimits, ITIMER_PROF) raises in the cell when it
+        # runs out; stop the query a little before, so the cell gets the query's own message.
+        remaining, _ = signal.getitimer(signal.ITIMER_PROF)
+        if remaining <= 0:
+            allowed = self.default_seconds
+        else:
+            allowed = min(max(0.05, remaining - _MARGIN), self.default_seconds)
+        return now_cpu + allowed, time.monotonic() + allowed, allowed
+
+    def _restore_log(self) -> None:
+        """`log` is the file's table whatever a cell did with temp objects before."""
+        shadows = self.con.execute(
+            "SELECT table_type FROM information_schema.tables WHERE table_catalog = 'temp' AND table_name = 'log'"
+        ).fetchall()
+        for (kind,) in shadows:
+            self.con.execute(f"DROP {'VIEW' if kind == 'VIEW' else 'TABLE'} temp.main.log")
+        if self._view is not None:
+            a, b = self._view
+            self.con.execute(
+                f"CREATE OR REPLACE TEMP VIEW log AS SELECT * REPLACE (line_no - {a - 1} AS line_no) "
+                f"FROM {self._table} WHERE line_no BETWEEN {a} AND {b}"
+            )
+
+    def sql(self, query: str) -> SqlResult:
+        """Run a read-only query over `log`; returns its rows (at most MAX_RESULT_ROWS)."""
+        if not isinstance(query, str):
+            raise TypeError('sql(query): the query is a string of SQL, e.g. sql("SELECT count(*) FROM log")')
+        duckdb = self._duckdb
+        try:
+            self._restore_log()
+        except duckdb.Error:
+            pass
+        cpu_deadline, wall_deadline, allowed = self._deadlines()
+        self.watchdog.arm(cpu_deadline, wall_deadline)
+        try:
+            cur = self.con.execute(query)
+            columns = [d[0] for d in cur.description] if cur.description else []
+            rows = cur.fetchmany(MAX_RESULT_ROWS + 1) if columns else []
+        except Exception as exc:
+            # The watchdog's interrupt is an InterruptException; the cell's CPU timer firing
+            # inside DuckDB surfaces as a bare RuntimeError("Query interrupted").
+            interrupted = isinstance(exc, duckdb.InterruptException) or (
+                isinstance(exc, RuntimeError) and "interrupted" in str(exc).lower()
+            )
+            if self.watchdog.fired or interrupted:
+                raise SqlError(
+                    f"the query was stopped after {allowed:.1f} s (the cell's time limit); "
+                    "narrow it with WHERE, aggregate, or add LIMIT"
+                ) from None
+            if isinstance(exc, duckdb.OutOfMemoryException):
+                raise SqlError(
+                    f"the query needs more memory than the sandbox allows ({_first_line(exc)}); "
+                    "aggregate or add LIMIT instead of collecting rows"
+                ) from None
+            if isinstance(exc, duckdb.Error):
+                raise SqlError(_explain(exc)) from None
+            raise
+        finally:
+            self.watchdog.disarm()
+        more = len(rows) > MAX_RESULT_ROWS
+        return SqlResult(columns, rows[:MAX_RESULT_ROWS], more)
+
+
+def _explain(exc: BaseException) -> str:
+    text = str(exc).strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    msg = "\n".join(lines[:6]) if lines else type(exc).__name__
+    low = text.lower()
+    if "external access" in low or "enable_external_access" in low:
+        msg += "\n(sql() reads only the table `log`: no files, no network, no extensions)"
+    elif "lock_configuration" in low or "configuration has been locked" in low:
+        msg += "\n(sql() settings are fixed in the sandbox)"
+    elif "read-only" in low or "read only" in low:
+        msg += "\n(the table is read-only: select from it; TEMP tables and views are allowed)"
+    return msg
+
+
+def _unavailable(reason: str) -> Any:
+    def sql(query: str = "") -> SqlResult:
+        raise SqlError(f"sql() is not available here: {reason}")
+
+    return sql
+
+
+def sql_helper(spec: dict[str, Any]) -> Any:
+    """The `sql` callable for a worker spec: a session over spec['extra']['table_path'], or one that explains.
+
+    Called before lock-down (it opens the database and starts the watchdog thread).
+    """
+    table_path = (spec.get("extra") or {}).get("table_path")
+    if not table_path:
+        return _unavailable(
+            "no table was built for this input (a text built by the investigation, or DuckDB missing)"
+        )
+    try:
+        session = SqlSession(
+            table_path,
+            start_line=spec.get("start_line"),
+            end_line=spec.get("end_line"),
+            memory_bytes=int(spec.get("memory_bytes") or 0),
+        )
+    except Exception as exc:  # noqa: BLE001 (the worker still serves everything else)
+        return _unavailable(f"the table could not be opened ({_first_line(exc)})")
+    return session.sql

@@ -1,0 +1,618 @@
+"""Model calls: the only module that imports litellm, and only when a call is made.
+
+litellm's import takes ~2 s and has side effects, so it is imported lazily
+with its pitfalls handled first: a local cost map (no fetch), production mode
+(no `.env` loading), offline tiktoken, no debug banner on stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import functools
+import itertools
+import json
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlm.errors import ConfigError, ProviderError, RlmError
+from rlm.model.budget import Budget, BudgetExceeded
+from rlm.model.tokens import count_messages, count_text, count_tools, ensure_offline_tiktoken
+
+_lock = threading.Lock()
+_litellm_module: Any = None
+
+
+def load_litellm() -> Any:
+    """Import litellm once, configured for offline, quiet, production use."""
+    global _litellm_module
+    with _lock:
+        if _litellm_module is None:
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            os.environ["LITELLM_MODE"] = "PRODUCTION"
+            ensure_offline_tiktoken()
+            import litellm
+
+            litellm.suppress_debug_info = True
+            litellm.drop_params = True
+            litellm.telemetry = False
+            from rlm.model.scripted import register_scripted_provider
+
+            register_scripted_provider(litellm)
+            _litellm_module = litellm
+    return _litellm_module
+
+
+@dataclass(frozen=True)
+class OwnProvider:
+    """A provider rlm registers in litellm itself: what litellm cannot be asked about it."""
+
+    name: str
+    tools: bool  # speaks native tool calls
+    priced: bool  # litellm has a price for it
+    needs_credentials: bool
+    measured_usage: bool  # its token counts come from the model's own tokenizer
+
+
+# The scripted provider (rlm.model.scripted) plays recorded or scripted replies.
+OWN_PROVIDERS: dict[str, OwnProvider] = {
+    "scripted": OwnProvider(
+        "scripted", tools=True, priced=False, needs_credentials=False, measured_usage=False
+    )
+}
+
+
+def own_provider(model: str) -> OwnProvider | None:
+    """The provider of `model` when rlm registered it itself, else None (a litellm provider)."""
+    prefix, sep, _ = model.partition("/")
+    return OWN_PROVIDERS.get(prefix) if sep else None
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # raw JSON text, as the model wrote it
+
+
+@dataclass
+class Reply:
+    """One model answer, with what it cost."""
+
+    content: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = None
+    latency_s: float = 0.0
+    model: str = ""
+    finish_reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "content": self.content,
+            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls],
+            "finish_reason": self.finish_reason,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Reply:
+        return cls(
+            content=d.get("content") or "",
+            tool_calls=[ToolCall(c["id"], c["name"], c["arguments"]) for c in d.get("tool_calls") or []],
+            finish_reason=d.get("finish_reason"),
+        )
+
+
+_RETRYABLE_NAMES = (
+    "RateLimitError",
+    "APIConnectionError",
+    "Timeout",
+    "InternalServerError",
+    "ServiceUnavailableError",
+    "APIError",
+)
+# A provider that asks to be left alone longer than this is treated as down.
+RETRY_AFTER_MAX_S = 120.0
+# A reply slower than this is announced on stderr (and again at twice, four times … as long).
+WAIT_NOTICE_S = 5.0
+# A refused connection is tried once more (a server restarting), not `retries` times.
+REFUSED_RETRIES = 1
+
+Events = Callable[[str, dict[str, Any]], None]
+
+
+class _Timeout(Exception):
+    """No complete reply in the time allowed: the request timeout, or the time the run has left."""
+
+    def __init__(self, seconds: float, by_deadline: bool) -> None:
+        super().__init__(f"no complete reply within {seconds:.1f} s")
+        self.seconds = seconds
+        self.by_deadline = by_deadline
+
+
+class _NoChoices(Exception):
+    """A reply without choices: retried like any other malformed reply."""
+
+
+def _classify(exc: BaseException) -> str:
+    """'config', 'retry' or 'fatal' for a litellm exception."""
+    if isinstance(exc, _Timeout | _NoChoices):
+        return "retry"
+    name = type(exc).__name__
+    if name in ("AuthenticationError", "PermissionDeniedError", "NotFoundError"):
+        return "config"
+    text = str(exc).lower()
+    if "missing credentials" in text or "api_key client option must be set" in text:
+        return "config"  # some providers report a missing key as a server error
+    if name in ("ContextWindowExceededError", "BadRequestError", "UnprocessableEntityError"):
+        return "fatal"
+    if name in _RETRYABLE_NAMES or isinstance(exc, TimeoutError | ConnectionError):
+        return "retry"
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and (status == 429 or status >= 500):
+        return "retry"
+    return "fatal"
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in seen and len(seen) < 12:
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return seen
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether nothing listens where the request went (as opposed to a server that failed)."""
+    for e in _chain(exc):
+        if isinstance(e, ConnectionRefusedError):
+            return True
+        text = str(e).lower()
+        if "connection refused" in text or "all connection attempts failed" in text:
+            return True
+    return False
+
+
+_LIB_PREFIX = re.compile(r"^(?:litellm\.)?\w+(?:Error|Exception)(?::|\s+-)\s*")
+
+
+def _clean(exc: BaseException) -> str:
+    """The provider's own words, without litellm's repeated class names."""
+    text = " ".join(str(exc).split())
+    while (shorter := _LIB_PREFIX.sub("", text, count=1)) != text:
+        text = shorter
+    return text[:300] or type(exc).__name__
+
+
+def _unknown_model(model: str) -> str:
+    return (
+        f"unknown model {model!r}: write it as provider/model (e.g. openai/gpt-4o-mini), or use "
+        "-m openai/NAME --api-base URL for an OpenAI-compatible server"
+    )
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds the provider asked us to wait (Retry-After / retry-after-ms), if it said."""
+    for headers in (
+        getattr(exc, "litellm_response_headers", None),
+        getattr(getattr(exc, "response", None), "headers", None),
+    ):
+        if not headers:
+            continue
+        try:
+            ms = headers.get("retry-after-ms")
+            if ms is not None:
+                return max(0.0, float(ms) / 1000)
+            value = headers.get("retry-after")
+        except (AttributeError, TypeError, ValueError):
+            continue
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            try:
+                when = email.utils.parsedate_to_datetime(value)
+            except (TypeError, ValueError):
+                continue
+            return max(0.0, when.timestamp() - time.time())
+    return None
+
+
+class ModelClient:
+    """A litellm model with retries, usage accounting and offline token counts.
+
+    Every call is bounded as a whole (not per read) by the request timeout and
+    by the time the run has left; retries follow one policy for sync and async
+    calls (`_after_failure`): Retry-After is honoured, each retry is announced
+    through `events`, and once a provider has failed after its retries the run
+    does not wait on it again. (A retry library was weighed: the policy is one
+    function either way, and the deadline and the shared failure decision are
+    the parts a library does not know.)
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        request_timeout: float = 120.0,
+        retries: int = 4,
+        retry_base_delay: float = 1.0,
+        temperature: float = 0.0,
+        context_window: int | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.model = model
+        self.own = own_provider(model)
+        self.api_base = api_base
+        self.api_key = api_key
+        self.request_timeout = request_timeout
+        self.retries = retries
+        self.retry_base_delay = retry_base_delay
+        self.temperature = temperature
+        self._context_window = context_window
+        self._sleep = sleep
+        self.budget: Budget | None = None
+        self._events: Events = lambda kind, data: None
+        self._failed: dict[str, ProviderError] = {}
+
+    def attach(self, budget: Budget, events: Events | None = None, failed: dict | None = None) -> None:
+        """Bind the client to a run: its clock and cost limit, where to report, and the run's
+        failure decisions (shared by the clients of one run, keyed by provider)."""
+        self.budget = budget
+        if events is not None:
+            self._events = events
+        if failed is not None:
+            self._failed = failed
+
+    @property
+    def measures_usage(self) -> bool:
+        """Whether reported token counts are the model's own (scripted ones are estimates)."""
+        return self.own is None or self.own.measured_usage
+
+    @property
+    def where(self) -> str:
+        """What a call waits on, for messages: the server's URL, else the model."""
+        return self.api_base or self.model
+
+    # -- capabilities -------------------------------------------------------
+    def supports_tools(self) -> bool:
+        """Native tool calling, as litellm knows it. A custom api_base is assumed not to."""
+        if self.own is not None:
+            return self.own.tools
+        if self.api_base:
+            return False
+        litellm = load_litellm()
+        try:
+            return bool(litellm.supports_function_calling(model=self.model))
+        except Exception:
+            return False
+
+    def context_window(self) -> int:
+        if self._context_window:
+            return self._context_window
+        if self.own is None:
+            litellm = load_litellm()
+            try:
+                info = litellm.get_model_info(self.model)
+                window = info.get("max_input_tokens") or info.get("max_tokens")
+                if window:
+                    self._context_window = int(window)
+                    return self._context_window
+            except Exception:
+                pass
+        self._context_window = 32_000
+        return self._context_window
+
+    def check_credentials(self) -> None:
+        """Fail early: an unknown model (exit 5, as a call would), a missing key (exit 4)."""
+        if self.own is not None and not self.own.needs_credentials:
+            return
+        litellm = load_litellm()
+        if not self.api_base:
+            try:
+                litellm.get_llm_provider(model=self.model)
+            except Exception:
+                raise ProviderError(_unknown_model(self.model)) from None
+        if self.api_base or self.api_key:
+            return
+        # An empty variable is no key, but litellm counts it as present.
+        for name in [
+            k for k, v in os.environ.items() if not v.strip() and k.endswith(("_API_KEY", "_TOKEN"))
+        ]:
+            del os.environ[name]
+        try:
+            env = litellm.validate_environment(model=self.model)
+        except Exception:
+            return
+        missing = env.get("missing_keys") or []
+        if missing:
+            raise ConfigError(
+                f"model {self.model!r} needs {', '.join(missing)} in the environment (or pass --api-key)"
+            )
+
+    def estimate_prompt_tokens(self, messages: list[dict[str, Any]], tools: list[dict] | None = None) -> int:
+        return count_messages(messages) + count_tools(tools)
+
+    def priced(self) -> bool:
+        """Whether litellm knows this model's price (else costs are unknown, never $0)."""
+        if self.own is not None:
+            return self.own.priced
+        litellm = load_litellm()
+        try:
+            info = litellm.get_model_info(self.model)
+            return bool(info.get("input_cost_per_token") or info.get("output_cost_per_token"))
+        except Exception:
+            return False
+
+    def cost_bound(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """The most a call of this size may cost, or None when the price is unknown."""
+        if not self.priced():
+            return None
+        litellm = load_litellm()
+        try:
+            p, c = litellm.cost_per_token(
+                model=self.model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+            )
+            return float(p) + float(c)
+        except Exception:
+            return None
+
+    # -- calls --------------------------------------------------------------
+    def _kwargs(
+        self, messages: list[dict[str, Any]], tools: list[dict] | None, max_tokens: int | None
+    ) -> dict:
+        kw: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "timeout": self.request_timeout,
+            "temperature": self.temperature,
+            "num_retries": 0,
+        }
+        if max_tokens:
+            kw["max_tokens"] = max_tokens
+        if tools:
+            kw["tools"] = tools
+            kw["tool_choice"] = "auto"
+        if self.api_base:
+            kw["api_base"] = self.api_base
+        if self.api_key:
+            kw["api_key"] = self.api_key
+        elif self.api_base and self.model.startswith("openai/"):
+            # OpenAI-compatible local servers accept any key; litellm insists on one.
+            kw["api_key"] = os.environ.get("OPENAI_API_KEY") or "sk-no-key-needed"
+        return kw
+
+    def _to_reply(self, resp: Any, messages: list[dict], tools: list[dict] | None, started: float) -> Reply:
+        litellm = load_litellm()
+        if not getattr(resp, "choices", None):
+            raise _NoChoices("the reply had no choices")
+        choice = resp.choices[0]
+        msg = choice.message
+        calls = []
+        for i, tc in enumerate(getattr(msg, "tool_calls", None) or []):
+            fn = tc.function
+            calls.append(ToolCall(id=tc.id or f"call_{i}", name=fn.name or "", arguments=fn.arguments or ""))
+        content = msg.content or ""
+        usage = getattr(resp, "usage", None)
+        prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0) or self.estimate_prompt_tokens(
+            messages, tools
+        )
+        completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0) or count_text(content)
+        cost: float | None = None
+        if self.own is None or self.own.priced:
+            try:
+                cost = float(litellm.completion_cost(completion_response=resp))
+            except Exception:
+                cost = None  # unknown price: reported as unknown, never as $0
+            if cost == 0.0 and not self.priced():
+                cost = None
+        return Reply(
+            content=content,
+            tool_calls=calls,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost=cost,
+            latency_s=time.monotonic() - started,
+            model=self.model,
+            finish_reason=getattr(choice, "finish_reason", None),
+        )
+
+    def _before(
+        self, messages: list[dict[str, Any]], tools: list[dict] | None, max_tokens: int | None, final: bool
+    ) -> None:
+        """Refuse a call to a provider this run has given up on, or one that may cost too much."""
+        failed = self._failed.get(self.where)
+        if failed is not None:
+            raise ProviderError(failed.message)
+        if self.budget is not None and self.budget.max_cost is not None:
+            bound = self.cost_bound(self.estimate_prompt_tokens(messages, tools), max_tokens or 2048)
+            self.budget.check_cost(bound, final)
+
+    def _time_up(self, final: bool, note: str) -> BudgetExceeded:
+        assert self.budget is not None
+        if final:  # the answer's own deadline: synthesis falls back to what is known
+            return BudgetExceeded(
+                "time", f"the time limit of {self.budget.max_time:g} s was reached ({note})"
+            )
+        return self.budget.out_of_time(note)
+
+    def _limit(self, final: bool) -> tuple[float, bool]:
+        """Seconds this attempt may take, and whether the run's time limit is what bounds it."""
+        left = None if self.budget is None else self.budget.time_left(final)
+        if left is None or left >= self.request_timeout:
+            return self.request_timeout, False
+        if left <= 0.05:
+            raise self._time_up(final, f"before a call to {self.where}")
+        return left, True
+
+    def _reason(self, exc: BaseException) -> str:
+        if isinstance(exc, _Timeout | _NoChoices):
+            return str(exc)
+        if _refused(exc):
+            return f"nothing answers at {self.where}"
+        chain = _chain(exc)
+        bad_json = next((e for e in chain if isinstance(e, json.JSONDecodeError)), None)
+        if bad_json is not None:
+            return f"the reply was not valid JSON ({bad_json})"
+        text = _clean(exc)
+        if text.lower().startswith("connection error"):
+            root = next((e for e in reversed(chain) if str(e).strip()), exc)
+            return f"the connection failed ({_clean(root)})"
+        status = getattr(exc, "status_code", None)
+        if isinstance(status, int) and status >= 400:
+            return f"HTTP {status}: {text}"
+        return text
+
+    def _give_up(self, exc: BaseException, attempts: int, note: str = "") -> ProviderError:
+        """The run's one failure decision about this provider."""
+        if _refused(exc) and self.api_base:
+            message = f"nothing answers at {self.api_base}: is the server running? (model {self.model})"
+        else:
+            tries = f" after {attempts} attempts" if attempts > 1 else ""
+            message = f"model call to {self.model} failed{tries}: {self._reason(exc)}{note}"
+        err = ProviderError(message)
+        self._failed[self.where] = err
+        self._events("provider_failed", {"model": self.model, "where": self.where, "message": message})
+        return err
+
+    def _after_failure(self, exc: Exception, attempt: int, final: bool) -> float:
+        """Seconds to wait before attempt `attempt + 1`, or the exception that ends the call."""
+        if isinstance(exc, RlmError | BudgetExceeded):
+            raise exc
+        if self.budget is not None:
+            self.budget.note_failed_request()
+        if isinstance(exc, _Timeout) and exc.by_deadline:
+            raise self._time_up(final, f"while waiting for {self.where}") from None
+        kind = _classify(exc)
+        if kind == "config":
+            raise ConfigError(
+                f"{self.where} refused the request for {self.model}: {self._reason(exc)}"
+            ) from None
+        if kind == "fatal":
+            if "llm provider not provided" in str(exc).lower():
+                raise ProviderError(_unknown_model(self.model)) from None
+            raise ProviderError(f"model call to {self.model} failed: {self._reason(exc)}") from None
+        if self._failed.get(self.where) is not None:  # another call gave up on it meanwhile
+            raise ProviderError(self._failed[self.where].message) from None
+        limit = min(self.retries, REFUSED_RETRIES) if _refused(exc) else self.retries
+        if attempt >= limit:
+            raise self._give_up(exc, attempt + 1) from None
+        asked = _retry_after(exc)
+        if asked is not None and asked > RETRY_AFTER_MAX_S:
+            raise self._give_up(exc, attempt + 1, f" (it asks to wait {asked:g} s)") from None
+        if asked is not None:
+            delay = asked
+        else:
+            delay = min(30.0, self.retry_base_delay * (2**attempt)) * (0.5 + random.random() / 2)
+        left = None if self.budget is None else self.budget.time_left(final)
+        if left is not None and delay >= left:
+            why = f"{self.where} asked to wait {asked:g} s" if asked is not None else f"{self._reason(exc)}"
+            raise self._time_up(final, why) from None
+        self._events(
+            "retry",
+            {
+                "model": self.model,
+                "where": self.where,
+                "attempt": attempt + 2,
+                "attempts": limit + 1,
+                "error": self._reason(exc),
+                "wait_s": round(delay, 3),
+                "retry_after": asked,
+            },
+        )
+        return delay
+
+    def _bounded(self, call: Callable[[], Any], limit: float, by_deadline: bool) -> Any:
+        """Run a blocking call for at most `limit` seconds in all (a dripped reply included).
+
+        The call runs in a daemon thread: when the time is up it is abandoned (its socket
+        times out on its own) and the run goes on; Ctrl-C interrupts the wait at once.
+        """
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                box["value"] = call()
+            except BaseException as exc:  # handed to the waiting thread
+                box["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="rlm-model-call", daemon=True).start()
+        started = time.monotonic()
+        notice = WAIT_NOTICE_S
+        while True:
+            waited = time.monotonic() - started
+            if done.wait(max(0.0, min(limit, notice) - waited)):
+                break
+            waited = time.monotonic() - started
+            if waited >= limit:
+                raise _Timeout(limit, by_deadline)
+            if waited >= notice:
+                self._events(
+                    "waiting",
+                    {"model": self.model, "where": self.where, "waited_s": round(waited), "limit_s": limit},
+                )
+                notice *= 2  # 5, 10, 20, 40 … s: a long wait is told, not narrated
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict] | None = None,
+        max_tokens: int | None = None,
+        *,
+        final: bool = False,
+    ) -> Reply:
+        """One model reply. final=True: the run's answer, which may use the time kept for it."""
+        litellm = load_litellm()
+        kw = self._kwargs(messages, tools, max_tokens)
+        self._before(messages, tools, max_tokens, final)
+        for attempt in itertools.count():
+            limit, by_deadline = self._limit(final)
+            started = time.monotonic()
+            try:
+                call = functools.partial(litellm.completion, **{**kw, "timeout": limit})
+                resp = self._bounded(call, limit, by_deadline)
+                return self._to_reply(resp, messages, tools, started)
+            except Exception as exc:
+                self._sleep(self._after_failure(exc, attempt, final))
+        raise AssertionError("unreachable")
+
+    async def acomplete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict] | None = None,
+        max_tokens: int | None = None,
+        *,
+        final: bool = False,
+    ) -> Reply:
+        litellm = load_litellm()
+        kw = self._kwargs(messages, tools, max_tokens)
+        self._before(messages, tools, max_tokens, final)
+        for attempt in itertools.count():
+            limit, by_deadline = self._limit(final)
+            started = time.monotonic()
+            try:
+                try:
+                    resp = await asyncio.wait_for(litellm.acompletion(**{**kw, "timeout": limit}), limit)
+                except TimeoutError:
+                    raise _Timeout(limit, by_deadline) from None
+                return self._to_reply(resp, messages, tools, started)
+            except Exception as exc:
+                await asyncio.sleep(self._after_failure(exc, attempt, final))
+        raise AssertionError("unreachable")

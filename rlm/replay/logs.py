@@ -1,0 +1,87 @@
+"""`rlm logs`: the recent runs in a trace directory, newest first.
+
+Trace names sort by time, so the newest are found without opening the rest.
+A file that cannot be read is listed as unreadable rather than hiding the others.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rlm.trace.redact import redact
+
+
+def trace_files(directories: str | Path | list[str] | list[Path]) -> list[Path]:
+    """Traces in the directories, newest first (names start with the start time)."""
+    found: list[Path] = []
+    for d in map(Path, directories if isinstance(directories, list) else [directories]):
+        if d.is_dir():
+            found.extend(p for p in d.glob("*.json") if p.is_file())
+    return sorted(found, key=lambda p: p.name, reverse=True)
+
+
+def latest_trace(directories: str | Path | list[str] | list[Path]) -> Path | None:
+    files = trace_files(directories)
+    return files[0] if files else None
+
+
+def summarize(path: Path) -> dict[str, Any]:
+    """One row of `rlm logs`: time, question, answer, status, cost, steps."""
+    row: dict[str, Any] = {"trace": str(path), "run_id": path.stem}
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("rlm-trace/"):
+            raise ValueError("not an rlm trace")
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        row.update(status="unreadable", error=str(exc).splitlines()[0][:200])
+        return row
+    totals = doc.get("totals") if isinstance(doc.get("totals"), dict) else {}
+    status = doc.get("status")
+    row.update(
+        started_at=doc.get("started_at"),
+        status="crashed" if status == "running" else status,
+        exit_code=doc.get("exit_code"),
+        question=doc.get("question"),
+        answer=doc.get("answer"),
+        input=(doc.get("input") or {}).get("display_name") if isinstance(doc.get("input"), dict) else None,
+        steps=len(doc.get("steps") or []),
+        cost_usd=totals.get("cost_usd"),
+        tokens=totals.get("total_tokens"),
+        elapsed_s=totals.get("elapsed_s"),
+    )
+    return redact(row)
+
+
+def list_runs(directories: str | Path | list[str] | list[Path], limit: int) -> list[dict[str, Any]]:
+    return [summarize(p) for p in trace_files(directories)[: max(0, limit)]]
+
+
+def render_runs(rows: list[dict[str, Any]], out: Any) -> None:
+    """A table on a terminal, tab-free aligned plain text otherwise."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from rlm.text.textcap import cap_line
+
+    tty = hasattr(out, "isatty") and out.isatty()
+    console = Console(
+        file=out, force_terminal=tty, color_system="auto" if tty else None, width=None if tty else 160
+    )
+    table = Table(box=None if not tty else None, show_edge=False, pad_edge=False, header_style="bold")
+    for col in ("time", "status", "steps", "cost", "question", "answer", "trace"):
+        table.add_column(col, no_wrap=col in ("time", "trace"), overflow="fold")
+    for r in rows:
+        cost = r.get("cost_usd")
+        answer = " ".join(str(r.get("answer") or r.get("error") or "").split())
+        table.add_row(
+            str(r.get("started_at") or "?").replace("T", " ")[:19],
+            str(r.get("status")),
+            str(r.get("steps", "")),
+            f"${cost:.4f}" if isinstance(cost, int | float) else "?",
+            cap_line(" ".join(str(r.get("question") or "").split()), 50),
+            cap_line(answer, 60),
+            Path(str(r["trace"])).name,
+        )
+    console.print(table)

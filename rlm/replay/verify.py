@@ -1,0 +1,400 @@
+"""`rlm replay TRACE --verify`: re-run the deterministic steps and show drift.
+
+peek, grep and execute steps are run again, in their recorded order, in one
+fresh sandbox worker per node (so variables carry from cell to cell as they
+did in the run), through the same Node code that ran them the first time.
+Model calls made from inside code are answered from the trace, never by a
+model. Each step is reported same or different, with a diff of the output
+preview. The input is checked by sha256 first: a changed file is reported in
+words (and the run then cannot verify); a missing one is an InputError.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import re
+from collections import defaultdict, deque
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, TextIO
+
+from rlm.errors import InputError, RlmError
+
+DETERMINISTIC = ("peek", "grep", "execute")
+DIFF_LINES = 40
+
+
+# -- the input --------------------------------------------------------------------------
+
+
+def resolve_input(doc: dict[str, Any], override: str | None, trace_path: str | os.PathLike[str]) -> str:
+    """The file the run read: --input, else the recorded path, else its name near the trace or here."""
+    if override is not None:
+        p = Path(override)
+        if not p.is_file():
+            raise InputError(f"--input {override}: no such file")
+        return str(p.resolve())
+    inp = doc.get("input") or {}
+    recorded = inp.get("path")
+    display = inp.get("display_name")
+    candidates: list[Path] = []
+    if recorded:
+        candidates.append(Path(recorded))
+    if display and display != "<stdin>" and not Path(display).is_absolute():
+        candidates.append(Path.cwd() / display)
+        # Example traces in a repository name their input relative to its root.
+        for ancestor in list(Path(trace_path).resolve().parents)[:4]:
+            candidates.append(ancestor / display)
+    for c in candidates:
+        if c.is_file():
+            return str(c.resolve())
+    if display == "<stdin>":
+        raise InputError(
+            "the run read standard input, which was not kept: pass --input FILE with the same data"
+        )
+    raise InputError(
+        f"the input of this run is missing: {recorded or display} (pass --input FILE to use a copy)"
+    )
+
+
+def sha256_of(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# -- answering model calls from the record ------------------------------------------------
+
+
+def _slice_start(where: Any) -> int:
+    m = re.search(r"(\d[\d,]*)", str(where))
+    return int(m.group(1).replace(",", "")) if m else 0
+
+
+class RecordedBridge:
+    """Serves llm_query / partition_map calls from model code with what the run got.
+
+    `bridge_calls` (when the trace has them) are exact; otherwise the sub-call
+    answers recorded for the same step, and the answers of child nodes, are
+    matched by question.
+    """
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        self.exact: dict[tuple[str, int], deque[dict[str, Any]]] = defaultdict(deque)
+        for call in doc.get("bridge_calls") or []:
+            self.exact[(call.get("node"), call.get("step"))].append(call)
+        self.subcalls: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+        for call in doc.get("subcalls") or []:
+            self.subcalls[(call.get("node"), call.get("step"))].append(dict(call))
+        self.children: dict[tuple[str, str], deque[str]] = defaultdict(deque)
+        for node in doc.get("nodes") or []:
+            if node.get("parent") and node.get("answer"):
+                self.children[(node["parent"], str(node.get("question", "")).strip())].append(node["answer"])
+        self.current: tuple[str, int] = ("", 0)
+        self.used_record = False
+
+    def partition_answers(self, key: tuple[str, int], question: str) -> list[str] | None:
+        calls = [
+            c for c in self.subcalls.get(key, []) if not c.get("_used") and c.get("question") == question
+        ]
+        if not calls:
+            return None
+        for c in calls:
+            c["_used"] = True
+        calls.sort(key=lambda c: _slice_start(c.get("slice")))
+        return [str(c.get("answer") or "") or "(the helper model gave an empty answer)" for c in calls]
+
+    def __call__(self, name: str, args: dict[str, Any]) -> Any:
+        key = self.current
+        queue = self.exact.get(key)
+        if queue:
+            rec = queue.popleft()
+            self.used_record = True
+            if rec.get("error"):
+                raise RlmError(str(rec["error"]))
+            return rec.get("result")
+        question = str(args.get("question") or "").strip()
+        if name == "llm_query":
+            for c in self.subcalls.get(key, []):
+                if not c.get("_used") and c.get("question") == question:
+                    c["_used"] = True
+                    self.used_record = True
+                    return str(c.get("answer") or "") or "(the helper model gave an empty answer)"
+            answers = self.children.get((key[0], question))
+            if answers:
+                self.used_record = True
+                return answers.popleft()
+        if name == "partition_map":
+            found = self.partition_answers(key, question)
+            if found is not None:
+                self.used_record = True
+                return found
+        raise RlmError(f"the result of this {name} call is not in the trace, so it cannot be replayed")
+
+
+# -- running the steps ---------------------------------------------------------------------
+
+
+@dataclass
+class StepCheck:
+    node: str
+    index: int
+    action: str
+    status: str  # same | different | skipped
+    recorded: str = ""
+    now: str = ""
+    diff: list[str] = field(default_factory=list)
+    note: str | None = None
+
+
+@dataclass
+class VerifyReport:
+    trace: str
+    input_path: str
+    recorded_sha256: str | None
+    actual_sha256: str
+    checks: list[StepCheck] = field(default_factory=list)
+    restarts: int = 0
+    internal_errors: list[str] = field(default_factory=list)
+
+    @property
+    def input_changed(self) -> bool:
+        # A run stopped before its input's hash was known recorded none: nothing to compare.
+        return self.recorded_sha256 is not None and self.recorded_sha256 != self.actual_sha256
+
+    @property
+    def counts(self) -> dict[str, int]:
+        out = {"same": 0, "different": 0, "skipped": 0}
+        for c in self.checks:
+            out[c.status] += 1
+        return out
+
+    @property
+    def ok(self) -> bool:
+        return not self.input_changed and self.counts["different"] == 0 and not self.internal_errors
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "trace": self.trace,
+            "input": self.input_path,
+            "recorded_sha256": self.recorded_sha256,
+            "actual_sha256": self.actual_sha256,
+            "input_changed": self.input_changed,
+            "ok": self.ok,
+            "counts": self.counts,
+            "internal_errors": self.internal_errors,
+            "steps": [asdict(c) for c in self.checks],
+        }
+
+
+def _settings(doc: dict[str, Any]) -> Any:
+    from rlm.run.settings import Settings
+
+    known = {f.name for f in fields(Settings)}
+    recorded = {k: v for k, v in (doc.get("settings") or {}).items() if k in known}
+    return Settings(**recorded)
+
+
+class _Services:
+    """What Node's peek/grep/execute need from the engine; findings are not re-recorded."""
+
+    def __init__(self, settings: Any, cell_seconds: float) -> None:
+        self.settings = settings
+        self.cell_seconds = cell_seconds
+        self.restarts = 0
+        self.internal_errors: list[str] = []
+
+    def add_finding(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def note_restart(self, node: Any, why: str) -> None:
+        self.restarts += 1
+
+    def report_internal(self, node: Any, message: str) -> None:
+        self.internal_errors.append(f"{node.id}: {message}")
+
+
+def _spec(node: dict[str, Any], profile: Any, settings: Any) -> Any:
+    """The worker the run had for this node, from the same factory (None: a text built in the run)."""
+    from rlm.run.engine import worker_spec_for
+
+    sl = node.get("slice")
+    if sl is not None and not (isinstance(sl, dict) and "start_line" in sl):
+        return None
+    return worker_spec_for(
+        profile, settings, sl.get("start_line") if sl else None, sl.get("end_line") if sl else None
+    )
+
+
+def _diff(old: str, new: str) -> list[str]:
+    lines = list(
+        difflib.unified_diff(old.splitlines(), new.splitlines(), "recorded", "now", lineterm="", n=1)
+    )
+    if len(lines) > DIFF_LINES:
+        lines = lines[:DIFF_LINES] + [f"… {len(lines) - DIFF_LINES} more diff lines"]
+    return lines
+
+
+def _node_shim(node_id: str, depth: int, services: _Services, sandbox: Any, cap: int | None = None) -> Any:
+    """A Node with only what its deterministic actions touch, so they run exactly as in a run."""
+    from rlm.run.node import Node
+
+    node = Node.__new__(Node)
+    node.engine = services
+    node.id = node_id
+    node.depth = depth
+    node.cap = cap or services.settings.max_observation_chars
+    node.turns = []
+    node.init_action_state(sandbox)
+    node.observed = True
+    return node
+
+
+def verify_trace(
+    doc: dict[str, Any], *, input_override: str | None, trace_path: str | os.PathLike[str]
+) -> VerifyReport:
+    from rlm.input.source import open_source
+    from rlm.run.actions import Action
+    from rlm.run.settings import cell_seconds_for
+    from rlm.sandbox.client import Sandbox, WorkerLost
+    from rlm.trace.writer import preview
+
+    path = resolve_input(doc, input_override, trace_path)
+    report = VerifyReport(
+        trace=str(trace_path),
+        input_path=path,
+        recorded_sha256=(doc.get("input") or {}).get("sha256"),
+        actual_sha256=sha256_of(path),
+    )
+    settings = _settings(doc)
+    source = open_source(path, cache_dir=settings.cache_dir)
+    services = _Services(settings, cell_seconds_for(settings, source.profile.size))
+    bridge = RecordedBridge(doc)
+    steps_of: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for s in doc.get("steps") or []:
+        steps_of[s["node"]].append(s)
+    try:
+        for node in doc.get("nodes") or []:
+            node_id = str(node.get("id"))
+            steps = sorted(steps_of.get(node_id, []), key=lambda s: s["index"])
+            spec = _spec(node, source.profile, settings)
+            sandbox = None
+            try:
+                for step in steps:
+                    action = step.get("action") or {}
+                    name = action.get("name")
+                    args = dict(action.get("args") or {})
+                    label = f"{node_id}.{step['index']}"
+                    if name == "partition_map" and sandbox is not None:
+                        # Its answers went into a sandbox variable later cells may read.
+                        answers = bridge.partition_answers(
+                            (node_id, step["index"]), str(args.get("question", "")).strip()
+                        )
+                        if answers is not None:
+                            sandbox.request(
+                                "set", timeout=30, name=args.get("result_var") or "results", value=answers
+                            )
+                    if name not in DETERMINISTIC:
+                        continue
+                    recorded = str((step.get("observation") or {}).get("preview") or "")
+                    if spec is None:
+                        report.checks.append(
+                            StepCheck(
+                                node_id,
+                                step["index"],
+                                name,
+                                "skipped",
+                                recorded,
+                                note="this node worked on a text built during the run, which the trace does not keep",
+                            )
+                        )
+                        continue
+                    if sandbox is None:
+                        sandbox = Sandbox(spec, bridge=bridge)
+                        try:
+                            sandbox.start()
+                        except WorkerLost as exc:
+                            raise InputError(f"the sandbox could not start for {label}: {exc}") from None
+                    shim = _node_shim(
+                        node_id, int(node.get("depth") or 0), services, sandbox, node.get("observation_chars")
+                    )
+                    bridge.current = (node_id, step["index"])
+                    outcome = shim._act(Action(name, args), step["index"])
+                    now = preview(outcome.observation)
+                    same = now == recorded
+                    report.checks.append(
+                        StepCheck(
+                            node_id,
+                            step["index"],
+                            name,
+                            "same" if same else "different",
+                            recorded,
+                            now,
+                            [] if same else _diff(recorded, now),
+                        )
+                    )
+            finally:
+                if sandbox is not None:
+                    sandbox.close()
+    finally:
+        source.close()
+    report.restarts = services.restarts
+    report.internal_errors = services.internal_errors
+    return report
+
+
+# -- the report ------------------------------------------------------------------------------
+
+
+def render_verify(report: VerifyReport, out: TextIO) -> None:
+    """Plain lines (they are diffs: colour adds little, a terminal gets it anyway)."""
+    tty = hasattr(out, "isatty") and out.isatty()
+
+    def paint(text: str, code: str) -> str:
+        return f"\033[{code}m{text}\033[0m" if tty else text
+
+    w = out.write
+    w(f"Verifying {report.trace}\n")
+    w(f"input: {report.input_path}\n")
+    if report.input_changed:
+        w(
+            paint(
+                f"The input has changed since the run: its sha256 was {report.recorded_sha256}, "
+                f"it is now {report.actual_sha256}. Steps that read it may differ.\n",
+                "33",
+            )
+        )
+    elif report.recorded_sha256 is None:
+        w("The trace has no sha256 of its input (the run stopped before it was known): not checked.\n")
+    else:
+        w("The input is the one the run read (sha256 matches).\n")
+    for c in report.checks:
+        mark = {
+            "same": paint("same", "32"),
+            "different": paint("DIFFERENT", "31"),
+            "skipped": paint("skipped", "33"),
+        }
+        w(f"  {c.node}.{c.index} {c.action}: {mark[c.status]}\n")
+        if c.note:
+            w(f"      {c.note}\n")
+        for line in c.diff:
+            color = "31" if line.startswith("-") else "32" if line.startswith("+") else "2"
+            w("      " + paint(line, color) + "\n")
+    counts = report.counts
+    total = counts["same"] + counts["different"]
+    summary = f"{total} steps re-run: {counts['same']} same, {counts['different']} different"
+    if counts["skipped"]:
+        summary += f", {counts['skipped']} skipped"
+    if report.restarts:
+        summary += f" ({report.restarts} sandbox restarts)"
+    if not total and not counts["skipped"]:
+        summary = "no peek, grep or execute steps to re-run"
+    w(summary + ".\n")
+    for message in report.internal_errors:
+        w(paint(f"internal error in the sandbox: {message}\n", "31"))
+    w("All re-run steps match.\n" if report.ok else "Verification failed.\n")
+    out.flush()

@@ -1,0 +1,125 @@
+"""Context assembly: a prompt block built from categories within a token budget.
+
+A call's context is not concatenated, it is assembled. Each category (the
+draft, the findings, the last observations, ...) has a share of the budget.
+A category that needs less than its share leaves slack; the slack flows to
+the categories that need more, each growing by at most half its share, so one
+category can never crowd out the others. Items keep their stable ids; an item
+larger than what its category has left is cut at a word boundary (the cut
+marked) when at least a useful part fits, otherwise left out, and every
+exclusion is recorded with its reason. The item that matters most is put at
+the start of the block and again at its end, where models attend best.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlm.model.tokens import count_text
+from rlm.text.textcap import cap_words
+
+MAX_GROWTH = 0.5  # a category absorbing slack grows by at most this share of its own allotment
+MIN_USEFUL_TOKENS = 24  # a cut item shorter than this is left out rather than shown
+
+
+@dataclass(frozen=True)
+class Item:
+    id: str
+    text: str
+    priority: float = 0.0  # higher first
+
+
+@dataclass
+class Category:
+    name: str
+    share: float  # of the budget
+    items: list[Item]
+    heading: str = ""
+
+
+@dataclass
+class Assembly:
+    text: str
+    included: list[str] = field(default_factory=list)
+    excluded: list[dict[str, str]] = field(default_factory=list)
+    tokens: dict[str, int] = field(default_factory=dict)
+    allotted: dict[str, int] = field(default_factory=dict)
+    top: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "included": self.included,
+            "excluded": self.excluded,
+            "tokens": self.tokens,
+            "allotted": self.allotted,
+            "top": self.top,
+        }
+
+
+def _need(category: Category) -> int:
+    return sum(count_text(i.text) + 4 for i in category.items)
+
+
+def allot(categories: list[Category], budget: int) -> dict[str, int]:
+    """Tokens per category: its share, plus slack from the others, growth capped at MAX_GROWTH."""
+    total_share = sum(c.share for c in categories) or 1.0
+    base = {c.name: int(budget * c.share / total_share) for c in categories}
+    need = {c.name: _need(c) for c in categories}
+    allotted = {name: min(base[name], need[name]) for name in base}
+    slack = sum(base.values()) - sum(allotted.values())
+    hungry = [c.name for c in categories if need[c.name] > base[c.name]]
+    while slack > 0 and hungry:
+        per = max(1, slack // len(hungry))
+        still = []
+        for name in hungry:
+            cap = int(base[name] * (1 + MAX_GROWTH))
+            room = min(cap, need[name]) - allotted[name]
+            give = min(per, room, slack)
+            allotted[name] += give
+            slack -= give
+            if allotted[name] < min(cap, need[name]):
+                still.append(name)
+        if still == hungry and per == 1 and slack <= len(hungry):
+            break
+        hungry = still
+    return allotted
+
+
+def assemble(categories: list[Category], budget: int, top: Item | None = None) -> Assembly:
+    """The block for a prompt; `top` (the most important item) opens it and closes it."""
+    allotted = allot(categories, budget)
+    out = Assembly(text="", allotted=allotted)
+    blocks: list[str] = []
+    for category in categories:
+        left = allotted[category.name]
+        used = 0
+        lines: list[str] = []
+        for item in sorted(category.items, key=lambda i: -i.priority):
+            cost = count_text(item.text) + 4
+            text = item.text
+            if cost > left and left >= MIN_USEFUL_TOKENS:
+                # Cut to what is left (characters per token as measured on this text); the
+                # cut's mark costs tokens too, so shrink until it fits.
+                chars = int(len(text) * (left - 4) / max(1, cost - 4))
+                while chars >= 40 and cost > left:
+                    text = cap_words(item.text, chars)
+                    cost = count_text(text) + 4
+                    chars = int(chars * 0.85)
+            if cost > left:
+                out.excluded.append({"id": item.id, "why": f"over the {category.name} budget"})
+                continue
+            lines.append(f"[{item.id}] {text}" if item.id else text)
+            out.included.append(item.id)
+            used += cost
+            left -= cost
+        out.tokens[category.name] = used
+        if lines:
+            blocks.append((f"{category.heading}\n" if category.heading else "") + "\n".join(lines))
+    if top is not None and blocks:
+        out.top = top.id
+        line = f"[{top.id}] {cap_words(top.text, 600)}"
+        blocks.insert(0, f"Most important: {line}")
+        blocks.append(f"Again, most important: {line}")
+    out.text = "\n\n".join(blocks)
+    return out

@@ -1,0 +1,139 @@
+"""Everything a model is told. Short enough for a 4k-token local model.
+
+A model acting through rlm sees only its prompt, so every action, argument
+and limit it can meet is spelled out here.
+"""
+
+from __future__ import annotations
+
+from rlm.sandbox.worker.modules import ALLOWED_MODULES
+
+MODULES = ", ".join(ALLOWED_MODULES)
+
+_COMMON = """You answer a question about a file that is too large to read. The file is NOT in this \
+conversation. It is loaded in a Python sandbox as `context` (the whole text; a str, or for files over 32 MB a \
+read-only str-like object that supports len, slicing, count, find, `in` and the re functions) and \
+`context_lines` (a read-only list of its lines without line endings; context_lines[0] is line 1). Investigate it one \
+action per turn; after each action you see its result.
+
+Actions:
+- peek(start, length=20, unit="lines"): show lines start..start+length-1 with their numbers (1-based, as in \
+grep -n); unit="chars" shows `length` characters from character offset `start` instead.
+- grep(pattern, max_matches=50, ignore_case=False): Python `re` regex; shows matching lines with their \
+numbers (at most max_matches, up to 500) and the exact total count of matching lines.
+- execute(code): run Python in a persistent sandbox (variables survive between turns). Only what you \
+print(), and the value of a last bare expression, is shown. Modules you may import: {modules}. No files, \
+no network. Each cell may run {seconds:g} s and use about {memory_mb:,} MB beyond the file: enough for one \
+full pass over the file; slices of context_lines are views and cost nothing. Inside code you can also call peek, grep (returns a list of (line_number, line)), \
+llm_query, partition_map, note(text) to record a finding, and final(answer).
+- llm_query(question, start_line=None, end_line=None, text=None): a helper model answers a question \
+about lines start_line..end_line, or about a string you built; returns its answer.
+- partition_map(question, chunk_lines=None, chunk_chars=None): the helper answers the question for every \
+chunk of the file; returns the answers in order (also stored in the variable `results`).
+- sql(query) inside execute: a read-only DuckDB SQL query over the table `log` (line_no, line, and the \
+fields the profile lists for this file's format); returns a list of row tuples, shown as a table when it is \
+the last expression. Prefer it for counts, distinct values and group-bys: it is exact and fast on the whole file.
+- final(answer): give your answer and stop. Allowed only after you have looked at the data.
+
+What you establish is kept as findings: the printed result of every cell, each grep's count and first \
+lines, and note(text). After final, a last step writes the answer from these findings alone, so print the \
+exact figures that settle the question. Results longer than {cap} characters are cut in the middle. Compute exact figures with code instead of \
+reading and estimating; never guess. Never repeat an action you already ran: its result is above. As soon \
+as a result answers the question, call final with it."""
+
+_TEXT_PROTOCOL = """
+
+Reply format: each turn write exactly ONE fenced block and stop writing after it. The block is Python \
+code, or a single action call. For example, to count values:
+```python
+from collections import Counter
+c = Counter(line.split()[0] for line in context_lines)
+print(c.most_common(5))
+```
+and, once a result answers the question, answer with the figure it showed:
+```python
+final("<the answer, with the exact figure from the result>")
+```"""
+
+_TOOLS_PROTOCOL = """
+
+Each turn call exactly one of the tools peek, grep, execute, llm_query, partition_map or final."""
+
+
+def system_prompt(protocol: str, observation_cap: int, cell_seconds: float, memory_mb: int) -> str:
+    body = _COMMON.format(modules=MODULES, cap=observation_cap, seconds=cell_seconds, memory_mb=memory_mb)
+    return body + (_TOOLS_PROTOCOL if protocol == "tools" else _TEXT_PROTOCOL)
+
+
+def task_prompt(question: str, profile_block: str, scope: str | None = None) -> str:
+    where = f"\n{scope}" if scope else ""
+    return f"Question: {question}{where}\n\nFile profile:\n{profile_block}\n\nStart investigating."
+
+
+def established_block(digest: str, dropped_turns: int) -> str:
+    return (
+        f"[ESTABLISHED] {dropped_turns} earlier turns were removed to save space. "
+        f"What they established:\n{digest}"
+    )
+
+
+def steps_left_hint(left: int) -> str:
+    if left == 1:
+        return "\n\n(This is your last step: call final now with what you have established.)"
+    return f"\n\n({left} steps left.)"
+
+
+def repeated_action(step: int, first_line: str) -> str:
+    return (
+        f"not run: you already ran exactly this at step {step} (it showed: {first_line}). Use that result: "
+        "if it answers the question, call final with it now; otherwise try a different action."
+    )
+
+
+def repeated_failure(action: str, step: int, error: str) -> str:
+    return (
+        f"not run: this exact {action} failed at step {step} ({error}) and nothing has changed since, so it "
+        "would fail the same way. Change the call: fix what the error names, or try a different action."
+    )
+
+
+FIRST_FINAL_REFUSED = (
+    "final refused: you have not looked at the file yet. Examine it first with peek, grep or execute, "
+    "then answer from what you find."
+)
+
+NO_OUTPUT = "(no output — did you forget to print?)"
+
+PROSE_NOT_CODE = 'That was text, not Python. To answer, reply with final("...") in the block.'
+
+SUBQUERY_SYSTEM = (
+    "You answer a question about an excerpt of a larger file. Use only the excerpt. Be brief and exact: "
+    "give figures, names and line numbers as they appear. If the excerpt does not contain the answer, say "
+    "so in one short sentence."
+)
+
+
+def subquery_prompt(question: str, where: str, excerpt: str) -> str:
+    return f"Question: {question}\n\nExcerpt ({where}):\n<<<\n{excerpt}\n>>>"
+
+
+SYNTHESIS_SYSTEM = (
+    "You write the final answer to a question about a file from the findings an investigation "
+    "established. Use only those findings and the draft; where the draft disagrees with a finding, the "
+    "finding is right. Never invent figures: every figure must appear in a finding. "
+    'Reply with one JSON object and nothing else. Its keys: "answer" holds the value alone, in the '
+    "form the question asks for: a number as plain digits, a name, yes or no, or a list with one item per "
+    'line; no sentence around it and no ids. "explanation" says in at most three sentences how the '
+    'findings establish it. "citations" lists the ids of the findings used. If the findings do not '
+    'establish the answer, "answer" says plainly what is known and what is not.'
+)
+
+
+def synthesis_prompt(question: str, context: str, draft: str | None, stop_note: str | None) -> str:
+    parts = [f"Question: {question}", context or "Findings: (none)"]
+    if draft:
+        parts.append(f"Draft answer from the investigation: {draft}")
+    if stop_note:
+        parts.append(f"Note: {stop_note}")
+    parts.append("Write the final answer.")
+    return "\n\n".join(parts)

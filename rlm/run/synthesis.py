@@ -1,0 +1,177 @@
+"""Forced synthesis: the answer is always written here, from the ledger.
+
+Whatever the loop produced (a final draft, nothing, an error, a budget stop),
+one more model call without tools turns the question and the findings into
+the answer. If that call fails, the draft or the findings themselves are the
+(partial) answer; if nothing is known at all, there is no answer.
+
+The call is admitted by the budget like any other: a child's synthesis is an
+ordinary call (refused once a limit is reached: its draft or findings stand
+in), the root's uses the call, tokens and the end of --max-time held back for
+it. A provider the run has already given up on is not asked again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlm.errors import RlmError
+from rlm.model.budget import Budget, BudgetExceeded
+from rlm.model.client import ModelClient, Reply
+from rlm.run import prompts
+from rlm.run.context import Assembly, Category, Item, assemble
+from rlm.run.ledger import Finding
+
+# The kinds of finding that settle answers weigh more when the budget forces a choice.
+_KIND_WEIGHT = {"result": 3.0, "subcall": 3.0, "note": 3.0, "grep": 2.5, "final_draft": 1.0}
+_CITATION = re.compile(r"\s*\[(F\d+)\]")
+_LEAD_IN = re.compile(r"^(?:the\s+)?(?:final\s+)?answer(?:\s+is)?\s*[:\-]\s*", re.I)
+
+
+@dataclass
+class Synthesis:
+    answer: str | None
+    source: str  # synthesis | draft | findings | none
+    reply: Reply | None = None
+    error: str | None = None
+    prompt_tokens_est: int = 0
+    explanation: str = ""
+    citations: list[str] = field(default_factory=list)  # checked: ids that were in the prompt
+    unknown_citations: list[str] = field(default_factory=list)  # cited but never offered: dropped
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+def _fallback(draft: str | None, findings: list[Finding], error: str | None) -> Synthesis:
+    if draft and draft.strip():
+        return Synthesis(draft.strip(), "draft", error=error)
+    useful = [f for f in findings if f.kind != "final_draft"]
+    if useful:
+        text = "Established so far:\n" + "\n".join(f"- {f.text} [{f.id}]" for f in useful[-12:])
+        return Synthesis(text, "findings", error=error)
+    return Synthesis(None, "none", error=error)
+
+
+def _usable(text: str) -> bool:
+    stripped = text.strip()
+    return bool(stripped) and not stripped.lower().startswith(("[error", "error:"))
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, list):
+        return "\n".join(_as_text(v) for v in value)
+    return str(value).strip()
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    stripped = re.sub(r"^```(?:json)?\s*|\s*```$", "", text.strip())
+    candidates = [stripped]
+    found = re.search(r"\{.*\}", stripped, re.S)
+    if found and found.group(0) != stripped:
+        candidates.append(found.group(0))
+    for candidate in candidates:
+        try:
+            value = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and "answer" in value:
+            return value
+    return None
+
+
+def parse_answer(text: str) -> tuple[str, str, list[str]]:
+    """(answer, explanation, citations) from a synthesis reply: the JSON object asked for, or,
+    from a model that wrote prose instead, its first paragraph as the answer."""
+    obj = _json_object(text)
+    if obj is not None:
+        cited = obj.get("citations") or []
+        citations = [str(c).strip("[] ") for c in (cited if isinstance(cited, list) else [cited])]
+        answer = _CITATION.sub("", _as_text(obj.get("answer", "")))
+        return answer.strip(), _as_text(obj.get("explanation") or ""), citations
+    citations = _CITATION.findall(text)
+    plain = _CITATION.sub("", text).strip()
+    first, _, rest = plain.partition("\n\n")
+    return _LEAD_IN.sub("", first.strip()), rest.strip(), citations
+
+
+def context_budget(window: int, reply_tokens: int) -> int:
+    """Tokens for the findings and observations of a synthesis prompt, scaled to the window."""
+    return max(600, min(6000, (window - reply_tokens) // 2))
+
+
+def assemble_context(findings: list[Finding], observations: list[str], budget: int) -> Assembly:
+    """Findings (the settled ones first) and the last observations, within `budget` tokens."""
+    items = [Item(f.id, f.text, _KIND_WEIGHT.get(f.kind, 1.0) + i / 1000) for i, f in enumerate(findings)]
+    recent = [Item(f"O{k + 1}", o, float(k)) for k, o in enumerate(observations)]
+    categories = [
+        Category("findings", 0.75, items, "Findings:"),
+        Category("observations", 0.25, recent, "Last observations of the investigation:"),
+    ]
+    top = max(items, key=lambda i: i.priority) if items else None
+    return assemble(categories, budget, top=top)
+
+
+def synthesize(
+    model: ModelClient,
+    question: str,
+    findings: list[Finding],
+    draft: str | None,
+    *,
+    observations: list[str] | None = None,
+    stop_note: str | None,
+    max_tokens: int,
+    context_tokens: int = 4000,
+    budget: Budget | None = None,
+    final: bool = False,
+) -> Synthesis:
+    """One call with no tools; never raises for provider trouble.
+
+    `findings` are those that stand (no drafts: the draft comes whole, on its own).
+    """
+    if not findings and not draft:
+        return Synthesis(None, "none")
+    block = assemble_context(findings, observations or [], context_tokens)
+    messages = [
+        {"role": "system", "content": prompts.SYNTHESIS_SYSTEM},
+        {"role": "user", "content": prompts.synthesis_prompt(question, block.text, draft, stop_note)},
+    ]
+    est = model.estimate_prompt_tokens(messages)
+    payload = {**block.to_dict(), "prompt_tokens_est": est}
+    try:
+        if budget is not None:
+            if final:
+                budget.admit_answer(est)
+            else:
+                budget.admit(est)
+        reply = model.complete(messages, tools=None, max_tokens=max_tokens, final=final)
+    except RlmError as exc:
+        result = _fallback(draft, findings, exc.message)
+        result.prompt_tokens_est, result.payload = est, payload
+        return result
+    except BudgetExceeded as exc:
+        result = _fallback(draft, findings, exc.detail)
+        result.prompt_tokens_est, result.payload = est, payload
+        return result
+    if _usable(reply.content):
+        answer, explanation, cited = parse_answer(reply.content)
+        offered = set(block.included)
+        if answer:
+            return Synthesis(
+                answer,
+                "synthesis",
+                reply=reply,
+                prompt_tokens_est=est,
+                explanation=explanation,
+                citations=[c for c in dict.fromkeys(cited) if c in offered],
+                unknown_citations=[c for c in dict.fromkeys(cited) if c not in offered],
+                payload=payload,
+            )
+    result = _fallback(draft, findings, "the synthesis reply was empty")
+    result.reply, result.prompt_tokens_est, result.payload = reply, est, payload
+    return result

@@ -1,0 +1,261 @@
+"""Wiring one `rlm ask`: input, model (local server if asked), trace, engine, result.
+
+The CLI calls `run_ask` and renders what it returns; tests call it directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import traceback
+from collections.abc import Iterator
+from typing import Any
+
+from rlm.errors import ConfigError, ExitCode, InternalError, RlmError, UsageError
+from rlm.model.client import ModelClient, load_litellm
+from rlm.run.engine import Engine, Progress, RunResult
+from rlm.run.settings import Settings, request_timeout_for, trace_dir_for
+from rlm.trace.redact import register_secret
+from rlm.trace.writer import TraceWriter
+
+LOCAL = "local"
+
+
+def _client(
+    settings: Settings,
+    model: str,
+    *,
+    api_base: str | None,
+    api_key: str | None,
+    window: int | None,
+    local: bool = False,
+) -> ModelClient:
+    return ModelClient(
+        model,
+        api_base=api_base,
+        api_key=api_key,
+        request_timeout=request_timeout_for(settings, local=local),
+        retries=settings.retries,
+        retry_base_delay=settings.retry_base_delay,
+        temperature=settings.temperature,
+        context_window=window,
+    )
+
+
+def resolve_model_name(settings: Settings) -> str:
+    """The model to use: the configured one, else the local model when it is installed."""
+    if settings.model:
+        return settings.model
+    from rlm.local import installed_gguf
+
+    if installed_gguf(settings.gguf) is not None:
+        return LOCAL
+    raise ConfigError(
+        "no model configured: pass -m MODEL (e.g. -m gpt-4o-mini), set RLM_MODEL, "
+        "or install the offline model with `rlm local setup`"
+    )
+
+
+@contextlib.contextmanager
+def open_models(settings: Settings) -> Iterator[tuple[ModelClient, ModelClient]]:
+    """Root and sub-model clients; starts (and always stops) a local server when asked for."""
+    register_secret(settings.api_key)
+    name = resolve_model_name(settings)
+    sub_name = settings.sub_model or name
+    with contextlib.ExitStack() as stack:
+        endpoint = None
+        if LOCAL in (name, sub_name):
+            from rlm.local import installed_gguf, local_server
+
+            gguf = installed_gguf(settings.gguf)
+            if gguf is None:
+                raise ConfigError(
+                    "the local model is not installed: run `rlm local setup` (or pass --gguf PATH)"
+                )
+            endpoint = stack.enter_context(local_server(gguf))
+
+        def make(model_name: str) -> ModelClient:
+            if model_name == LOCAL and endpoint is not None:
+                return _client(
+                    settings,
+                    endpoint.model,
+                    api_base=endpoint.api_base,
+                    api_key=getattr(endpoint, "api_key", None),
+                    window=endpoint.n_ctx,
+                    local=True,
+                )
+            return _client(
+                settings, model_name, api_base=settings.api_base, api_key=settings.api_key, window=None
+            )
+
+        root = make(name)
+        sub = root if sub_name == name else make(sub_name)
+        for client in {id(root): root, id(sub): sub}.values():
+            client.check_credentials()
+        # Pay litellm's import (seconds) here, not inside the first step's timing.
+        load_litellm()
+        yield root, sub
+
+
+def run_ask(
+    settings: Settings,
+    input_arg: str,
+    question: str,
+    *,
+    progress: Progress | None = None,
+    stdin: Any = None,
+    started: float | None = None,
+) -> RunResult:
+    """Answer `question` about the input; every outcome, even Ctrl-C or a bug, leaves a trace.
+
+    `started` is when the user's command began: --max-time counts from there.
+    """
+    from rlm.input.source import open_source
+
+    question = question.strip()
+    if not question:
+        raise UsageError("the question is empty")
+    started = time.monotonic() if started is None else started
+    report = progress or (lambda kind, data: None)
+    trace = TraceWriter(
+        trace_dir_for(settings) if settings.trace else None,
+        on_problem=lambda message: report("warning", {"message": message}),
+    )
+    trace.flush()  # a directory that cannot take the trace is said now, not at the end
+    engine: Engine | None = None
+    try:
+        if progress:
+            progress("phase", {"what": "reading the input"})
+        with open_source(input_arg, cache_dir=settings.cache_dir, stdin=stdin) as source:
+            profile = source.profile
+            # The sha256 of a file seen for the first time is still being computed: it is
+            # recorded when known, and the run does not wait for it to start.
+            recorded = {k: v for k, v in profile.to_dict(wait=False).items() if k != "index_path"}
+            trace.update(question=question, settings=settings.affecting_results(), input=recorded)
+            if profile.binary:
+                note = (
+                    f"{profile.display_name} looks binary (it holds NUL bytes): it is investigated as text, "
+                    "control bytes shown as '.'"
+                )
+                trace.warn(note)
+                if progress:
+                    progress("warning", {"message": note})
+            try:
+                if progress:
+                    progress(
+                        "phase",
+                        {
+                            "what": "starting the model"
+                            if settings.model in (None, "local")
+                            else "loading the model client"
+                        },
+                    )
+                with open_models(settings) as (root, sub):
+                    trace.update(models={"root": root.model, "sub": sub.model})
+                    engine = Engine(
+                        settings,
+                        path=source.path,
+                        profile=profile,
+                        question=question,
+                        root_model=root,
+                        sub_model=sub,
+                        trace=trace,
+                        progress=progress,
+                    )
+                    engine.budget.count_from(started)
+                    _attach(engine, root, sub, settings, trace, report, started)
+                    result = engine.run()
+                    result.elapsed_s = time.monotonic() - started  # the user's wall clock
+                trace.update(input={**recorded, "sha256": profile.sha256})
+            finally:
+                if engine is not None:
+                    engine.close()
+                if recorded["sha256"] is None and profile.digest.done():
+                    trace.update(input={**recorded, "sha256": profile.sha256})
+    except KeyboardInterrupt:
+        _finish(trace, engine, "interrupted", int(ExitCode.INTERRUPTED), None, started)
+        raise
+    except RlmError as exc:
+        _finish(trace, engine, "error", int(exc.exit_code), None, started, error=exc.message)
+        exc.trace_path = str(trace.path) if trace.path else None
+        raise
+    except Exception as exc:
+        # The last resort: a bug ends in one line and exit 1; the traceback goes to the trace.
+        what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        _finish(
+            trace,
+            engine,
+            "crashed",
+            int(ExitCode.NO_ANSWER),
+            None,
+            started,
+            error=what,
+            traceback="".join(traceback.format_exception(exc))[-8000:],
+        )
+        where = f" with the trace {trace.path}" if trace.path else ""
+        err = InternalError(f"internal error ({what}); please report it{where}")
+        err.trace_path = str(trace.path) if trace.path else None
+        raise err from exc
+    _finish(trace, engine, result.status, result.exit_code, result, started)
+    return result
+
+
+def _attach(
+    engine: Engine,
+    root: ModelClient,
+    sub: ModelClient,
+    settings: Settings,
+    trace: TraceWriter,
+    report: Progress,
+    started: float,
+) -> None:
+    """Bind the model clients to the run: its clock and cost limit, and where retries are told."""
+
+    def on_event(kind: str, data: dict[str, Any]) -> None:
+        trace.add_provider_event({"kind": kind, "at_s": round(time.monotonic() - started, 3), **data})
+        report(kind, data)
+
+    failed: dict[str, Any] = {}  # one failure decision per provider for the whole run
+    for client in {id(root): root, id(sub): sub}.values():
+        client.attach(engine.budget, on_event, failed)
+    if settings.max_cost is not None:
+        reserve = root.cost_bound(engine.budget.synthesis_tokens, settings.reply_max_tokens)
+        engine.budget.answer_cost_reserve = reserve or 0.0
+
+
+def _finish(
+    trace: TraceWriter,
+    engine: Engine | None,
+    status: str,
+    code: int,
+    result: RunResult | None,
+    started: float,
+    error: str | None = None,
+    traceback: str | None = None,
+) -> None:
+    fields: dict[str, Any] = {
+        "status": status,
+        "exit_code": code,
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    if error:
+        fields["error"] = error
+    if traceback:
+        fields["traceback"] = traceback
+    if engine is not None:
+        fields["ledger"] = engine.ledger.to_list()
+        fields["totals"] = {
+            **engine.budget.usage.to_dict(),
+            "steps": engine.steps_total,
+            "nodes": engine.nodes_started,
+            "sandbox_restarts": engine.restarts,
+            "largest_prompt_tokens": engine.largest_prompt,
+            "elapsed_s": round(time.monotonic() - started, 3),
+        }
+    if result is not None:
+        fields["answer"] = result.answer
+        fields["message"] = result.message
+        if result.status == "provider_error":
+            fields["error"] = result.message
+        fields["stop"] = result.stop
+    trace.update(**fields)

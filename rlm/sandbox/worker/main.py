@@ -1,0 +1,443 @@
+"""The sandbox worker: a child process that holds the input and runs model code.
+
+It speaks JSON lines over its stdin/stdout pipes (never pickle). It opens the
+input and imports everything it needs first, then applies the OS limits, and
+only then accepts cells. Requests from the parent:
+
+    {"op": "exec", "code": ..., "cpu_seconds": ...}
+    {"op": "peek", "start", "length", "unit"}   {"op": "grep", "pattern", "max_matches", "ignore_case"}
+    {"op": "set", "name", "value"}             (JSON value into the namespace, e.g. partition_map results)
+    {"op": "ping"}
+
+While a cell runs, calls to llm_query / partition_map are sent to the parent as
+{"bridge": name, "args": {...}} and the worker waits for {"bridge_result": ...}
+or {"bridge_error": "..."}; the parent owns every model call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from typing import Any
+
+from rlm.sandbox.oslimits import apply_os_limits, arm_cpu_timer, disarm_cpu_timer
+from rlm.sandbox.worker.formatting import format_grep, format_peek_chars, format_peek_lines
+from rlm.sandbox.worker.policy import CellOutcome, Interpreter
+from rlm.text.textcap import cap_middle
+from rlm.text.textfile import Lines, MappedText, start_scan_threads
+
+# A cell's output is capped here already so a runaway print cannot flood the pipe;
+# the parent cuts it again to the observation size.
+MAX_CELL_OUTPUT = 256_000
+GREP_CODE_MAX = 100_000
+# A text handed to llm_query travels to the parent in one message; the parent reads
+# at most MAX_MESSAGE_BYTES per message (rlm.sandbox.client), so the text stays under it.
+LLM_QUERY_TEXT_MAX_CHARS = 16_000_000
+# The parent's cap on one message from the worker (kept equal to client.MAX_REPLY_BYTES).
+MAX_MESSAGE_BYTES = 64_000_000
+INTERNAL = "internal error in the sandbox"
+
+
+class Shown(str):
+    """A string whose REPL echo is the text itself, so `peek(1, 5)` reads well as a last expression."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+class GrepMatches(list):
+    """grep() inside code: a list of (line_number, line) tuples with `.total`, echoed like the action."""
+
+    def __init__(self, pattern: str, total: int, matches: list[tuple[int, str]]) -> None:
+        super().__init__(matches)
+        self.total = total
+        self.pattern = pattern
+
+    def __repr__(self) -> str:
+        return format_grep(self.pattern, self.total, list(self))
+
+
+class SubCallError(Exception):
+    """A model call made from code failed; the message says why."""
+
+
+class Worker:
+    def __init__(self, spec: dict[str, Any], proto_in: Any, proto_out: Any) -> None:
+        self.spec = spec
+        self.proto_in = proto_in
+        self.proto_out = proto_out
+        self.text = MappedText(
+            spec["path"],
+            encoding=spec.get("encoding") or "utf-8",
+            start_line=spec.get("start_line"),
+            end_line=spec.get("end_line"),
+            index_path=spec.get("index_path"),
+        )
+        self._context: Any = None
+        from rlm.input.tables import sql_helper
+
+        self.sql = sql_helper(spec)  # opens the table now: after lock-down no file can be opened
+        self.notes: list[str] = []
+        self.final_answer: str | None = None
+        self.interpreter = Interpreter(self._protected())
+
+    # -- the helpers model code can call --------------------------------------
+    def _protected(self) -> dict[str, Any]:
+        # Plain functions, not bound methods: Python's own argument errors then name
+        # `grep()`, never `Worker.grep()`.
+        def peek(start: int, length: int = 20, unit: str = "lines") -> Shown:
+            return self.peek(start, length, unit)
+
+        def grep(pattern: Any, *args: Any, **kwargs: Any) -> GrepMatches:
+            return self.grep_in_code(pattern, *args, **kwargs)
+
+        def llm_query(
+            question: str, start_line: int | None = None, end_line: int | None = None, text: Any = None
+        ) -> str:
+            return self.llm_query(question, start_line, end_line, text)
+
+        def partition_map(
+            question: str,
+            chunk_lines: int | None = None,
+            chunk_chars: int | None = None,
+            result_var: str = "results",
+        ) -> list:
+            return self.partition_map(question, chunk_lines, chunk_chars, result_var)
+
+        def note(text: Any) -> str:
+            return self.note(text)
+
+        def final(answer: Any) -> str:
+            return self.final(answer)
+
+        return {
+            "context_lines": self.text.lines,
+            "peek": peek,
+            "grep": grep,
+            "sql": self.sql,
+            "llm_query": llm_query,
+            "partition_map": partition_map,
+            "note": note,
+            "final": final,
+            "FINAL": final,
+        }
+
+    def context(self) -> Any:
+        if self._context is None:
+            self._context = self.text.text()
+        return self._context
+
+    def peek(self, start: int, length: int = 20, unit: str = "lines") -> Shown:
+        try:
+            start, length = int(start), int(length)
+        except (TypeError, ValueError):
+            raise TypeError(
+                "peek(start, length=20, unit='lines'): start and length are whole numbers"
+            ) from None
+        if unit == "chars":
+            n_chars = getattr(self.text, "n_chars", None)
+            length = min(length, MAX_CELL_OUTPUT)
+            return Shown(
+                format_peek_chars(self.text.peek_chars(max(0, start), length), max(0, start), n_chars)
+            )
+        if unit != "lines":
+            raise ValueError("unit must be 'lines' or 'chars'")
+        rows = self.text.peek_lines(start, length, max_bytes=MAX_CELL_OUTPUT)
+        return Shown(format_peek_lines(rows, start, length, self.text.n_lines))
+
+    def grep(self, pattern: str, max_matches: int = 50, ignore_case: bool = False) -> GrepMatches:
+        max_matches = max(1, min(GREP_CODE_MAX, max_matches))
+        result = self.text.grep(str(pattern), max_matches=max_matches, ignore_case=bool(ignore_case))
+        return GrepMatches(str(pattern), result.total, result.matches)
+
+    def grep_in_code(self, pattern: Any, *args: Any, **kwargs: Any) -> GrepMatches:
+        """grep() as model code calls it. The common slips are understood: the text to
+        search passed along (grep always searches the whole file), the pattern second."""
+        usage = (
+            "grep(pattern, max_matches=50, ignore_case=False) searches the whole file; "
+            "write for example grep('Failed password', 100)"
+        )
+        unknown = set(kwargs) - {"pattern", "max_matches", "ignore_case"}
+        if unknown:
+            raise TypeError(f"grep() has no argument {sorted(unknown)[0]!r}: {usage}")
+        positional = [pattern, *args] if "pattern" not in kwargs else list(args)
+        if "pattern" in kwargs:
+            positional.insert(0, kwargs.pop("pattern"))
+        texts = [a for a in positional if a is self.text.lines or a is self._context or isinstance(a, Lines)]
+        rest = [a for a in positional if not any(a is t for t in texts)]
+        patterns = [a for a in rest if isinstance(a, str)]
+        numbers = [a for a in rest if isinstance(a, int) and not isinstance(a, bool)]
+        flags = [a for a in rest if isinstance(a, bool)]
+        if (
+            len(patterns) != 1
+            or len(numbers) > 1
+            or len(flags) > 1
+            or len(rest) != len(patterns) + len(numbers) + len(flags)
+        ):
+            raise TypeError(usage)
+        max_matches = kwargs.get("max_matches", numbers[0] if numbers else 50)
+        ignore_case = kwargs.get("ignore_case", flags[0] if flags else False)
+        if isinstance(max_matches, bool) or not isinstance(max_matches, int):
+            raise TypeError(f"max_matches is the number of matching lines to return: {usage}")
+        return self.grep(patterns[0], max_matches, bool(ignore_case))
+
+    def _bridge(self, name: str, args: dict[str, Any]) -> Any:
+        self.send({"bridge": name, "args": args})
+        reply = self.receive()
+        if reply is None:
+            raise SystemExit(0)
+        if "bridge_error" in reply:
+            raise SubCallError(str(reply["bridge_error"]))
+        return reply.get("bridge_result")
+
+    def llm_query(
+        self,
+        question: str,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        text: str | None = None,
+    ) -> str:
+        args = {"question": str(question), "start_line": start_line, "end_line": end_line}
+        if text is not None:
+            text = str(text)
+            if len(text) > LLM_QUERY_TEXT_MAX_CHARS:
+                raise ValueError(
+                    f"llm_query(text=...) takes at most {LLM_QUERY_TEXT_MAX_CHARS:,} characters and this text has "
+                    f"{len(text):,}: for a range of the file pass start_line and end_line instead, or "
+                    "partition_map for the whole file"
+                )
+            args["text"] = text
+        return str(self._bridge("llm_query", args))
+
+    def partition_map(
+        self,
+        question: str,
+        chunk_lines: int | None = None,
+        chunk_chars: int | None = None,
+        result_var: str = "results",
+    ) -> list:
+        args = {"question": str(question), "chunk_lines": chunk_lines, "chunk_chars": chunk_chars}
+        results = list(self._bridge("partition_map", args) or [])
+        if isinstance(result_var, str) and result_var.isidentifier() and not result_var.startswith("_"):
+            self.interpreter.namespace[result_var] = results
+        return results
+
+    def note(self, text: Any) -> str:
+        self.notes.append(str(text))
+        return Shown(f"noted: {text}")
+
+    def final(self, answer: Any) -> str:
+        self.final_answer = str(answer)
+        return Shown("final answer recorded")
+
+    # -- protocol ---------------------------------------------------------------
+    def send(self, message: dict[str, Any]) -> None:
+        data = json.dumps(message, ensure_ascii=False).encode("utf-8", "replace")
+        if len(data) > MAX_MESSAGE_BYTES:
+            # The parent would kill a worker that sends more: say what happened instead.
+            data = json.dumps(
+                {
+                    "ok": False,
+                    "internal": True,
+                    "error": f"{INTERNAL}: a reply of {len(data):,} bytes was too large",
+                }
+            ).encode()
+        self.proto_out.write(data + b"\n")
+        self.proto_out.flush()
+
+    def receive(self) -> dict[str, Any] | None:
+        line = self.proto_in.readline()
+        if not line:
+            return None
+        return json.loads(line)
+
+    def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        op = req.get("op")
+        if op == "ping":
+            return {"ok": True}
+        if op == "peek":
+            try:
+                return {
+                    "ok": True,
+                    "output": str(self.peek(req["start"], req.get("length", 20), req.get("unit", "lines"))),
+                }
+            except (ValueError, TypeError) as exc:
+                return {"ok": False, "error": str(exc)}
+        if op == "grep":
+            try:
+                result = self.grep(req["pattern"], req.get("max_matches", 50), req.get("ignore_case", False))
+            except re.error as exc:
+                return {"ok": False, "error": f"invalid regular expression /{req['pattern']}/: {exc}"}
+            return {"ok": True, "output": repr(result), "total": result.total}
+        if op == "set":
+            name = req.get("name", "")
+            if not (isinstance(name, str) and name.isidentifier() and not name.startswith("_")):
+                return {"ok": False, "error": f"invalid variable name {name!r}"}
+            self.interpreter.namespace[name] = req.get("value")
+            return {"ok": True}
+        if op == "exec":
+            return self.execute(req.get("code", ""), req.get("cpu_seconds"))
+        return {"ok": False, "error": f"unknown op {op!r}"}
+
+    def execute(self, code: str, cpu_seconds: float | None) -> dict[str, Any]:
+        self.notes, self.final_answer = [], None
+        protected = self._protected()
+        # Decoding the whole file into `context` costs time and memory; do it only
+        # for cells that use the name.
+        if re.search(r"\bcontext\b", code):
+            protected["context"] = self.context()
+        self.interpreter.update_protected(protected)
+        if cpu_seconds:
+            arm_cpu_timer(float(cpu_seconds))
+        try:
+            try:
+                outcome = self.interpreter.run(code)
+            finally:
+                if cpu_seconds:
+                    disarm_cpu_timer()
+        except BaseException as exc:  # the CPU timer can fire between the cell's end and disarming
+            if type(exc).__name__ != "CpuTimeExceeded":
+                raise
+            outcome = CellOutcome(output="", error=f"the cell used more than {cpu_seconds:g} s of CPU time")
+        output = outcome.output
+        truncated = len(output)
+        if len(output) > MAX_CELL_OUTPUT:
+            output = cap_middle(output, MAX_CELL_OUTPUT)
+        reply = {
+            "ok": outcome.error is None,
+            "output": output,
+            "output_chars": truncated,
+            "error": outcome.error,
+            "notes": self.notes,
+            "final": self.final_answer,
+        }
+        if outcome.error is not None and not _has_headroom():
+            # The variables hold all the memory there is: the next request would fail
+            # wherever it allocates. The parent restarts the worker now, and says so.
+            reply["exhausted"] = True
+        return reply
+
+    def serve(self) -> None:
+        while True:
+            try:
+                req = self.receive()
+            except MemoryError:
+                return  # nothing left to read a request with: exit, and the parent starts a new worker
+            if req is None:
+                return
+            try:
+                reply = self.handle(req)
+            except SubCallError as exc:
+                reply = {"ok": False, "error": str(exc)}
+            except Exception as exc:  # a fault of ours, not of the model's code: report it, keep serving
+                reply = {"ok": False, "internal": True, "error": f"{INTERNAL}: {type(exc).__name__}: {exc}"}
+            if LATE_IMPORTS:
+                # Each is a module the worker needed but had not loaded before lock-down:
+                # a defect of ours, whatever the code made of the ImportError.
+                reply["late_imports"] = sorted(set(LATE_IMPORTS))
+                LATE_IMPORTS.clear()
+            self.send(reply)
+
+
+# Imported before lock-down: afterwards no file can be opened, so a lazy import would fail.
+# The codecs are those model code asks for by name (`s.encode("utf-16-le")`); the allowed
+# modules themselves are imported, and warmed up, by rlm.sandbox.worker.policy.
+_CODECS = (
+    "utf_8_sig utf_16 utf_16_le utf_16_be utf_32 utf_32_le utf_32_be utf_7 ascii latin_1 "
+    "iso8859_2 iso8859_15 cp1250 cp1251 cp1252 cp437 cp850 mac_roman koi8_r "
+    "unicode_escape raw_unicode_escape idna punycode hex_codec base64_codec"
+).split()
+_PRELOAD = ("numpy", "_strptime", "unicodedata", *(f"encodings.{c}" for c in _CODECS))
+
+# What a worker must still be able to allocate after a failed cell to go on serving.
+HEADROOM_PROBE_BYTES = 32 * 1024 * 1024
+
+
+def _has_headroom() -> bool:
+    try:
+        probe = bytearray(HEADROOM_PROBE_BYTES)
+    except MemoryError:
+        return False
+    del probe
+    return True
+
+
+# Modules something tried to import after lock-down (see _forbid_late_imports).
+LATE_IMPORTS: list[str] = []
+
+
+class LateImport(ImportError):
+    """An import after lock-down: it cannot work (no file can be opened) and is a defect of ours."""
+
+
+def _preload() -> None:
+    import importlib
+
+    for name in _PRELOAD:
+        importlib.import_module(name)
+
+
+def _forbid_late_imports() -> None:
+    """From here on any import of a module not yet loaded fails at once, by name, and is
+    reported to the parent with the next reply, even when the code that tried it
+    swallowed the ImportError."""
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if event == "import":
+            LATE_IMPORTS.append(str(args[0]))
+            raise LateImport(f"module {args[0]!r} was not loaded before the sandbox was locked")
+
+    sys.addaudithook(hook)
+
+
+def _apply_os_limits(spec: dict[str, Any]) -> dict[str, Any]:
+    report = apply_os_limits(
+        memory_bytes=int(spec.get("memory_bytes") or 0),
+        drop_to_uid=spec.get("drop_to_uid"),
+    )
+    return {"active": list(report.active), "missing": [list(m) for m in report.missing]}
+
+
+def _die_with_parent() -> None:
+    """The kernel kills the worker when rlm dies, however it dies (a second Ctrl-C, SIGKILL):
+    a worker busy in a cell would not notice its closed pipe."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+
+
+def main() -> None:
+    _die_with_parent()
+    # The protocol gets a private copy of stdout; fd 1 then points at stderr so
+    # that nothing model code or C libraries print can corrupt the protocol.
+    proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)
+    proto_in = sys.stdin.buffer
+    spec_line = proto_in.readline()
+    if not spec_line:
+        return
+    spec = json.loads(spec_line)
+    try:
+        worker = Worker(spec, proto_in, proto_out)
+    except Exception as exc:  # the parent reports it; it is not a crash of the run
+        proto_out.write(
+            json.dumps({"ready": False, "error": f"{type(exc).__name__}: {exc}"}).encode() + b"\n"
+        )
+        return
+    _preload()
+    # Threads cannot start after lock-down (RLIMIT_NPROC 0): the scan threads start now.
+    start_scan_threads()
+    sandbox = _apply_os_limits(spec) if spec.get("os_limits", True) else {"active": [], "missing": []}
+    _forbid_late_imports()
+    worker.send({"ready": True, "n_lines": worker.text.n_lines, "sandbox": sandbox})
+    worker.serve()
+
+
+if __name__ == "__main__":
+    main()
