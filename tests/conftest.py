@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from rlm.trace.schema import problems
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 
@@ -118,14 +120,18 @@ def script_log(path: Path) -> list[dict[str, Any]]:
 @pytest.fixture(autouse=True)
 def no_internal_errors(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     """Any run in a test whose trace reports an internal error fails that test, unless the test
-    provokes one on purpose: such an error reaches users even when the test's own asserts pass."""
+    provokes one on purpose: such an error reaches users even when the test's own asserts pass.
+    Every trace a run wrote must also match rlm.trace.schema, statuses and kinds included."""
     yield
     if request.node.get_closest_marker("internal_error_expected"):
         return
     for trace in tmp_path.rglob("traces/*.json"):
         try:
-            warnings = json.loads(trace.read_text()).get("warnings") or []
+            doc = json.loads(trace.read_text())
         except (OSError, ValueError):
             continue
-        internal = [w for w in warnings if "internal error" in str(w)]
+        internal = [w for w in doc.get("warnings") or [] if "internal error" in str(w)]
         assert not internal, f"{trace.name}: {internal}"
+        if isinstance(doc, dict) and "tool_version" in doc:  # written by rlm, not made by the test
+            wrong = problems(doc, strict=True)
+            assert not wrong, f"{trace.name} does not match rlm.trace.schema: {wrong[:5]}"

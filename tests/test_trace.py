@@ -246,7 +246,8 @@ def test_trace_names_sort_by_time_and_schema_is_versioned(tmp_path: Path, apache
 
 def test_writer_keeps_bridge_calls_and_reader_reports_unfinished_runs(tmp_path: Path) -> None:
     from rlm.replay.verify import RecordedBridge
-    from rlm.trace.writer import TraceWriter, read_trace
+    from rlm.trace.reader import read_trace
+    from rlm.trace.writer import TraceWriter
 
     writer = TraceWriter(str(tmp_path))
     writer.add_node({"id": "n0", "parent": None, "depth": 0, "slice": None, "status": "running"})

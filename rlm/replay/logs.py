@@ -6,10 +6,11 @@ A file that cannot be read is listed as unreadable rather than hiding the others
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from rlm.errors import InputError
+from rlm.trace.reader import read_trace
 from rlm.trace.redact import redact
 
 
@@ -31,21 +32,18 @@ def summarize(path: Path) -> dict[str, Any]:
     """One row of `rlm logs`: time, question, answer, status, cost, steps."""
     row: dict[str, Any] = {"trace": str(path), "run_id": path.stem}
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("rlm-trace/"):
-            raise ValueError("not an rlm trace")
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        row.update(status="unreadable", error=str(exc).splitlines()[0][:200])
+        doc = read_trace(path)
+    except InputError as exc:
+        row.update(status="unreadable", error=exc.message.splitlines()[0][:200])
         return row
-    totals = doc.get("totals") if isinstance(doc.get("totals"), dict) else {}
-    status = doc.get("status")
+    totals = doc.get("totals") or {}
     row.update(
         started_at=doc.get("started_at"),
-        status="crashed" if status == "running" else status,
+        status=doc.get("status"),
         exit_code=doc.get("exit_code"),
         question=doc.get("question"),
         answer=doc.get("answer"),
-        input=(doc.get("input") or {}).get("display_name") if isinstance(doc.get("input"), dict) else None,
+        input=(doc.get("input") or {}).get("display_name"),
         steps=len(doc.get("steps") or []),
         cost_usd=totals.get("cost_usd"),
         tokens=totals.get("total_tokens"),

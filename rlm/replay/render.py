@@ -13,10 +13,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, TextIO
 
-from rlm.errors import InputError
 from rlm.text.textcap import cap_line
+from rlm.trace.reader import read_trace
 from rlm.trace.redact import redact
-from rlm.trace.writer import read_trace
+from rlm.trace.schema import TraceDoc
 
 REPLAY_SCHEMA = "rlm-replay/1"
 PREVIEW_LINES = 6
@@ -28,39 +28,11 @@ LINE_CHARS = 160
 
 
 def load_trace(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read and sanity-check a trace; anything unusable is an InputError (exit 3)."""
-    doc = read_trace(path)
-    problem = _shape_problem(doc)
-    if problem:
-        raise InputError(f"{path} is not a valid trace: {problem}")
+    """Read a trace checked against the schema; anything unusable is an InputError (exit 3)."""
+    doc: TraceDoc = read_trace(path)
     # Traces are redacted when written; again here for traces from other
     # versions and keys set since. About 15 ms for 50 steps.
-    return redact(doc)
-
-
-def _shape_problem(doc: dict[str, Any]) -> str | None:
-    """What makes a document unusable for replay, or None: fields are checked before any is used."""
-    for key in ("nodes", "steps"):
-        value = doc.get(key) or []
-        if not isinstance(value, list) or not all(isinstance(x, dict) for x in value):
-            return f"'{key}' is not a list of objects"
-    for key in ("subcalls", "bridge_calls", "ledger", "warnings"):
-        value = doc.get(key) or []
-        if not isinstance(value, list) or (key != "warnings" and not all(isinstance(x, dict) for x in value)):
-            return f"'{key}' is not a list of objects"
-    for key in ("settings", "input", "totals", "models"):
-        if not isinstance(doc.get(key) or {}, dict):
-            return f"'{key}' is not an object"
-    for i, node in enumerate(doc.get("nodes") or []):
-        if not isinstance(node.get("id"), str):
-            return f"node {i + 1} has no id"
-    for i, step in enumerate(doc.get("steps") or []):
-        if not isinstance(step.get("node"), str) or not isinstance(step.get("index"), int):
-            return f"step {i + 1} has no node id or index"
-        for key in ("action", "observation", "model_call"):
-            if not isinstance(step.get(key) or {}, dict):
-                return f"step {i + 1}: '{key}' is not an object"
-    return None
+    return redact(dict(doc))
 
 
 # -- the shape of the investigation -------------------------------------------------------

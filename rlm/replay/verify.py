@@ -22,7 +22,6 @@ from typing import Any, TextIO
 
 from rlm.errors import InputError, RlmError
 
-DETERMINISTIC = ("peek", "grep", "execute")
 DIFF_LINES = 40
 
 
@@ -199,23 +198,22 @@ def _settings(doc: dict[str, Any]) -> Any:
     return Settings(**recorded)
 
 
-class _Services:
-    """What Node's peek/grep/execute need from the engine; findings are not re-recorded."""
+class _Collector:
+    """The ActionHost of a re-run: findings are not re-recorded; restarts and faults are counted."""
 
-    def __init__(self, settings: Any, cell_seconds: float) -> None:
-        self.settings = settings
+    def __init__(self, cell_seconds: float) -> None:
         self.cell_seconds = cell_seconds
         self.restarts = 0
         self.internal_errors: list[str] = []
 
-    def add_finding(self, *args: Any, **kwargs: Any) -> None:
+    def add_finding(self, text: str, kind: str, node_id: str, step: int, **_: Any) -> None:
         return None
 
-    def note_restart(self, node: Any, why: str) -> None:
+    def note_restart(self, node_id: str, why: str) -> None:
         self.restarts += 1
 
-    def report_internal(self, node: Any, message: str) -> None:
-        self.internal_errors.append(f"{node.id}: {message}")
+    def report_internal(self, node_id: str, message: str) -> None:
+        self.internal_errors.append(f"{node_id}: {message}")
 
 
 def _spec(node: dict[str, Any], profile: Any, settings: Any) -> Any:
@@ -239,26 +237,11 @@ def _diff(old: str, new: str) -> list[str]:
     return lines
 
 
-def _node_shim(node_id: str, depth: int, services: _Services, sandbox: Any, cap: int | None = None) -> Any:
-    """A Node with only what its deterministic actions touch, so they run exactly as in a run."""
-    from rlm.run.node import Node
-
-    node = Node.__new__(Node)
-    node.engine = services
-    node.id = node_id
-    node.depth = depth
-    node.cap = cap or services.settings.max_observation_chars
-    node.turns = []
-    node.init_action_state(sandbox)
-    node.observed = True
-    return node
-
-
 def verify_trace(
     doc: dict[str, Any], *, input_override: str | None, trace_path: str | os.PathLike[str]
 ) -> VerifyReport:
     from rlm.input.source import open_source
-    from rlm.run.actions import Action
+    from rlm.run.runner import WORKER_ACTIONS, ActionRunner
     from rlm.run.settings import cell_seconds_for
     from rlm.sandbox.client import Sandbox, WorkerLost
     from rlm.trace.writer import preview
@@ -272,7 +255,7 @@ def verify_trace(
     )
     settings = _settings(doc)
     source = open_source(path, cache_dir=settings.cache_dir)
-    services = _Services(settings, cell_seconds_for(settings, source.profile.size))
+    host = _Collector(cell_seconds_for(settings, source.profile.size))
     bridge = RecordedBridge(doc)
     steps_of: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for s in doc.get("steps") or []:
@@ -283,6 +266,11 @@ def verify_trace(
             steps = sorted(steps_of.get(node_id, []), key=lambda s: s["index"])
             spec = _spec(node, source.profile, settings)
             sandbox = None
+            # One runner per node, as in the run: the repeat guard sees the node's earlier steps.
+            runner = ActionRunner(
+                node_id, host, node.get("observation_chars") or settings.max_observation_chars
+            )
+            runner.observed = True
             try:
                 for step in steps:
                     action = step.get("action") or {}
@@ -298,7 +286,8 @@ def verify_trace(
                             sandbox.request(
                                 "set", timeout=30, name=args.get("result_var") or "results", value=answers
                             )
-                    if name not in DETERMINISTIC:
+                        runner.state += 1  # as the run's runner counted it
+                    if name not in WORKER_ACTIONS:
                         continue
                     recorded = str((step.get("observation") or {}).get("preview") or "")
                     if spec is None:
@@ -319,11 +308,9 @@ def verify_trace(
                             sandbox.start()
                         except WorkerLost as exc:
                             raise InputError(f"the sandbox could not start for {label}: {exc}") from None
-                    shim = _node_shim(
-                        node_id, int(node.get("depth") or 0), services, sandbox, node.get("observation_chars")
-                    )
+                        runner.sandbox = sandbox
                     bridge.current = (node_id, step["index"])
-                    outcome = shim._act(Action(name, args), step["index"])
+                    outcome = runner.act(name, args, step["index"], visible_from=0, subcall=None)
                     now = preview(outcome.observation)
                     same = now == recorded
                     report.checks.append(
@@ -342,8 +329,8 @@ def verify_trace(
                     sandbox.close()
     finally:
         source.close()
-    report.restarts = services.restarts
-    report.internal_errors = services.internal_errors
+    report.restarts = host.restarts
+    report.internal_errors = host.internal_errors
     return report
 
 

@@ -26,7 +26,8 @@ from rlm.model.tokens import count_message, count_text
 from rlm.run import prompts
 from rlm.run.actions import Action, ParseError
 from rlm.run.ledger import FINDING_CHARS, Finding, Ledger
-from rlm.run.node import Node, NodeResult, NodeScope, Outcome
+from rlm.run.node import Node, NodeResult, NodeScope
+from rlm.run.runner import Outcome
 from rlm.run.settings import Settings, cell_seconds_for, sizing_for
 from rlm.run.synthesis import Synthesis, context_budget, synthesize
 from rlm.sandbox.client import Sandbox, WorkerSpec
@@ -145,13 +146,13 @@ class Engine:
                 self.progress("warning", {"message": msg})
         return sandbox
 
-    def note_restart(self, node: Node, why: str) -> None:
+    def note_restart(self, node_id: str, why: str) -> None:
         self.restarts += 1
-        self.progress("restart", {"node": node.id, "why": why})
+        self.progress("restart", {"node": node_id, "why": why})
 
-    def report_internal(self, node: Node, message: str) -> None:
+    def report_internal(self, node_id: str, message: str) -> None:
         """An internal error of the sandbox: a warning in the trace and on stderr, not only an observation."""
-        msg = f"internal error in the sandbox ({node.id}): {message}"
+        msg = f"internal error in the sandbox ({node_id}): {message}"
         self.trace.warn(msg)
         self.progress("warning", {"message": msg})
 
@@ -159,14 +160,15 @@ class Engine:
         self,
         text: str,
         kind: str,
-        node: Node,
+        node_id: str,
         step: int,
+        *,
         evidence: str | None = None,
         topic: str | None = None,
         cap: int = FINDING_CHARS,
     ) -> Finding | None:
         finding = self.ledger.add(
-            text, kind=kind, evidence=evidence or f"{node.id}.s{step}", node=node.id, topic=topic, cap=cap
+            text, kind=kind, evidence=evidence or f"{node_id}.s{step}", node=node_id, topic=topic, cap=cap
         )
         if finding is not None:
             self.trace.update(ledger=self.ledger.to_list())
@@ -568,8 +570,8 @@ class Engine:
         if as_list:
             return results
         var = args.get("result_var") or "results"
-        if node.sandbox is not None:
-            node.sandbox.request("set", timeout=30, name=var, value=results)
+        if node.runner.sandbox is not None:
+            node.runner.sandbox.request("set", timeout=30, name=var, value=results)
         lines = [f"{len(results)} chunks; answers in chunk order (also in the variable `{var}`):"]
         lines += [f"[{i + 1}] {where}: {r}" for i, (where, r) in enumerate(zip(wheres, results, strict=True))]
         return "\n".join(lines)

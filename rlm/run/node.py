@@ -9,8 +9,6 @@ itself, synthesis does.
 
 from __future__ import annotations
 
-import json
-import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -20,19 +18,13 @@ from rlm.model.client import Reply
 from rlm.model.tokens import count_message, count_messages
 from rlm.run import prompts
 from rlm.run.actions import Action, ParseError, parse_text, parse_tool_call, tool_schemas
+from rlm.run.runner import ActionRunner, Outcome
 from rlm.run.settings import sizing_for
-from rlm.sandbox.client import Sandbox, WorkerLost, WorkerSpec
-from rlm.text.textcap import cap_middle, cap_words
-from rlm.trace.writer import preview
+from rlm.sandbox.client import WorkerLost, WorkerSpec
 
 if TYPE_CHECKING:
     from rlm.run.engine import Engine
 
-# A computed result's finding shows about 80 tokens of its output (the cut marked, the whole
-# kept for the trace); a grep's shows its count and first matching lines.
-RESULT_FINDING_CHARS = 320
-GREP_FINDING_LINES = 3
-GREP_FINDING_LINE_CHARS = 160
 EMPTY_REPLIES_STOP = 3  # empty replies in a row that end a node's loop
 
 
@@ -41,16 +33,6 @@ class Turn:
     messages: list[dict[str, Any]]
     tokens: int
     step: int = 0
-
-
-@dataclass(frozen=True)
-class Done:
-    """An action already run, to tell a true repeat from the same call against changed state."""
-
-    step: int
-    shown: str  # the first line of what it showed
-    ok: bool
-    state: int  # the worker state it left behind (Node.state after it ran)
 
 
 @dataclass
@@ -101,7 +83,7 @@ class Node:
         }
         self.turns: list[Turn] = []
         self.dropped = 0
-        self.init_action_state(None)
+        self.runner = ActionRunner(node_id, engine, self.cap, time_left=engine.budget.time_left)
         self.largest_prompt = 0
         fixed = count_messages([self.system, self.task]) + (
             self.model.estimate_prompt_tokens([], self.tools) if self.tools else 0
@@ -112,16 +94,6 @@ class Node:
         self.repeats = 0  # refused repeats in a row
         self.empties = 0  # empty replies in a row
         self.history_budget = max(600, min(s.history_tokens, window - self.sizing.reply_tokens - fixed - 256))
-
-    def init_action_state(self, sandbox: Sandbox | None) -> None:
-        """What the action path (peek, grep, execute, restarts) keeps; `rlm replay --verify` runs
-        recorded actions through a node set up by this alone."""
-        self.sandbox = sandbox
-        self.observed = False
-        self.done: dict[str, Done] = {}
-        # Bumped by anything that may change the worker's variables: a cell, a restart,
-        # partition_map's result variable. The same code against a new state is not a repeat.
-        self.state = 0
 
     # -- prompt ---------------------------------------------------------------
     def _over_budget(self) -> bool:
@@ -155,7 +127,7 @@ class Node:
         max_steps = e.settings.max_steps
         try:
             try:
-                self.sandbox = e.start_sandbox(self)
+                self.runner.sandbox = e.start_sandbox(self)
             except (WorkerLost, OSError) as exc:  # for a child, an observation of its parent
                 return self._result(None, "sandbox", 0, f"the sandbox could not start: {exc}")
             for step in range(1, max_steps + 1):
@@ -208,8 +180,8 @@ class Node:
                     )
             return self._result(None, "max_steps", max_steps, f"the step limit of {max_steps} was reached")
         finally:
-            if self.sandbox is not None:
-                self.sandbox.close()
+            if self.runner.sandbox is not None:
+                self.runner.sandbox.close()
 
     def _result(self, draft: str | None, stop: str, steps: int, detail: str = "") -> NodeResult:
         return NodeResult(self.id, draft, stop, steps, detail, self.largest_prompt)
@@ -259,189 +231,14 @@ class Node:
             return Outcome(f"Your reply could not be used: {action.message}.", ok=False)
         name, args = action.name, action.args
         if name == "final":
-            if not self.observed:
+            if not self.runner.observed:
                 return Outcome(prompts.FIRST_FINAL_REFUSED, ok=False)
-            self.engine.add_finding(args["answer"], "final_draft", self, step, topic="final_draft")
+            self.engine.add_finding(args["answer"], "final_draft", self.id, step, topic="final_draft")
             return Outcome("final answer recorded", final=args["answer"])
-        key = json.dumps([name, args], sort_keys=True)
-        before = self.done.get(key)
-        if before is not None and self._would_repeat(name, before):
-            if before.ok:
-                # Small models loop on one action; running it again would show them the same thing.
-                return Outcome(prompts.repeated_action(before.step, before.shown), ok=False, repeated=True)
-            # The same failing call, nothing changed since: say so, and do not end the run for it.
-            return Outcome(prompts.repeated_failure(name, before.step, before.shown), ok=False)
-        self.observed = True
-        outcome = self._run_action(name, args, step)
-        if name in ("execute", "partition_map"):
-            self.state += 1
-        first = next((ln for ln in outcome.observation.splitlines() if ln.strip()), "")
-        self.done[key] = Done(step, cap_words(first, 120), outcome.ok, self.state)
-        return outcome
-
-    def _would_repeat(self, name: str, before: Done) -> bool:
-        """True when running the action again would show what the model can still see."""
         visible_from = self.turns[0].step if self.turns else 0
-        if before.step < visible_from:
-            return False  # its result left the conversation: running it again is how to see it
-        if name == "execute":
-            return self.state == before.state  # a cell's result depends on the variables
-        return True  # peek, grep and sub-calls depend on the file and the question only
+        return self.runner.act(name, args, step, visible_from=visible_from, subcall=self._subcall)
 
-    def _run_action(self, name: str, args: dict[str, Any], step: int) -> Outcome:
-        if name in ("peek", "grep"):
-            return self._worker_op(name, args, step)
-        if name == "execute":
-            return self._execute(args["code"], step)
+    def _subcall(self, name: str, args: dict[str, Any], step: int) -> str:
         if name == "llm_query":
-            return self._guarded_subcall(lambda: self.engine.llm_query(self, args, step), step)
-        if name == "partition_map":
-            return self._guarded_subcall(lambda: self.engine.partition_map(self, args, step), step)
-        return Outcome(f"unknown action {name}", ok=False)
-
-    def _guarded_subcall(self, call: Any, step: int) -> Outcome:
-        from rlm.errors import RlmError
-
-        try:
-            text = call()
-        except BudgetExceeded:
-            raise
-        except RlmError as exc:
-            return Outcome(f"error: {exc.message}", ok=False)
-        return Outcome(cap_middle(text, self.cap))
-
-    def _worker_op(self, op: str, args: dict[str, Any], step: int) -> Outcome:
-        reply = self._request(op, args, timeout=self._cell_seconds(grace=5))
-        if isinstance(reply, Outcome):
-            return reply
-        if not reply.get("ok"):
-            return Outcome(f"error: {reply.get('error')}", ok=False)
-        output = reply.get("output", "")
-        if op == "grep":
-            total = reply.get("total", 0)
-            what = f"grep /{args['pattern']}/{' (ignoring case)' if args['ignore_case'] else ''}"
-            # The evidence with the count: the first matching lines, as numbered lines.
-            shown = [cap_words(ln.strip(), GREP_FINDING_LINE_CHARS) for ln in output.splitlines()[1:]][
-                :GREP_FINDING_LINES
-            ]
-            first = f"; first: {' / '.join(shown)}" if shown else ""
-            self.engine.add_finding(
-                f"{what} matches {total:,} line{'s' if total != 1 else ''}{first}",
-                "grep",
-                self,
-                step,
-                topic=what,
-            )
-        return Outcome(cap_middle(output, self.cap))
-
-    def _execute(self, code: str, step: int) -> Outcome:
-        seconds = self._cell_seconds()
-        # The wall clock allows for the CPU timer and the kernel's kill that follows it.
-        reply = self._request(
-            "exec", {"code": code, "cpu_seconds": seconds}, timeout=self._cell_seconds(grace=4)
-        )
-        if isinstance(reply, Outcome):
-            return reply
-        for note in reply.get("notes") or []:
-            self.engine.add_finding(str(note), "note", self, step)
-        output = reply.get("output") or ""
-        error = reply.get("error")
-        parts = []
-        if output:
-            parts.append(cap_middle(output, self.cap))
-        if error:
-            parts.append(f"error: {error}")
-            if error.startswith("SyntaxError") and _looks_like_prose(code):
-                parts.append(prompts.PROSE_NOT_CODE)
-        if not parts:
-            parts.append(prompts.NO_OUTPUT)
-        elif not error and output.strip():
-            # Every computed result is a finding, capped for prompts (the cut marked, the whole kept).
-            summary = _code_summary(code)
-            self.engine.add_finding(
-                f"`{summary}` gave: {output.strip()}",
-                "result",
-                self,
-                step,
-                topic=summary,
-                cap=len(summary) + 9 + RESULT_FINDING_CHARS,
-            )
-        final = reply.get("final")
-        if final:
-            self.engine.add_finding(final, "final_draft", self, step, topic="final_draft")
-        return Outcome("\n".join(parts), ok=not error, final=final or None)
-
-    def _cell_seconds(self, grace: float = 0.0) -> float:
-        """The per-cell limit (+ grace for the wall clock), cut to what is left of --max-time."""
-        limit = self.engine.cell_seconds + grace
-        budget = getattr(self.engine, "budget", None)  # replay --verify runs cells without one
-        left = None if budget is None else budget.time_left()
-        return limit if left is None else max(1.0, min(limit, left + min(grace, 1.0)))
-
-    def _request(self, op: str, args: dict[str, Any], timeout: float) -> dict[str, Any] | Outcome:
-        assert self.sandbox is not None
-        try:
-            reply = self.sandbox.request(op, timeout=timeout, **args)
-        except WorkerLost as exc:
-            why = str(exc)
-            try:
-                self.sandbox.restart()
-            except WorkerLost as again:
-                return Outcome(
-                    f"error: {why}; the sandbox could not be restarted", ok=False, fatal=str(again)
-                )
-            self.state += 1
-            self.engine.note_restart(self, why)
-            return Outcome(
-                f"error: your code was stopped: {why}. The sandbox was restarted and all your variables "
-                "are gone (context, context_lines and the helpers are back).",
-                ok=False,
-            )
-        if reply.get("restarted"):
-            why = str(reply["restarted"])
-            self.state += 1
-            self.engine.note_restart(self, why)
-            reply["error"] = (
-                f"{reply.get('error')}\n{why}; it was restarted and all your variables are gone "
-                "(context, context_lines and the helpers are back). Keep less in memory."
-            )
-        # A fault of the sandbox's own is the user's business too, not only the model's.
-        if reply.get("internal"):
-            self.engine.report_internal(self, f"{op}: {reply.get('error')}")
-        for module in reply.get("late_imports") or []:
-            self.engine.report_internal(self, f"{op}: module {module!r} was imported after lock-down")
-        return reply
-
-
-def _looks_like_prose(code: str) -> bool:
-    """A sentence where code should be: several words and none of Python's punctuation."""
-    first = next((ln.strip() for ln in code.splitlines() if ln.strip()), "")
-    words = first.split()
-    return (
-        len(words) >= 5
-        and words[0][:1].isupper()
-        and words[0] not in ("True", "False", "None")
-        and "=" not in first
-        and not re.match(r"^[\w.]+\(", first)
-    )
-
-
-def _code_summary(code: str) -> str:
-    """The code behind a result, short enough for a finding: all of it if small, else first … last line."""
-    lines = [ln.strip() for ln in code.strip().splitlines() if ln.strip() and not ln.strip().startswith("#")]
-    joined = "; ".join(lines)
-    if len(joined) <= 160:
-        return joined
-    return f"{cap_words(lines[0], 70)}; …; {cap_words(lines[-1], 80)}"
-
-
-@dataclass
-class Outcome:
-    observation: str
-    ok: bool = True
-    final: str | None = None
-    fatal: str | None = None
-    repeated: bool = False
-
-    def preview(self) -> str:
-        return preview(self.observation)
+            return self.engine.llm_query(self, args, step)
+        return self.engine.partition_map(self, args, step)

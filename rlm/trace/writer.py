@@ -23,10 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from rlm import __version__
-from rlm.errors import InputError
 from rlm.trace.redact import redact
+from rlm.trace.schema import (
+    BridgeCallRecord,
+    NodeRecord,
+    ProviderEventRecord,
+    StepRecord,
+    SubcallRecord,
+    TraceDoc,
+    new_trace,
+)
 
-SCHEMA = "rlm-trace/1"
 PREVIEW_CHARS = 2000
 
 
@@ -61,34 +68,13 @@ class TraceWriter:
                 self.path = Path(directory) / f"{self.run_id}.json"
             except OSError as exc:
                 self._problem(f"cannot create the trace directory {directory} ({exc.strerror or exc})")
-        self.doc: dict[str, Any] = {
-            "schema": SCHEMA,
-            "tool_version": __version__,
-            "run_id": self.run_id,
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "finished_at": None,
-            "status": "running",
-            "exit_code": None,
-            "pid": os.getpid(),
-            "settings": {},
-            "input": {},
-            "question": None,
-            "sandbox": {},
-            "warnings": [],
-            "nodes": [],
-            "steps": [],
-            "subcalls": [],
-            "bridge_calls": [],
-            "provider_events": [],
-            "ledger": [],
-            "synthesis": None,
-            "answer": None,
-            "totals": {},
-        }
+        self.doc: TraceDoc = new_trace(
+            self.run_id, __version__, time.strftime("%Y-%m-%dT%H:%M:%S%z"), os.getpid()
+        )
 
     def update(self, **fields: Any) -> None:
         with self._lock:
-            self.doc.update(fields)
+            self.doc.update(fields)  # type: ignore[typeddict-item]  # keys checked by the schema tests
         self.flush()
 
     def warn(self, message: str) -> None:
@@ -97,7 +83,7 @@ class TraceWriter:
                 self.doc["warnings"].append(message)
         self.flush()
 
-    def add_node(self, node: dict[str, Any]) -> None:
+    def add_node(self, node: NodeRecord) -> None:
         with self._lock:
             self.doc["nodes"].append(node)
         self.flush()
@@ -106,27 +92,27 @@ class TraceWriter:
         with self._lock:
             for node in self.doc["nodes"]:
                 if node["id"] == node_id:
-                    node.update(fields)
+                    node.update(fields)  # type: ignore[typeddict-item]
         self.flush()
 
-    def add_step(self, step: dict[str, Any]) -> None:
+    def add_step(self, step: StepRecord) -> None:
         with self._lock:
             self.doc["steps"].append(step)
         self.flush()
 
-    def add_subcall(self, call: dict[str, Any]) -> None:
+    def add_subcall(self, call: SubcallRecord) -> None:
         # Not flushed on its own: a fan-out makes many at once, and the step that
         # made them flushes them (a crash loses at most the calls of one step).
         with self._lock:
             self.doc["subcalls"].append(call)
 
-    def add_bridge_call(self, call: dict[str, Any]) -> None:
+    def add_bridge_call(self, call: BridgeCallRecord) -> None:
         """What an llm_query/partition_map called from model code returned, so --verify can serve it."""
         with self._lock:
             self.doc["bridge_calls"].append(call)
         self.flush()
 
-    def add_provider_event(self, event: dict[str, Any]) -> None:
+    def add_provider_event(self, event: ProviderEventRecord) -> None:
         """A retry, a long wait or a give-up on the model provider."""
         with self._lock:
             self.doc["provider_events"].append(event)
@@ -156,23 +142,3 @@ class TraceWriter:
                     tmp.unlink()
         if problem:
             self._problem(problem)
-
-
-def read_trace(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Load a trace; a run that never finished is reported as crashed."""
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"trace not found: {p}")
-    if p.is_dir():
-        raise InputError(f"{p} is a directory, not a trace file")
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read trace {p}: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{p} is not a valid trace (JSON error at line {exc.lineno})") from None
-    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("rlm-trace/"):
-        raise InputError(f"{p} is not an rlm trace (no 'schema' field)")
-    if doc.get("status") == "running":
-        doc["status"] = "crashed"
-    return doc

@@ -1,0 +1,269 @@
+"""Running one node's actions against its worker: peek, grep, execute, restarts, the repeat guard.
+
+A live `Node` and `rlm replay --verify` run recorded actions through this
+same class, so what verify checks is what a run does. The runner reports
+what it establishes to an `ActionHost` (the engine in a run; a collector in
+verify) and never talks to the model.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from rlm.model.budget import BudgetExceeded
+from rlm.run import prompts
+from rlm.sandbox.client import Sandbox, WorkerLost
+from rlm.text.textcap import cap_middle, cap_words
+from rlm.trace.writer import preview
+
+# A computed result's finding shows about 80 tokens of its output (the cut marked, the whole
+# kept for the trace); a grep's shows its count and first matching lines.
+RESULT_FINDING_CHARS = 320
+GREP_FINDING_LINES = 3
+GREP_FINDING_LINE_CHARS = 160
+
+# Actions whose result depends on the file and the code only: what --verify re-runs.
+WORKER_ACTIONS = ("peek", "grep", "execute")
+
+
+class ActionHost(Protocol):
+    """Where a runner reports: findings, worker restarts, the sandbox's own faults."""
+
+    cell_seconds: float
+
+    def add_finding(
+        self, text: str, kind: str, node_id: str, step: int, *, topic: str | None = None, cap: int = ...
+    ) -> object: ...
+
+    def note_restart(self, node_id: str, why: str) -> None: ...
+
+    def report_internal(self, node_id: str, message: str) -> None: ...
+
+
+@dataclass
+class Outcome:
+    """What one action gave the model: its observation and what it means for the loop."""
+
+    observation: str
+    ok: bool = True
+    final: str | None = None
+    fatal: str | None = None
+    repeated: bool = False
+
+    def preview(self) -> str:
+        return preview(self.observation)
+
+
+@dataclass(frozen=True)
+class Done:
+    """An action already run, to tell a true repeat from the same call against changed state."""
+
+    step: int
+    shown: str  # the first line of what it showed
+    ok: bool
+    state: int  # the worker state it left behind (ActionRunner.state after it ran)
+
+
+SubcallRunner = Callable[[str, dict[str, Any], int], str]
+
+
+class ActionRunner:
+    """One node's action path: the repeat guard, then the worker (or a sub-call the node supplies)."""
+
+    def __init__(
+        self,
+        node_id: str,
+        host: ActionHost,
+        cap: int,
+        time_left: Callable[[], float | None] = lambda: None,
+    ) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.cap = cap
+        self.time_left = time_left
+        self.sandbox: Sandbox | None = None
+        self.observed = False  # whether any action has run (a `final` before one is refused)
+        self.done: dict[str, Done] = {}
+        # Bumped by anything that may change the worker's variables: a cell, a restart,
+        # partition_map's result variable. The same code against a new state is not a repeat.
+        self.state = 0
+
+    # -- the guard -----------------------------------------------------------------
+    def act(
+        self, name: str, args: dict[str, Any], step: int, *, visible_from: int, subcall: SubcallRunner | None
+    ) -> Outcome:
+        """Run an action unless it would only show again what the model can still see.
+
+        `visible_from` is the first step whose result is still in the model's conversation.
+        """
+        key = json.dumps([name, args], sort_keys=True)
+        before = self.done.get(key)
+        if before is not None and self._would_repeat(name, before, visible_from):
+            if before.ok:
+                # Small models loop on one action; running it again would show them the same thing.
+                return Outcome(prompts.repeated_action(before.step, before.shown), ok=False, repeated=True)
+            # The same failing call, nothing changed since: say so, and do not end the run for it.
+            return Outcome(prompts.repeated_failure(name, before.step, before.shown), ok=False)
+        self.observed = True
+        outcome = self._run(name, args, step, subcall)
+        if name in ("execute", "partition_map"):
+            self.state += 1
+        first = next((ln for ln in outcome.observation.splitlines() if ln.strip()), "")
+        self.done[key] = Done(step, cap_words(first, 120), outcome.ok, self.state)
+        return outcome
+
+    def _would_repeat(self, name: str, before: Done, visible_from: int) -> bool:
+        """True when running the action again would show what the model can still see."""
+        if before.step < visible_from:
+            return False  # its result left the conversation: running it again is how to see it
+        if name == "execute":
+            return self.state == before.state  # a cell's result depends on the variables
+        return True  # peek, grep and sub-calls depend on the file and the question only
+
+    def _run(self, name: str, args: dict[str, Any], step: int, subcall: SubcallRunner | None) -> Outcome:
+        if name in ("peek", "grep"):
+            return self._worker_op(name, args, step)
+        if name == "execute":
+            return self._execute(args["code"], step)
+        if name in ("llm_query", "partition_map") and subcall is not None:
+            return self._guarded_subcall(name, args, step, subcall)
+        return Outcome(f"unknown action {name}", ok=False)
+
+    def _guarded_subcall(self, name: str, args: dict[str, Any], step: int, subcall: SubcallRunner) -> Outcome:
+        from rlm.errors import RlmError
+
+        try:
+            text = subcall(name, args, step)
+        except BudgetExceeded:
+            raise
+        except RlmError as exc:
+            return Outcome(f"error: {exc.message}", ok=False)
+        return Outcome(cap_middle(text, self.cap))
+
+    # -- the worker ----------------------------------------------------------------
+    def _worker_op(self, op: str, args: dict[str, Any], step: int) -> Outcome:
+        reply = self._request(op, args, timeout=self.cell_seconds(grace=5))
+        if isinstance(reply, Outcome):
+            return reply
+        if not reply.get("ok"):
+            return Outcome(f"error: {reply.get('error')}", ok=False)
+        output = str(reply.get("output", ""))
+        if op == "grep":
+            total = int(reply.get("total", 0))
+            what = f"grep /{args['pattern']}/{' (ignoring case)' if args['ignore_case'] else ''}"
+            # The evidence with the count: the first matching lines, as numbered lines.
+            shown = [cap_words(ln.strip(), GREP_FINDING_LINE_CHARS) for ln in output.splitlines()[1:]][
+                :GREP_FINDING_LINES
+            ]
+            first = f"; first: {' / '.join(shown)}" if shown else ""
+            self.host.add_finding(
+                f"{what} matches {total:,} line{'s' if total != 1 else ''}{first}",
+                "grep",
+                self.node_id,
+                step,
+                topic=what,
+            )
+        return Outcome(cap_middle(output, self.cap))
+
+    def _execute(self, code: str, step: int) -> Outcome:
+        seconds = self.cell_seconds()
+        # The wall clock allows for the CPU timer and the kernel's kill that follows it.
+        reply = self._request(
+            "exec", {"code": code, "cpu_seconds": seconds}, timeout=self.cell_seconds(grace=4)
+        )
+        if isinstance(reply, Outcome):
+            return reply
+        for note in reply.get("notes") or []:
+            self.host.add_finding(str(note), "note", self.node_id, step)
+        output = str(reply.get("output") or "")
+        error = reply.get("error")
+        parts = []
+        if output:
+            parts.append(cap_middle(output, self.cap))
+        if error:
+            parts.append(f"error: {error}")
+            if str(error).startswith("SyntaxError") and _looks_like_prose(code):
+                parts.append(prompts.PROSE_NOT_CODE)
+        if not parts:
+            parts.append(prompts.NO_OUTPUT)
+        elif not error and output.strip():
+            # Every computed result is a finding, capped for prompts (the cut marked, the whole kept).
+            summary = code_summary(code)
+            self.host.add_finding(
+                f"`{summary}` gave: {output.strip()}",
+                "result",
+                self.node_id,
+                step,
+                topic=summary,
+                cap=len(summary) + 9 + RESULT_FINDING_CHARS,
+            )
+        final = reply.get("final")
+        if final:
+            self.host.add_finding(str(final), "final_draft", self.node_id, step, topic="final_draft")
+        return Outcome("\n".join(parts), ok=not error, final=str(final) if final else None)
+
+    def cell_seconds(self, grace: float = 0.0) -> float:
+        """The per-cell limit (+ grace for the wall clock), cut to what is left of --max-time."""
+        limit = self.host.cell_seconds + grace
+        left = self.time_left()
+        return limit if left is None else max(1.0, min(limit, left + min(grace, 1.0)))
+
+    def _request(self, op: str, args: dict[str, Any], timeout: float) -> dict[str, Any] | Outcome:
+        assert self.sandbox is not None, "the node starts its worker before its first action"
+        try:
+            reply = self.sandbox.request(op, timeout=timeout, **args)
+        except WorkerLost as exc:
+            why = str(exc)
+            try:
+                self.sandbox.restart()
+            except WorkerLost as again:
+                return Outcome(
+                    f"error: {why}; the sandbox could not be restarted", ok=False, fatal=str(again)
+                )
+            self.state += 1
+            self.host.note_restart(self.node_id, why)
+            return Outcome(
+                f"error: your code was stopped: {why}. The sandbox was restarted and all your variables "
+                "are gone (context, context_lines and the helpers are back).",
+                ok=False,
+            )
+        if reply.get("restarted"):
+            why = str(reply["restarted"])
+            self.state += 1
+            self.host.note_restart(self.node_id, why)
+            reply["error"] = (
+                f"{reply.get('error')}\n{why}; it was restarted and all your variables are gone "
+                "(context, context_lines and the helpers are back). Keep less in memory."
+            )
+        # A fault of the sandbox's own is the user's business too, not only the model's.
+        if reply.get("internal"):
+            self.host.report_internal(self.node_id, f"{op}: {reply.get('error')}")
+        for module in reply.get("late_imports") or []:
+            self.host.report_internal(self.node_id, f"{op}: module {module!r} was imported after lock-down")
+        return reply
+
+
+def _looks_like_prose(code: str) -> bool:
+    """A sentence where code should be: several words and none of Python's punctuation."""
+    first = next((ln.strip() for ln in code.splitlines() if ln.strip()), "")
+    words = first.split()
+    return (
+        len(words) >= 5
+        and words[0][:1].isupper()
+        and words[0] not in ("True", "False", "None")
+        and "=" not in first
+        and not re.match(r"^[\w.]+\(", first)
+    )
+
+
+def code_summary(code: str) -> str:
+    """The code behind a result, short enough for a finding: all of it if small, else first … last line."""
+    lines = [ln.strip() for ln in code.strip().splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    joined = "; ".join(lines)
+    if len(joined) <= 160:
+        return joined
+    return f"{cap_words(lines[0], 70)}; …; {cap_words(lines[-1], 80)}"

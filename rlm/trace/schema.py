@@ -1,0 +1,344 @@
+"""The trace's shape, once, in code: `rlm-trace/1` as typed records and one validator.
+
+The writer builds its document from these records (mypy checks every key it
+writes) and every reader (replay, verify, rerun, logs) loads through
+`rlm.trace.reader`, which validates with `problems()`. docs/trace-format.md
+is checked against these definitions by tests/test_house.py: a field added
+here and not documented there (or the reverse) fails the suite.
+
+Within a major version fields are only added. Records are `total=False`
+where a field may be absent in an older or unfinished trace; readers must
+treat a missing field as absent and ignore fields they do not know.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any, Literal, Required, TypedDict, Union, get_args, get_origin
+
+SCHEMA = "rlm-trace/1"
+
+RunStatus = Literal[
+    "running",
+    "final",
+    "forced",
+    "partial",
+    "budget",
+    "provider_error",
+    "no_answer",
+    "interrupted",
+    "error",
+    "crashed",
+]
+# Why a node's loop stopped (a node's `status` is "running" until then).
+StopReason = Literal["final", "max_steps", "budget", "provider", "sandbox", "stuck", "interrupted"]
+NodeStatus = Literal["running", "final", "max_steps", "budget", "provider", "sandbox", "stuck", "interrupted"]
+AnswerSource = Literal["synthesis", "draft", "findings", "none"]
+FindingKind = Literal["note", "result", "grep", "subcall", "final_draft"]
+ProviderEventKind = Literal["retry", "waiting", "provider_failed"]
+
+
+class ToolCallRecord(TypedDict):
+    id: str | None
+    name: str
+    arguments: str  # the raw JSON text the model sent
+
+
+class ReplyRecord(TypedDict, total=False):
+    content: str
+    tool_calls: list[ToolCallRecord]
+    finish_reason: str | None
+
+
+class MessageSummary(TypedDict):
+    role: str
+    tokens: int
+
+
+class ModelCallRecord(TypedDict, total=False):
+    messages: list[MessageSummary]
+    dropped_turns: int
+    prompt_tokens: int
+    prompt_tokens_est: int
+    completion_tokens: int
+    cost: float | None
+    latency_s: float
+    reply: ReplyRecord
+
+
+class ActionRecord(TypedDict):
+    name: str
+    args: dict[str, Any]
+
+
+class ObservationRecord(TypedDict):
+    preview: str
+    chars: int
+    ok: bool
+
+
+class StepRecord(TypedDict, total=False):
+    node: Required[str]
+    index: Required[int]
+    model_call: ModelCallRecord
+    action: ActionRecord | None
+    parse_error: str | None
+    observation: ObservationRecord
+    duration_s: float
+
+
+class NodeRecord(TypedDict, total=False):
+    id: Required[str]
+    parent: str | None
+    parent_step: int | None
+    depth: int
+    question: str
+    slice: dict[str, int] | None
+    model: str
+    protocol: str
+    observation_chars: int
+    status: NodeStatus
+    steps: int
+    usage: dict[str, Any]
+    answer: str
+    answer_source: AnswerSource
+
+
+class SubcallRecord(TypedDict, total=False):
+    node: str
+    step: int
+    question: str
+    slice: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float | None
+    latency_s: float
+    answer: str
+
+
+class BridgeCallRecord(TypedDict, total=False):
+    node: str
+    step: int
+    name: str
+    args: dict[str, Any]
+    result: str | list[str]
+    error: str
+
+
+class ProviderEventRecord(TypedDict, total=False):
+    kind: ProviderEventKind
+    at_s: float
+    model: str
+    where: str
+    attempt: int
+    attempts: int
+    error: str
+    wait_s: float
+    retry_after: float | None
+    waited_s: float
+    limit_s: float
+    message: str
+
+
+class FindingRecord(TypedDict, total=False):
+    id: str
+    kind: FindingKind
+    text: str
+    full: str | None
+    evidence: str
+    node: str
+    topic: str | None
+    superseded_by: str | None
+
+
+class SynthesisRecord(TypedDict, total=False):
+    source: AnswerSource
+    error: str | None
+    reply: ReplyRecord | None
+    prompt_tokens: int | None
+    prompt_tokens_est: int | None
+    answer: str | None
+    explanation: str | None
+    citations: list[str]
+    unknown_citations: list[str]  # the ids themselves (the top level counts them)
+    payload: dict[str, Any] | None
+
+
+class TraceDoc(TypedDict, total=False):
+    schema: Required[str]
+    tool_version: str
+    run_id: str
+    started_at: str
+    finished_at: str | None
+    status: RunStatus
+    exit_code: int | None
+    pid: int
+    settings: dict[str, Any]
+    models: dict[str, str]
+    input: dict[str, Any]
+    question: str | None
+    sandbox: dict[str, Any]
+    warnings: list[str]
+    nodes: list[NodeRecord]
+    steps: list[StepRecord]
+    subcalls: list[SubcallRecord]
+    bridge_calls: list[BridgeCallRecord]
+    provider_events: list[ProviderEventRecord]
+    ledger: list[FindingRecord]
+    synthesis: SynthesisRecord | None
+    citations: dict[str, dict[str, int]]
+    unknown_citations: int
+    answer: str | None
+    message: str
+    stop: str
+    error: str
+    traceback: str
+    totals: dict[str, Any]
+
+
+# The records a reader may meet, by the name docs/trace-format.md gives them.
+RECORDS: dict[str, type] = {
+    "trace": TraceDoc,
+    "node": NodeRecord,
+    "step": StepRecord,
+    "model_call": ModelCallRecord,
+    "subcall": SubcallRecord,
+    "bridge call": BridgeCallRecord,
+    "provider event": ProviderEventRecord,
+    "finding": FindingRecord,
+    "synthesis": SynthesisRecord,
+}
+
+
+def new_trace(run_id: str, tool_version: str, started_at: str, pid: int) -> TraceDoc:
+    """The document a run starts with: every list empty, nothing finished."""
+    return {
+        "schema": SCHEMA,
+        "tool_version": tool_version,
+        "run_id": run_id,
+        "started_at": started_at,
+        "finished_at": None,
+        "status": "running",
+        "exit_code": None,
+        "pid": pid,
+        "settings": {},
+        "input": {},
+        "question": None,
+        "sandbox": {},
+        "warnings": [],
+        "nodes": [],
+        "steps": [],
+        "subcalls": [],
+        "bridge_calls": [],
+        "provider_events": [],
+        "ledger": [],
+        "synthesis": None,
+        "answer": None,
+        "totals": {},
+    }
+
+
+# -- validation -------------------------------------------------------------------------
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(record: type) -> dict[str, Any]:
+    if record not in _HINTS:
+        _HINTS[record] = typing.get_type_hints(record)
+    return _HINTS[record]
+
+
+def _required(record: type) -> list[str]:
+    """The fields marked Required[...] (read from the annotations: with postponed evaluation
+    the class's own __required_keys__ cannot see them)."""
+    hints = typing.get_type_hints(record, include_extras=True)
+    return [name for name, kind in hints.items() if get_origin(kind) is Required]
+
+
+def _is_record(kind: Any) -> bool:
+    return isinstance(kind, type) and issubclass(kind, dict) and hasattr(kind, "__annotations__")
+
+
+def _matches(value: Any, kind: Any, strict: bool) -> bool:
+    """Whether a JSON value has the JSON shape of `kind`. Literal values are checked as their
+    type unless `strict`: a newer minor version may add statuses, and readers must not reject
+    them; what this version writes must use the values it declares."""
+    if kind is Any:
+        return True
+    if kind is type(None):
+        return value is None
+    origin = get_origin(kind)
+    if origin in (Union, types.UnionType):
+        return any(_matches(value, k, strict) for k in get_args(kind))
+    if origin is Literal:
+        if strict:
+            return value in get_args(kind)
+        return any(isinstance(value, type(v)) for v in get_args(kind))
+    if origin is list:
+        (item,) = get_args(kind)
+        return isinstance(value, list) and all(_matches(v, item, strict) for v in value)
+    if origin is dict:
+        _, item = get_args(kind)
+        return isinstance(value, dict) and all(_matches(v, item, strict) for v in value.values())
+    if _is_record(kind):
+        return isinstance(value, dict)
+    if kind is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _records_in(kind: Any) -> list[type]:
+    """The record types a field's value may hold (for descending into it)."""
+    if _is_record(kind):
+        return [kind]
+    found: list[type] = []
+    for arg in get_args(kind):
+        found.extend(_records_in(arg))
+    return found
+
+
+def problems(value: Any, record: type = TraceDoc, where: str = "trace", *, strict: bool = False) -> list[str]:
+    """Every field of `value` whose JSON shape does not match `record`, as "where.field: why" lines.
+
+    `strict` also requires Literal fields (statuses, kinds) to hold a declared value:
+    what the tests demand of every trace this version writes.
+
+    Unknown fields are ignored (later versions add fields); a missing field is
+    absent, not wrong, except the few a record cannot be read without.
+    """
+    if not isinstance(value, dict):
+        return [f"{where} is not an object"]
+    found = [f"{where} has no {name!r}" for name in _required(record) if name not in value]
+    for name, kind in _hints(record).items():
+        if name not in value:
+            continue
+        field = value[name]
+        if not _matches(field, kind, strict):
+            found.append(f"{where}.{name} is not {_describe(kind, strict)}: {field!r:.80}")
+            continue
+        for inner in _records_in(kind):
+            if isinstance(field, dict):
+                found.extend(problems(field, inner, f"{where}.{name}", strict=strict))
+            elif isinstance(field, list):
+                for i, item in enumerate(field):
+                    found.extend(problems(item, inner, f"{where}.{name}[{i}]", strict=strict))
+    return found
+
+
+def _describe(kind: Any, strict: bool = False) -> str:
+    origin = get_origin(kind)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_describe(k, strict) for k in get_args(kind))
+    if origin is Literal:
+        return "one of " + ", ".join(map(str, get_args(kind))) if strict else "a string"
+    if origin is list:
+        return "a list"
+    if origin is dict or _is_record(kind):
+        return "an object"
+    if kind is type(None):
+        return "null"
+    return {str: "a string", int: "an integer", float: "a number", bool: "true or false"}.get(kind, str(kind))
