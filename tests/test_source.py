@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rlm import source as source_mod
 from rlm.errors import ExitCode, InputError
+from rlm.input import source as source_mod
 from rlm.input.source import Profile, open_source
 from rlm.text.textfile import MappedText
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -63,7 +63,7 @@ def eval_command(
     raise typer.Exit(0 if doc["passed"] == doc["total"] else 1)
 
 
-def _print_table(results: list[TaskResult], doc: dict) -> None:
+def _print_table(results: list[TaskResult], doc: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 

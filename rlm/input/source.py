@@ -210,7 +210,8 @@ def open_source(arg: str, *, cache_dir: str | None = None, stdin: BinaryIO | Non
             stream = stdin if stdin is not None else sys.stdin.buffer
             if _is_tty(stream):
                 raise InputError("stdin is a terminal: pipe the input in, or give a file path")
-            path, digest = _spool(stream, what="stdin")
+            spooled: tuple[str, str | None] = _spool(stream, what="stdin")
+            path, digest = spooled
             owned.append(path)
             display = "<stdin>"
         else:

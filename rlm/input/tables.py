@@ -184,7 +184,7 @@ def build_table(
             columns, parsed = _create_log(con, fmt, source, n_lines)
             if isinstance(parsed, str):  # the format's columns could not be parsed: say why
                 note, parsed = parsed, 0
-            rows = con.execute("SELECT count(*) FROM log").fetchone()[0]
+            rows = (con.execute("SELECT count(*) FROM log").fetchone() or (0,))[0]
             if rows != n_lines:
                 raise TableError(f"the table has {rows:,} rows but the file {n_lines:,} lines")
         finally:
@@ -377,10 +377,10 @@ def describe_table(info: dict[str, Any], max_chars: int = 420) -> str:
 # =========================================================================== querying (worker)
 
 
-class SqlResult(list):
+class SqlResult(list[Any]):
     """sql() inside code: a list of row tuples with `.columns`; echoed as a small table."""
 
-    def __init__(self, columns: list[str], rows: list[tuple], more: bool) -> None:
+    def __init__(self, columns: list[str], rows: list[tuple[Any, ...]], more: bool) -> None:
         super().__init__(rows)
         self.columns = columns
         self.more = more
@@ -397,7 +397,7 @@ def _cell(v: Any) -> str:
     return s if len(s) <= SHOWN_CELL_CHARS else s[: SHOWN_CELL_CHARS - 1] + "…"
 
 
-def render_table(columns: list[str], rows: list[tuple], *, more: bool = False) -> str:
+def render_table(columns: list[str], rows: list[tuple[Any, ...]], *, more: bool = False) -> str:
     if not columns:
         return "(no result)"
     shown = rows[:SHOWN_ROWS]
@@ -502,7 +502,9 @@ class SqlSession:
         _utc(con)
         # The file's table by its full name: a bare `main.log` inside a temp view is the view itself.
         self._table = (
-            '"' + con.execute("SELECT current_database()").fetchone()[0].replace('"', '""') + '".main.log'
+            '"'
+            + (con.execute("SELECT current_database()").fetchone() or ("",))[0].replace('"', '""')
+            + '".main.log'
         )
         self._view: tuple[int, int] | None = None
         if start_line is not None or end_line is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 
 class BudgetExceeded(Exception):
@@ -46,7 +47,7 @@ class Usage:
         else:
             self.cost += cost
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "calls": self.calls,
             "prompt_tokens": self.prompt_tokens,

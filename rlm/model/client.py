@@ -266,7 +266,9 @@ class ModelClient:
         self._events: Events = lambda kind, data: None
         self._failed: dict[str, ProviderError] = {}
 
-    def attach(self, budget: Budget, events: Events | None = None, failed: dict | None = None) -> None:
+    def attach(
+        self, budget: Budget, events: Events | None = None, failed: dict[str, Any] | None = None
+    ) -> None:
         """Bind the client to a run: its clock and cost limit, where to report, and the run's
         failure decisions (shared by the clients of one run, keyed by provider)."""
         self.budget = budget
@@ -341,7 +343,9 @@ class ModelClient:
                 f"model {self.model!r} needs {', '.join(missing)} in the environment (or pass --api-key)"
             )
 
-    def estimate_prompt_tokens(self, messages: list[dict[str, Any]], tools: list[dict] | None = None) -> int:
+    def estimate_prompt_tokens(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    ) -> int:
         return count_messages(messages) + count_tools(tools)
 
     def priced(self) -> bool:
@@ -370,8 +374,8 @@ class ModelClient:
 
     # -- calls --------------------------------------------------------------
     def _kwargs(
-        self, messages: list[dict[str, Any]], tools: list[dict] | None, max_tokens: int | None
-    ) -> dict:
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, max_tokens: int | None
+    ) -> dict[str, Any]:
         kw: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
@@ -393,7 +397,9 @@ class ModelClient:
             kw["api_key"] = os.environ.get("OPENAI_API_KEY") or "sk-no-key-needed"
         return kw
 
-    def _to_reply(self, resp: Any, messages: list[dict], tools: list[dict] | None, started: float) -> Reply:
+    def _to_reply(
+        self, resp: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, started: float
+    ) -> Reply:
         litellm = load_litellm()
         if not getattr(resp, "choices", None):
             raise _NoChoices("the reply had no choices")
@@ -429,7 +435,11 @@ class ModelClient:
         )
 
     def _before(
-        self, messages: list[dict[str, Any]], tools: list[dict] | None, max_tokens: int | None, final: bool
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        max_tokens: int | None,
+        final: bool,
     ) -> None:
         """Refuse a call to a provider this run has given up on, or one that may cost too much."""
         failed = self._failed.get(self.where)
@@ -573,7 +583,7 @@ class ModelClient:
     def complete(
         self,
         messages: list[dict[str, Any]],
-        tools: list[dict] | None = None,
+        tools: list[dict[str, Any]] | None = None,
         max_tokens: int | None = None,
         *,
         final: bool = False,
@@ -596,7 +606,7 @@ class ModelClient:
     async def acomplete(
         self,
         messages: list[dict[str, Any]],
-        tools: list[dict] | None = None,
+        tools: list[dict[str, Any]] | None = None,
         max_tokens: int | None = None,
         *,
         final: bool = False,

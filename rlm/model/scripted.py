@@ -131,8 +131,7 @@ def _transcript(messages: list[dict[str, Any]]) -> str:
 
 def register_scripted_provider(litellm: Any) -> None:
     """Add the scripted provider to litellm's custom provider map (idempotent)."""
-    from litellm import CustomLLM
-    from litellm.llms.custom_llm import CustomLLMError
+    from litellm.llms.custom_llm import CustomLLM, CustomLLMError
     from litellm.types.utils import (
         ChatCompletionMessageToolCall,
         Choices,
@@ -180,7 +179,9 @@ def register_scripted_provider(litellm: Any) -> None:
             ),
         )
 
-    def pick(model: str, messages: list[dict[str, Any]], optional_params: dict) -> tuple[Any, float]:
+    def pick(
+        model: str, messages: list[dict[str, Any]], optional_params: dict[str, Any]
+    ) -> tuple[Any, float]:
         script = _script_for(model)
         script.record(messages, optional_params.get("tools"))
         reply, key = script.next_reply(_transcript(messages))
@@ -189,17 +190,19 @@ def register_scripted_provider(litellm: Any) -> None:
             kind = reply["error"]
             if reply.get("error_times") is not None and key >= 0:
                 script.replay(key)  # the retry must meet the same reply
-            raise CustomLLMError(status_code=status_of.get(kind, 500), message=reply.get("message", kind))
+            raise CustomLLMError(status_code=status_of.get(kind, 500), message=reply.get("message", kind))  # type: ignore[no-untyped-call]
         return reply, delay
 
     class ScriptedLLM(CustomLLM):
-        def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> ModelResponse:
+        def completion(self, model: str, messages: list[Any], *args: Any, **kwargs: Any) -> ModelResponse:
             reply, delay = pick(model, messages, kwargs.get("optional_params") or {})
             if delay:
                 time.sleep(delay)
             return build(model, reply, messages)
 
-        async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> ModelResponse:
+        async def acompletion(
+            self, model: str, messages: list[Any], *args: Any, **kwargs: Any
+        ) -> ModelResponse:
             reply, delay = pick(model, messages, kwargs.get("optional_params") or {})
             if delay:
                 await asyncio.sleep(delay)

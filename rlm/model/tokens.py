@@ -72,6 +72,6 @@ def count_messages(messages: Iterable[Mapping[str, Any]]) -> int:
     return sum(count_message(m) for m in messages) + 3
 
 
-def count_tools(tools: list[dict] | None) -> int:
+def count_tools(tools: list[dict[str, Any]] | None) -> int:
     """Rough cost of tool schemas in the prompt (they are serialised into it)."""
     return count_text(json.dumps(tools)) if tools else 0

@@ -49,7 +49,8 @@ def summarize(path: Path) -> dict[str, Any]:
         tokens=totals.get("total_tokens"),
         elapsed_s=totals.get("elapsed_s"),
     )
-    return redact(row)
+    shown: dict[str, Any] = redact(row)
+    return shown
 
 
 def list_runs(directories: str | Path | list[str] | list[Path], limit: int) -> list[dict[str, Any]]:

@@ -32,7 +32,8 @@ def load_trace(path: str | os.PathLike[str]) -> dict[str, Any]:
     doc: TraceDoc = read_trace(path)
     # Traces are redacted when written; again here for traces from other
     # versions and keys set since. About 15 ms for 50 steps.
-    return redact(dict(doc))
+    shown: dict[str, Any] = redact(dict(doc))
+    return shown
 
 
 # -- the shape of the investigation -------------------------------------------------------
@@ -323,7 +324,7 @@ class _Drawer:
         branch = parent_tree.add(self.node_label(node))
         for step in self.steps_of.get(str(node.get("id")), []):
             self.add_step(branch, node, step)
-        for child in self.children.get((node.get("id"), None), []):
+        for child in self.children.get((str(node.get("id")), None), []):
             unfinished = branch.add(self.Text("(started during a step that never finished)", style="yellow"))
             self.add_node(unfinished, child)
         for f in self.findings.get(str(node.get("id")), []):
@@ -375,13 +376,13 @@ class _Drawer:
                 suffix = f"\n(preview of {obs['chars']:,} characters)"
             style = "dim" if obs.get("ok", True) else "red"
             leaf.add(self.Text("\n".join(lines) + suffix, style=style))
-        for call in self.subcalls.get((node.get("id"), step["index"]), []):
+        for call in self.subcalls.get((str(node.get("id")), step["index"]), []):
             c = self.Text("↳ sub-call ", style="cyan")
             c.append(f"{call.get('slice')}: ", style="dim")
             answer = " ".join(str(call.get("answer") or "").split())
             c.append(answer if self.full else cap_line(answer, 200))
             leaf.add(c)
-        for child in self.children.get((node.get("id"), step["index"]), []):
+        for child in self.children.get((str(node.get("id")), step["index"]), []):
             self.add_node(leaf, child)
         for f in self.findings.get(f"{node.get('id')}.s{step['index']}", []):
             leaf.add(self._finding(f))

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlm.trace.schema import ActionRecord
+
 REQUIRED = object()
 
 # name -> ordered (argument, type, default); REQUIRED marks a required argument.
@@ -87,7 +89,7 @@ class Action:
     # Where the action ends in a text reply; what the model wrote after it is ignored.
     source_end: int | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ActionRecord:
         return {"name": self.name, "args": self.args}
 
 
@@ -349,11 +351,11 @@ def _parse_text(content: str | None) -> tuple[Action | ParseError, int | None]:
         return parsed or ParseError("the <tool_call> needs a `name` and `arguments`"), m.end()
     if kind == "final":
         return validate("final", {"answer": m.group(1).strip()}), len(text)
-    parsed = _call_at(text, m.start())
-    if isinstance(parsed, str):
+    call = _call_at(text, m.start())
+    if isinstance(call, str):
         return ParseError(
-            f"could not read the call `{parsed[:80]}`: arguments must be literals (strings, numbers); "
+            f"could not read the call `{call[:80]}`: arguments must be literals (strings, numbers); "
             "to use variables, put the code in a ```python block"
         ), None
-    name, positional, keywords, end = parsed
+    name, positional, keywords, end = call
     return validate(name, keywords, positional), end

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from rlm.errors import ExitCode, ProviderError, RlmError
 from rlm.input.source import Profile
@@ -33,6 +33,7 @@ from rlm.run.synthesis import Synthesis, context_budget, synthesize
 from rlm.sandbox.client import Sandbox, WorkerSpec
 from rlm.text.textcap import cap_line, cap_middle, cap_words
 from rlm.text.textfile import MappedText
+from rlm.trace.schema import BridgeCallRecord, ReplyRecord, StepRecord
 from rlm.trace.writer import TraceWriter, preview
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -202,7 +203,7 @@ class Engine:
         with self._lock:
             self.steps_total += 1
             self.largest_prompt = max(self.largest_prompt, reply.prompt_tokens, est_tokens)
-        entry = {
+        entry: StepRecord = {
             "node": node.id,
             "index": step,
             "model_call": {
@@ -214,7 +215,7 @@ class Engine:
                 "completion_tokens": reply.completion_tokens,
                 "cost": reply.cost,
                 "latency_s": round(reply.latency_s, 4),
-                "reply": reply.to_dict(),
+                "reply": cast(ReplyRecord, reply.to_dict()),
             },
             "action": action.to_dict() if isinstance(action, Action) else None,
             "parse_error": action.message if isinstance(action, ParseError) else None,
@@ -251,7 +252,7 @@ class Engine:
         """A model call asked for by code in the worker; recorded so `replay --verify` can serve it."""
         step = len(node.turns) + 1
         shown = {k: (preview(v, 200) if k == "text" and isinstance(v, str) else v) for k, v in args.items()}
-        record: dict[str, Any] = {"node": node.id, "step": step, "name": name, "args": shown}
+        record: BridgeCallRecord = {"node": node.id, "step": step, "name": name, "args": shown}
         try:
             if name == "llm_query":
                 result: Any = self.llm_query(node, args, step)
@@ -265,7 +266,7 @@ class Engine:
         self.trace.add_bridge_call({**record, "result": result})
         return result
 
-    def _slice(self, node: Node, args: dict[str, Any]) -> tuple[str, str, int | None, int | None]:
+    def _slice(self, node: Node, args: dict[str, Any]) -> tuple[str, str, int, int]:
         """(description, kind, abs_start, abs_end) of what a sub-call asks about."""
         n = node.scope.n_lines
         start = args.get("start_line")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from rlm.text.textcap import cap_words
 
@@ -123,5 +124,5 @@ class Ledger:
         head = f"({dropped} older findings not shown)\n" if dropped else ""
         return head + "\n".join(kept)
 
-    def to_list(self) -> list[dict]:
+    def to_list(self) -> list[dict[str, Any]]:
         return [asdict(f) for f in self.entries]

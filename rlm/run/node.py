@@ -201,7 +201,7 @@ class Node:
             observation += prompts.steps_left_hint(left)
         if reply.tool_calls and self.protocol == "tools":
             call = reply.tool_calls[0]  # one action per turn: later calls are dropped, unanswered
-            assistant = {
+            assistant: dict[str, Any] = {
                 "role": "assistant",
                 "content": reply.content or None,
                 "tool_calls": [
@@ -212,7 +212,7 @@ class Node:
                     }
                 ],
             }
-            obs = {"role": "tool", "tool_call_id": call.id, "content": observation}
+            obs: dict[str, Any] = {"role": "tool", "tool_call_id": call.id, "content": observation}
         else:
             # Text after the first action is the model's own invention: keep only up to the action.
             content = reply.content or ""
@@ -241,4 +241,4 @@ class Node:
     def _subcall(self, name: str, args: dict[str, Any], step: int) -> str:
         if name == "llm_query":
             return self.engine.llm_query(self, args, step)
-        return self.engine.partition_map(self, args, step)
+        return str(self.engine.partition_map(self, args, step))

@@ -9,13 +9,14 @@ import contextlib
 import time
 import traceback
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from rlm.errors import ConfigError, ExitCode, InternalError, RlmError, UsageError
 from rlm.model.client import ModelClient, load_litellm
 from rlm.run.engine import Engine, Progress, RunResult
 from rlm.run.settings import Settings, request_timeout_for, trace_dir_for
 from rlm.trace.redact import register_secret
+from rlm.trace.schema import ProviderEventRecord
 from rlm.trace.writer import TraceWriter
 
 LOCAL = "local"
@@ -212,7 +213,8 @@ def _attach(
     """Bind the model clients to the run: its clock and cost limit, and where retries are told."""
 
     def on_event(kind: str, data: dict[str, Any]) -> None:
-        trace.add_provider_event({"kind": kind, "at_s": round(time.monotonic() - started, 3), **data})
+        event = {"kind": kind, "at_s": round(time.monotonic() - started, 3), **data}
+        trace.add_provider_event(cast(ProviderEventRecord, event))
         report(kind, data)
 
     failed: dict[str, Any] = {}  # one failure decision per provider for the whole run

@@ -222,7 +222,8 @@ class Sandbox:
             self._lost("sent a malformed reply")
         if not isinstance(msg, dict):
             self._lost("sent a malformed reply")
-        return msg
+        reply: dict[str, Any] = msg
+        return reply
 
     def _lost(self, why: str) -> None:
         tail = self.log_tail()

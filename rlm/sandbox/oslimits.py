@@ -165,7 +165,7 @@ def _errno_text() -> str:
     return f"{os.strerror(err)} (errno {err})"
 
 
-def _prctl(libc: ctypes.CDLL, option: int, arg2: int | ctypes.c_void_p = 0) -> str | None:
+def _prctl(libc: ctypes.CDLL, option: int, arg2: int | ctypes.c_void_p | ctypes.c_ulong = 0) -> str | None:
     rc = libc.prctl(ctypes.c_int(option), arg2, ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
     return None if rc == 0 else _errno_text()
 
@@ -338,20 +338,20 @@ def _seccomp_program(arch: _Arch, pid: int) -> list[tuple[int, int, int, int]]:
     pc = 0
     for item in prog:
         if len(item) == 1:
-            labels[item[0]] = pc  # type: ignore[index]
+            labels[item[0]] = pc
         else:
             pc += 1
     out: list[tuple[int, int, int, int]] = []
     for item in prog:
         if len(item) == 1:
             continue
-        code, jt, jf, k = item  # type: ignore[misc]
+        code, jt, jf, k = item
         here = len(out)
         jt = labels[jt] - here - 1 if isinstance(jt, str) else jt
         jf = labels[jf] - here - 1 if isinstance(jf, str) else jf
         if not (0 <= jt <= 255 and 0 <= jf <= 255):
             raise ValueError("seccomp program jump out of range")
-        out.append((code, jt, jf, k))
+        out.append((int(code), jt, jf, int(k)))
     return out
 
 

@@ -806,7 +806,8 @@ class MappedText:
         g = np.searchsorted(self._starts_array(), np.asarray(pos, dtype=np.int64), side="right") - 1
         g = np.minimum(g, end_g - 1)  # the end of an unterminated last line
         g = g[np.concatenate(([True], g[1:] != g[:-1]))] - (self._first - 1)
-        return g.tolist()
+        found: list[int] = g.tolist()
+        return found
 
     def _grep_text_range(self, pat: re.Pattern[str], a: int, b: int) -> list[int]:
         text = self._decode(self._buf[a:b])
@@ -1086,7 +1087,7 @@ class LazyText:
         if maxsplit >= 0:
             if sep is None:
                 return str(self).split(None, maxsplit)
-            cuts = []
+            cuts: list[int] = []
             for i in _find_all(self._chunks(), sep):
                 if len(cuts) == maxsplit:
                     break

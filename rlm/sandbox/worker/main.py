@@ -47,7 +47,7 @@ class Shown(str):
         return str(self)
 
 
-class GrepMatches(list):
+class GrepMatches(list[Any]):
     """grep() inside code: a list of (line_number, line) tuples with `.total`, echoed like the action."""
 
     def __init__(self, pattern: str, total: int, matches: list[tuple[int, str]]) -> None:
@@ -103,7 +103,7 @@ class Worker:
             chunk_lines: int | None = None,
             chunk_chars: int | None = None,
             result_var: str = "results",
-        ) -> list:
+        ) -> list[Any]:
             return self.partition_map(question, chunk_lines, chunk_chars, result_var)
 
         def note(text: Any) -> str:
@@ -217,7 +217,7 @@ class Worker:
         chunk_lines: int | None = None,
         chunk_chars: int | None = None,
         result_var: str = "results",
-    ) -> list:
+    ) -> list[Any]:
         args = {"question": str(question), "chunk_lines": chunk_lines, "chunk_chars": chunk_chars}
         results = list(self._bridge("partition_map", args) or [])
         if isinstance(result_var, str) and result_var.isidentifier() and not result_var.startswith("_"):
@@ -251,7 +251,8 @@ class Worker:
         line = self.proto_in.readline()
         if not line:
             return None
-        return json.loads(line)
+        msg: dict[str, Any] = json.loads(line)
+        return msg
 
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         op = req.get("op")

@@ -265,7 +265,7 @@ def _bound_format(fmt: str) -> Callable[..., str]:
 
 def _bound_format_map(fmt: str) -> Callable[[Mapping[str, Any]], str]:
     def format_map(mapping: Mapping[str, Any]) -> str:
-        return _FORMATTER.vformat(str.__str__(fmt), (), mapping)  # type: ignore[arg-type]
+        return _FORMATTER.vformat(str.__str__(fmt), (), mapping)
 
     return format_map
 
@@ -279,7 +279,7 @@ def _unbound_format(fmt: str, *args: Any, **kwargs: Any) -> str:
 def _unbound_format_map(fmt: str, mapping: Mapping[str, Any]) -> str:
     if not isinstance(fmt, str):
         raise TypeError("str.format_map needs a str as first argument")
-    return _FORMATTER.vformat(str.__str__(fmt), (), mapping)  # type: ignore[arg-type]
+    return _FORMATTER.vformat(str.__str__(fmt), (), mapping)
 
 
 _BLOCKED_ATTRS = frozenset(INSPECT_ATTRIBUTES) | {"mro"}
@@ -911,7 +911,7 @@ class Interpreter:
                     meta = base_meta
                 elif not issubclass(meta, base_meta):
                     raise TypeError(f"class {name}: bases with incompatible metaclasses")
-            cls = meta(name, bases, ns, **kwargs)
+            cls: type = meta(name, bases, ns, **kwargs)
             user_classes.add(cls)
             return cls
 
