@@ -165,7 +165,7 @@ def test_namespace_persists_across_cells() -> None:
     ok("counts = {'x': 1}\nclass Box:\n    pass\nb = Box()\nb.v = 3\ndef twice(n):\n    return 2 * n", interp)
     assert ok("counts['x'] += 1\nprint(counts, b.v, twice(b.v))", interp) == "{'x': 2} 3 6\n"
     assert interp.namespace["counts"] == {"x": 2}
-    assert "counts" in interp.user_variables() and "context" not in interp.user_variables()
+    assert "counts" in interp.namespace and interp.namespace["b"].v == 3
 
 
 def test_protected_names_are_reinjected_before_every_cell() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
@@ -409,3 +410,35 @@ def test_runs_are_found_from_any_directory(tmp_path: Path) -> None:
     assert local.returncode == 0, local.stderr
     logs = run_cli(["logs", "--json"], cwd=elsewhere, env=env)
     assert [row["question"] for row in json.loads(logs.stdout)] == ["second question", "first question"]
+
+
+@pytest.mark.parametrize(
+    "env, coloured",
+    [
+        ({"TERM": "xterm-256color"}, True),
+        ({"TERM": "xterm-256color", "NO_COLOR": "1"}, False),
+        ({"TERM": "dumb"}, False),
+    ],
+)
+def test_report_colour_is_rich_s_decision_on_a_terminal(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], coloured: bool
+) -> None:
+    """verify, rerun and the stderr reporter colour through one painter: a terminal gets colour
+    unless NO_COLOR or TERM=dumb says otherwise; a pipe never does."""
+    import os
+
+    from rlm.replay.paint import painter
+
+    for key in ("NO_COLOR", "FORCE_COLOR", "TERM", "COLORTERM"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    master, slave = os.openpty()
+    try:
+        with open(slave, "w", closefd=False) as tty:
+            painted = painter(tty)("DIFFERENT", "red")
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert ("\x1b[" in painted) is coloured and "DIFFERENT" in painted
+    assert painter(io.StringIO())("DIFFERENT", "red") == "DIFFERENT"

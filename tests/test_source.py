@@ -268,3 +268,59 @@ def test_profile_is_frozen(cache: str, tmp_path: Path) -> None:
     p: Profile = open_source(str(f), cache_dir=cache).profile
     with pytest.raises(AttributeError):
         p.lines = 3  # type: ignore[misc]
+
+
+def test_a_hash_thread_that_dies_ends_the_digest_instead_of_hanging(tmp_path: Path) -> None:
+    """Whatever stops the background hash (here the cache store fails with a non-OS error) ends
+    the future: the trace says the sha256 is unavailable; nobody waits forever."""
+    import hashlib
+
+    data = tmp_path / "a.log"
+    data.write_bytes(b"x\n" * 1000)
+
+    def store_fails(value: str) -> None:
+        raise RuntimeError("facts store broke")
+
+    digest = source_mod._hash_in_background(str(data), None, store_fails)
+    with pytest.raises(RuntimeError, match="facts store broke"):
+        digest.result(timeout=10)
+    stored: list[str] = []
+    ok = source_mod._hash_in_background(str(data), None, stored.append)
+    assert ok.result(timeout=10) == hashlib.sha256(data.read_bytes()).hexdigest() == stored[0]
+
+
+def test_the_cache_forgets_entries_unused_for_a_month(tmp_path: Path) -> None:
+    """`rlm ask` sweeps the per-user cache (platformdirs, XDG_CACHE_HOME honoured) once a day:
+    entries unused for CACHE_KEEP_DAYS go, recent ones and the input's own stay."""
+    import os
+    import time
+
+    from conftest import run_cli, write_script
+
+    cache = tmp_path / "xdg-cache" / "rlm" / "index"
+    cache.mkdir(parents=True)
+    stale = [cache / "deadbeef.idx", cache / "deadbeef.json", cache / "deadbeef.utf8"]
+    fresh = [cache / "cafe.idx", cache / "cafe.json"]
+    month_ago = time.time() - (source_mod.CACHE_KEEP_DAYS + 1) * 86_400
+    for p in stale + fresh:
+        p.write_text("x")
+    for p in stale:
+        os.utime(p, (month_ago, month_ago))
+    os.utime(fresh[0], (month_ago, month_ago))  # one file of the entry used lately keeps it all
+    model = write_script(
+        tmp_path / "s.json",
+        [
+            {"tool": "execute", "args": {"code": "print(len(context_lines))"}},
+            {"tool": "final", "args": {"answer": "10000"}},
+            '{"answer": "10000", "explanation": "counted", "citations": ["F1"]}',
+        ],
+    )
+    # An empty RLM_CACHE_DIR is unset: the per-user default applies.
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg-cache"), "RLM_CACHE_DIR": ""}
+    proc = run_cli(["ask", str(APACHE), "how many lines?", "-m", model], cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "10000\n"
+    assert not any(p.exists() for p in stale)
+    assert all(p.exists() for p in fresh)
+    assert (cache / ".swept").exists()
+    assert len(list(cache.glob("*.idx"))) == 2  # the kept entry and the input's own

@@ -12,6 +12,7 @@ import threading
 import time
 from typing import Any, TextIO
 
+from rlm.replay.paint import painter
 from rlm.run.actions import Action, ParseError
 from rlm.text.textcap import cap_line
 from rlm.trace.redact import redact_text
@@ -80,12 +81,7 @@ class StderrReporter:
     def __init__(self, stream: TextIO | None = None, quiet: bool = False, live: bool = False) -> None:
         self.stream = stream or sys.stderr
         self.quiet = quiet
-        self.color = (
-            hasattr(self.stream, "isatty")
-            and self.stream.isatty()
-            and "NO_COLOR" not in os.environ
-            and os.environ.get("TERM", "") != "dumb"
-        )
+        self.paint = painter(self.stream)
         self.warnings: list[str] = []  # every warning shown, for --json
         self.live: LiveStatus | None = None
         self.console: Any = None
@@ -108,9 +104,8 @@ class StderrReporter:
             styles = {"dim": "dim", "warn": "yellow", "err": "red", "ok": "green"}
             self.console.print(text, style=styles.get(style or "", None), markup=False, highlight=False)
             return
-        if self.color and style:
-            codes = {"dim": "2", "warn": "33", "err": "31", "ok": "32"}
-            text = f"\033[{codes[style]}m{text}\033[0m"
+        if style:
+            text = self.paint(text, {"dim": "dim", "warn": "yellow", "err": "red", "ok": "green"}[style])
         print(text, file=self.stream, flush=True)
 
     def __call__(self, kind: str, data: dict[str, Any]) -> None:

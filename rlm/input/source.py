@@ -21,6 +21,8 @@ import stat
 import sys
 import tempfile
 import threading
+import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field, fields
 from typing import Any, BinaryIO
 
@@ -46,32 +48,6 @@ _CACHE_VERSION = 3
 FIFO_WAIT_SECONDS = 5.0
 
 
-class Digest:
-    """A sha256 being computed in the background.
-
-    Hashing a gigabyte takes about a second on one core, several times the
-    line-index scan; nothing needs the digest until the trace is finished, so
-    the investigation starts without waiting for it.
-    """
-
-    def __init__(self, value: str | None = None) -> None:
-        self._value = value
-        self._done = threading.Event()
-        if value is not None:
-            self._done.set()
-
-    def set(self, value: str) -> None:
-        self._value = value
-        self._done.set()
-
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def result(self) -> str:
-        self._done.wait()
-        return self._value or ""
-
-
 @dataclass(frozen=True)
 class Profile:
     """What the model is told about the input, and what the worker needs to map it."""
@@ -82,7 +58,9 @@ class Profile:
     lines: int
     encoding: str
     format: str
-    digest: Digest = field(repr=False, compare=False)
+    # The sha256, computed in the background: hashing a gigabyte takes about a second on one
+    # core, several times the index scan, and nothing needs it until the trace is finished.
+    digest: Future[str] = field(repr=False, compare=False)
     invalid_lines: int
     binary: bool
     head: list[str] = field(default_factory=list)
@@ -100,7 +78,12 @@ class Profile:
     @property
     def sha256(self) -> str:
         """The input's sha256; waits for the background hash of a file seen for the first time."""
-        return self.digest.result()
+        try:
+            return self.digest.result()
+        except OSError as exc:
+            return f"unavailable ({exc.strerror or exc})"
+        except Exception as exc:  # noqa: BLE001 (said in the trace, never a hang or a crash)
+            return f"unavailable ({type(exc).__name__}: {exc})"
 
     def to_dict(self, *, wait: bool = True) -> dict[str, Any]:
         """The profile as JSON; with wait=False, sha256 is None while it is still being computed."""
@@ -196,10 +179,58 @@ def _cleanup_pending() -> None:
 
 
 def default_cache_dir() -> str:
+    """`$RLM_CACHE_DIR`, else the per-user cache directory (platformdirs) + `/index`."""
     env = os.environ.get("RLM_CACHE_DIR")
     if env:
         return env
-    return os.path.join(os.path.expanduser("~"), ".cache", "rlm", "index")
+    from platformdirs import user_cache_dir
+
+    return os.path.join(user_cache_dir("rlm", appauthor=False), "index")
+
+
+# Cache entries (index, facts, UTF-8 copy, table) unused this long are removed; the
+# directory is swept at most once a day, by the first run that opens it.
+CACHE_KEEP_DAYS = 30
+_SWEEP_MARK = ".swept"
+
+
+def prune_cache(directory: str, *, keep_days: float = CACHE_KEEP_DAYS, now: float | None = None) -> list[str]:
+    """Remove the entries of `directory` not used for `keep_days`; returns the keys removed.
+
+    An entry is every file named `<key>.*`; it counts as used when any of its files
+    was modified (a hit refreshes its facts file's time). Never raises: a cache that
+    cannot be swept is only bigger.
+    """
+    now = time.time() if now is None else now
+    mark = os.path.join(directory, _SWEEP_MARK)
+    try:
+        if now - os.stat(mark).st_mtime < 86_400:
+            return []
+    except OSError:
+        pass
+    newest: dict[str, float] = {}
+    files: dict[str, list[str]] = {}
+    try:
+        with os.scandir(directory) as it:
+            for entry in it:
+                if entry.name.startswith(".") or not entry.is_file(follow_symlinks=False):
+                    continue
+                key = entry.name.split(".", 1)[0]
+                files.setdefault(key, []).append(entry.path)
+                newest[key] = max(newest.get(key, 0.0), entry.stat(follow_symlinks=False).st_mtime)
+    except OSError:
+        return []
+    removed = [key for key, t in newest.items() if now - t > keep_days * 86_400]
+    for key in removed:
+        for path in files[key]:
+            _remove_quietly(path)
+    try:
+        with open(mark, "w"):
+            pass
+        os.utime(mark, (now, now))
+    except OSError:
+        pass
+    return removed
 
 
 def open_source(arg: str, *, cache_dir: str | None = None, stdin: BinaryIO | None = None) -> Source:
@@ -343,7 +374,8 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
     else:
         index_path = cache.index_path
     if "sha256" in facts:
-        sha = Digest(facts["sha256"])
+        sha: Future[str] = Future()
+        sha.set_result(facts["sha256"])
     else:
         known = facts
         sha = _hash_in_background(path, digest, lambda value: cache.store_facts({**known, "sha256": value}))
@@ -397,25 +429,28 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
     )
 
 
-def _hash_in_background(path: str, known: str | None, on_done: Any) -> Digest:
+def _hash_in_background(path: str, known: str | None, on_done: Any) -> Future[str]:
     """The file's sha256 from a thread of its own (hashlib drops the GIL on big buffers);
-    the facts are cached once it is known, so a second question skips the scan."""
+    the facts are cached once it is known, so a second question skips the scan. Whatever
+    the thread meets ends the future (a value or an exception): nobody waits forever."""
+    digest: Future[str] = Future()
     if known is not None:
         on_done(known)
-        return Digest(known)
-    digest = Digest()
+        digest.set_result(known)
+        return digest
 
     def run() -> None:
-        h = hashlib.sha256()
         try:
+            h = hashlib.sha256()
             with open(path, "rb") as fh:
                 while chunk := fh.read(_HASH_CHUNK):
                     h.update(chunk)
-        except OSError as exc:
-            digest.set(f"unavailable ({exc.strerror or exc})")
+            value = h.hexdigest()
+            on_done(value)  # cached first, so whoever waits on the digest finds it stored
+        except BaseException as exc:  # noqa: BLE001 (handed to whoever waits)
+            digest.set_exception(exc)
             return
-        on_done(h.hexdigest())  # cached first, so whoever waits on the digest finds it stored
-        digest.set(h.hexdigest())
+        digest.set_result(value)
 
     threading.Thread(target=run, name="rlm-sha256", daemon=True).start()
     return digest
@@ -508,9 +543,11 @@ class _Cache:
         self.index_path = os.path.join(directory, f"{key}.idx")
 
     def load(self) -> dict[str, Any] | None:
+        prune_cache(self.directory)
         try:
             with open(self.facts_path, encoding="utf-8") as fh:
                 facts = json.load(fh)
+            os.utime(self.facts_path)  # used now: kept by the sweep for another CACHE_KEEP_DAYS
         except (OSError, ValueError):
             return None
         if not isinstance(facts, dict) or not {"invalid_lines", "longest_line"} <= facts.keys():

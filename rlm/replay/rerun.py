@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TextIO
 
+from rlm.replay.paint import painter
 from rlm.replay.render import child_steps, describe_action
 from rlm.replay.verify import resolve_input
 
@@ -252,10 +253,7 @@ def rerun_trace(
 
 
 def render_rerun(result: RerunResult, out: TextIO) -> None:
-    tty = hasattr(out, "isatty") and out.isatty()
-
-    def paint(text: str, code: str) -> str:
-        return f"\033[{code}m{text}\033[0m" if tty else text
+    paint = painter(out)
 
     w = out.write
     w(f"Re-ran {result.trace} from its recorded model replies\n")
@@ -263,19 +261,19 @@ def render_rerun(result: RerunResult, out: TextIO) -> None:
         w(f"new trace: {result.new_trace}\n")
     for s in result.steps:
         if s.status == "same":
-            w(f"  {s.node}.{s.index} {s.recorded}: {paint('same', '32')}\n")
+            w(f"  {s.node}.{s.index} {s.recorded}: {paint('same', 'green')}\n")
         elif s.status == "different":
-            w(f"  {s.node}.{s.index} {paint('DIFFERENT', '31')} ({' and '.join(s.what)})\n")
+            w(f"  {s.node}.{s.index} {paint('DIFFERENT', 'red')} ({' and '.join(s.what)})\n")
             w(f"      recorded: {s.recorded}\n      now:      {s.now}\n")
         else:
-            w(f"  {s.node}.{s.index} {paint(s.status.upper(), '31')} in the new run: {s.recorded}\n")
+            w(f"  {s.node}.{s.index} {paint(s.status.upper(), 'red')} in the new run: {s.recorded}\n")
     if result.recorded_status != result.status:
         w(f"status: {result.recorded_status} -> {result.status}\n")
         if result.recorded_status in ("crashed", "interrupted"):
             w("(the recorded run did not finish: the re-run stops where its recorded replies end)\n")
     if result.answer_same:
-        w(paint("The answer is the same.", "32") + "\n")
+        w(paint("The answer is the same.", "green") + "\n")
     else:
-        w(paint("The answer differs.", "31") + "\n")
+        w(paint("The answer differs.", "red") + "\n")
         w(f"  recorded: {result.recorded_answer}\n  now:      {result.answer}\n")
     out.flush()

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rlm.errors import InputError, RlmError
+from rlm.replay.paint import painter
 
 DIFF_LINES = 40
 
@@ -339,10 +340,7 @@ def verify_trace(
 
 def render_verify(report: VerifyReport, out: TextIO) -> None:
     """Plain lines (they are diffs: colour adds little, a terminal gets it anyway)."""
-    tty = hasattr(out, "isatty") and out.isatty()
-
-    def paint(text: str, code: str) -> str:
-        return f"\033[{code}m{text}\033[0m" if tty else text
+    paint = painter(out)
 
     w = out.write
     w(f"Verifying {report.trace}\n")
@@ -352,7 +350,7 @@ def render_verify(report: VerifyReport, out: TextIO) -> None:
             paint(
                 f"The input has changed since the run: its sha256 was {report.recorded_sha256}, "
                 f"it is now {report.actual_sha256}. Steps that read it may differ.\n",
-                "33",
+                "yellow",
             )
         )
     elif report.recorded_sha256 is None:
@@ -361,15 +359,15 @@ def render_verify(report: VerifyReport, out: TextIO) -> None:
         w("The input is the one the run read (sha256 matches).\n")
     for c in report.checks:
         mark = {
-            "same": paint("same", "32"),
-            "different": paint("DIFFERENT", "31"),
-            "skipped": paint("skipped", "33"),
+            "same": paint("same", "green"),
+            "different": paint("DIFFERENT", "red"),
+            "skipped": paint("skipped", "yellow"),
         }
         w(f"  {c.node}.{c.index} {c.action}: {mark[c.status]}\n")
         if c.note:
             w(f"      {c.note}\n")
         for line in c.diff:
-            color = "31" if line.startswith("-") else "32" if line.startswith("+") else "2"
+            color = "red" if line.startswith("-") else "green" if line.startswith("+") else "dim"
             w("      " + paint(line, color) + "\n")
     counts = report.counts
     total = counts["same"] + counts["different"]
@@ -382,6 +380,6 @@ def render_verify(report: VerifyReport, out: TextIO) -> None:
         summary = "no peek, grep or execute steps to re-run"
     w(summary + ".\n")
     for message in report.internal_errors:
-        w(paint(f"internal error in the sandbox: {message}\n", "31"))
+        w(paint(f"internal error in the sandbox: {message}\n", "red"))
     w("All re-run steps match.\n" if report.ok else "Verification failed.\n")
     out.flush()

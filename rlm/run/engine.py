@@ -33,7 +33,7 @@ from rlm.run.synthesis import Synthesis, context_budget, synthesize
 from rlm.sandbox.client import Sandbox, WorkerSpec
 from rlm.text.textcap import cap_line, cap_middle, cap_words
 from rlm.text.textfile import MappedText
-from rlm.trace.schema import BridgeCallRecord, ReplyRecord, StepRecord
+from rlm.trace.schema import BridgeCallRecord, FindingKind, ReplyRecord, RunStatus, StepRecord, StopReason
 from rlm.trace.writer import TraceWriter, preview
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -45,7 +45,7 @@ MAX_CHUNKS = 512
 @dataclass
 class RunResult:
     answer: str | None
-    status: str  # final | forced | partial | budget | provider_error | no_answer | interrupted
+    status: RunStatus
     exit_code: int
     message: str  # one line for stderr
     findings: list[Finding] = field(default_factory=list)
@@ -54,7 +54,7 @@ class RunResult:
     steps: int = 0
     trace_path: str | None = None
     largest_prompt: int = 0
-    stop: str = ""
+    stop: StopReason | None = None
     sandbox_missing: list[Any] = field(default_factory=list)
     explanation: str = ""
     citations: list[str] = field(default_factory=list)
@@ -160,7 +160,7 @@ class Engine:
     def add_finding(
         self,
         text: str,
-        kind: str,
+        kind: FindingKind,
         node_id: str,
         step: int,
         *,
@@ -716,7 +716,7 @@ class Engine:
 
     def _classify(
         self, result: NodeResult, synthesis: Synthesis, provider_error: str | None
-    ) -> tuple[str, int, str]:
+    ) -> tuple[RunStatus, int, str]:
         if synthesis.answer is None:
             if provider_error:
                 return "provider_error", ExitCode.PROVIDER, provider_error

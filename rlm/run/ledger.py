@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from rlm.text.textcap import cap_words
+from rlm.trace.schema import FindingKind
 
 FINDING_CHARS = 600
 
@@ -23,7 +24,7 @@ FINDING_CHARS = 600
 @dataclass(frozen=True)
 class Finding:
     id: str
-    kind: str  # note | result | grep | subcall | final_draft
+    kind: FindingKind
     text: str  # as prompts show it: capped, the cut marked
     evidence: str  # the step ("n0.s3") or child node ("n2") it came from
     node: str
@@ -49,7 +50,7 @@ class Ledger:
         self,
         text: str,
         *,
-        kind: str,
+        kind: FindingKind,
         evidence: str,
         node: str,
         topic: str | None = None,

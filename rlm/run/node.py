@@ -10,7 +10,7 @@ itself, synthesis does.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rlm.model.budget import BudgetExceeded
@@ -21,6 +21,7 @@ from rlm.run.actions import Action, ParseError, parse_text, parse_tool_call, too
 from rlm.run.runner import ActionRunner, Outcome
 from rlm.run.settings import sizing_for
 from rlm.sandbox.client import WorkerLost, WorkerSpec
+from rlm.trace.schema import StopReason
 
 if TYPE_CHECKING:
     from rlm.run.engine import Engine
@@ -39,7 +40,7 @@ class Turn:
 class NodeResult:
     node_id: str
     draft: str | None
-    stop: str  # final | max_steps | budget | provider | sandbox
+    stop: StopReason
     steps: int
     detail: str = ""
     largest_prompt: int = 0
@@ -54,7 +55,6 @@ class NodeScope:
     description: str | None = None  # e.g. "You work on lines 1001-2000 of access.log."
     first_line: int = 1  # absolute number of the scope's line 1
     n_lines: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Node:
@@ -183,7 +183,7 @@ class Node:
             if self.runner.sandbox is not None:
                 self.runner.sandbox.close()
 
-    def _result(self, draft: str | None, stop: str, steps: int, detail: str = "") -> NodeResult:
+    def _result(self, draft: str | None, stop: StopReason, steps: int, detail: str = "") -> NodeResult:
         return NodeResult(self.id, draft, stop, steps, detail, self.largest_prompt)
 
     def _parse(self, reply: Reply) -> Action | ParseError:

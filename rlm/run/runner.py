@@ -18,7 +18,7 @@ from rlm.model.budget import BudgetExceeded
 from rlm.run import prompts
 from rlm.sandbox.client import Sandbox, WorkerLost
 from rlm.text.textcap import cap_middle, cap_words
-from rlm.trace.writer import preview
+from rlm.trace.schema import FindingKind
 
 # A computed result's finding shows about 80 tokens of its output (the cut marked, the whole
 # kept for the trace); a grep's shows its count and first matching lines.
@@ -36,7 +36,14 @@ class ActionHost(Protocol):
     cell_seconds: float
 
     def add_finding(
-        self, text: str, kind: str, node_id: str, step: int, *, topic: str | None = None, cap: int = ...
+        self,
+        text: str,
+        kind: FindingKind,
+        node_id: str,
+        step: int,
+        *,
+        topic: str | None = None,
+        cap: int = ...,
     ) -> object: ...
 
     def note_restart(self, node_id: str, why: str) -> None: ...
@@ -53,9 +60,6 @@ class Outcome:
     final: str | None = None
     fatal: str | None = None
     repeated: bool = False
-
-    def preview(self) -> str:
-        return preview(self.observation)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -51,12 +51,11 @@ class Settings:
     trace_dir: str | None = None  # None: the per-user data directory (trace_dir_for)
     trace: bool = True
     cache_dir: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def affecting_results(self) -> dict[str, Any]:
         """What a trace records: everything that can change the answer, no secrets."""
         d = asdict(self)
-        for secret in ("api_key", "extra"):
+        for secret in ("api_key",):
             d.pop(secret, None)
         return d
 
@@ -110,12 +109,12 @@ def load_settings(flags: dict[str, Any] | None = None) -> Settings:
     merged.update(_load_config_file())
     for name in _FIELD_TYPES:
         env = os.environ.get("RLM_" + name.upper())
-        if env is not None and name != "extra":
+        if env is not None:
             merged[name] = env
     for name, value in (flags or {}).items():
         if value is not None:
             merged[name] = value
-    settings = Settings(**{k: _coerce(k, v) for k, v in merged.items() if k != "extra"})
+    settings = Settings(**{k: _coerce(k, v) for k, v in merged.items()})
     validate(settings)
     return settings
 

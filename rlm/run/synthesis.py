@@ -24,6 +24,7 @@ from rlm.model.client import ModelClient, Reply
 from rlm.run import prompts
 from rlm.run.context import Assembly, Category, Item, assemble
 from rlm.run.ledger import Finding
+from rlm.trace.schema import AnswerSource
 
 # The kinds of finding that settle answers weigh more when the budget forces a choice.
 _KIND_WEIGHT = {"result": 3.0, "subcall": 3.0, "note": 3.0, "grep": 2.5, "final_draft": 1.0}
@@ -34,7 +35,7 @@ _LEAD_IN = re.compile(r"^(?:the\s+)?(?:final\s+)?answer(?:\s+is)?\s*[:\-]\s*", r
 @dataclass
 class Synthesis:
     answer: str | None
-    source: str  # synthesis | draft | findings | none
+    source: AnswerSource
     reply: Reply | None = None
     error: str | None = None
     prompt_tokens_est: int = 0

@@ -259,5 +259,6 @@ def _finish(
         fields["message"] = result.message
         if result.status == "provider_error":
             fields["error"] = result.message
-        fields["stop"] = result.stop
+        if result.stop is not None:
+            fields["stop"] = result.stop
     trace.update(**fields)

@@ -760,10 +760,6 @@ class Interpreter:
             sys.stdout, sys.stderr, sys.unraisablehook = saved
         return CellOutcome(output=self._out.getvalue(), error=error)
 
-    def user_variables(self) -> list[str]:
-        """Names the cells defined (for "your variables are: ..." messages)."""
-        return sorted(k for k in self.namespace if not k.startswith("_") and k not in self._protected)
-
     def _unraisable(self, info: Any) -> None:
         """An exception in a finalizer (e.g. a generator's `finally` run by the
         garbage collector): say so in one line, without the interpreter's
