@@ -219,7 +219,7 @@ class _Collector:
 
 def _spec(node: dict[str, Any], profile: Any, settings: Any) -> Any:
     """The worker the run had for this node, from the same factory (None: a text built in the run)."""
-    from rlm.run.engine import worker_spec_for
+    from rlm.run.workers import worker_spec_for
 
     sl = node.get("slice")
     if sl is not None and not (isinstance(sl, dict) and "start_line" in sl):
