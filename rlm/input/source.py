@@ -5,6 +5,9 @@ and loads `profile.index_path` (see rlm.text.textfile), so the file is scanned o
 per content, not once per question: the index and the slow parts of the
 profile (sha256, invalid lines, longest line) are cached in `cache_dir`, keyed
 by size, mtime and a fingerprint of sampled blocks.
+
+Over 400 lines: opening (path, stdin, FIFO), profiling and the cache share the open
+file, its temporary copies and their clean-up.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 litellm's import takes ~2 s and has side effects, so it is imported lazily
 with its pitfalls handled first: a local cost map (no fetch), production mode
 (no `.env` loading), offline tiktoken, no debug banner on stdout.
+
+Over 400 lines: retries, Retry-After, the wall-clock bound of each call and the one
+failure decision per provider are one policy, applied to sync and async calls alike.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ Replay only reads JSON and draws it, so it imports neither litellm nor the
 engine: it has nothing to call, and it must stay fast (a 50-step trace in
 well under half a second, start-up included). rich is imported only when a
 tree is drawn; `--json` needs nothing but the standard library.
+
+Over 400 lines: the tree and the JSON view share how nodes, steps, sub-calls and
+findings are matched up; they are kept together so they cannot disagree.
 """
 
 from __future__ import annotations

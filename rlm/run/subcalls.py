@@ -4,6 +4,8 @@ A mixin of `rlm.run.engine.Engine`: these methods share the run's state (the
 budget, the ledger, the trace, the node count), which the engine owns and
 declares below for the type checker. Kept apart so the engine reads as the
 run and this module as everything a node may ask of it besides its worker.
+Over 400 lines: slices, children and the fan-out call each other (a slice too big
+for one call becomes a child; partition_map's big chunks become children).
 """
 
 from __future__ import annotations

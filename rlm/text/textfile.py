@@ -11,6 +11,10 @@ line starts, built by a vectorised scan or loaded from a prebuilt index file).
 Conventions: line numbers are 1-based and relative to the window the object
 was opened on; lines come without their ending ("\\n" or "\\r\\n"); text is
 decoded with errors="replace", so invalid bytes never raise.
+
+Over 400 lines: the index, the mapped view and the lazy text share one mapping and
+one index (windows, `Lines` and `LazyText` are views of the same object); a split
+along index / view / lazy text is planned (docs/architecture.md).
 """
 
 from __future__ import annotations

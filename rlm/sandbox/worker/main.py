@@ -12,6 +12,9 @@ only then accepts cells. Requests from the parent:
 While a cell runs, calls to llm_query / partition_map are sent to the parent as
 {"bridge": name, "args": {...}} and the worker waits for {"bridge_result": ...}
 or {"bridge_error": "..."}; the parent owns every model call.
+
+Over 400 lines: start-up, preloading before lock-down and the request loop are one
+sequence whose order is the safety argument.
 """
 
 from __future__ import annotations
