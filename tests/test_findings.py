@@ -80,11 +80,13 @@ def test_the_model_is_told_what_becomes_a_finding(tmp_path: Path) -> None:
     assert "kept as findings" in system and "writes the answer from these findings" in system
 
 
-def _answer_run(tmp_path: Path, synthesis: dict, *flags: str) -> tuple[object, dict]:
+def _answer_run(
+    tmp_path: Path, synthesis: dict, *flags: str, code: str = "print(len(context_lines))"
+) -> tuple[object, dict]:
     script = {
         "log": "calls.jsonl",
         "replies": [
-            {"tool": "execute", "args": {"code": "print(len(context_lines))"}},
+            {"tool": "execute", "args": {"code": code}},
             {"tool": "grep", "args": {"pattern": "HEAD"}},
             {"tool": "final", "args": {"answer": "draft"}},
             json.dumps(synthesis),
@@ -97,9 +99,66 @@ def _answer_run(tmp_path: Path, synthesis: dict, *flags: str) -> tuple[object, d
 
 
 def test_a_list_answer_of_100_items_reaches_stdout_whole_one_per_line(tmp_path: Path) -> None:
-    items = [f"10.0.{i // 256}.{i % 256}" for i in range(100)]
-    proc, _ = _answer_run(tmp_path, {"answer": items, "explanation": "From the count.", "citations": ["F1"]})
+    ips = [line.split()[0] for line in ACCESS.read_text().splitlines()]
+    items = list(dict.fromkeys(ips))[:100]
+    # The cell prints them all; the synthesis answers with every one (all grounded in the finding).
+    code = "ips = list(dict.fromkeys(l.split()[0] for l in context_lines))[:100]\nprint(' '.join(ips))"
+    proc, trace = _answer_run(
+        tmp_path, {"answer": items, "explanation": "From the cell.", "citations": ["F1"]}, code=code
+    )
     assert proc.stdout.splitlines() == items
+    assert trace["status"] == "final"
+
+
+def test_an_answer_with_a_figure_found_in_no_finding_is_not_printed(tmp_path: Path) -> None:
+    """A synthesis that names a figure the investigation never established (a made-up total) is
+    not used: the run says why on stderr and prints the investigation's own draft instead."""
+    proc, trace = _answer_run(
+        tmp_path,
+        {"answer": "1234567890", "explanation": "Summed the bytes.", "citations": ["F1"]},
+    )
+    assert "1234567890" not in proc.stdout
+    assert proc.stdout == "draft\n"
+    assert trace["status"] == "partial" and trace["synthesis"]["source"] == "draft"
+    assert "1234567890, found in no finding" in trace["synthesis"]["error"]
+    assert "1234567890, found in no finding" in proc.stderr
+    # The same figure, established by the investigation, is printed.
+    again = tmp_path / "again"
+    again.mkdir()
+    grounded, _ = _answer_run(again, {"answer": "2,000", "explanation": "Counted.", "citations": ["F1"]})
+    assert grounded.stdout == "2,000\n"
+
+
+def test_a_copied_template_is_never_an_answer(tmp_path: Path) -> None:
+    """A model that copies a placeholder as its final answer gets no placeholder printed: the
+    findings stand in, and no prompt the model reads holds such a template."""
+    script = {
+        "log": "calls.jsonl",
+        "replies": [
+            {
+                "tool": "execute",
+                "args": {"code": "print(sql('SELECT count(*) FROM log WHERE method = \\'HEAD\\'')[0][0])"},
+            },
+            {"tool": "final", "args": {"answer": "<the answer, with the exact figure from the result>"}},
+            "<the answer>",
+        ],
+    }
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(
+        ["ask", str(ACCESS), "how many HEAD requests?", "-m", model, "--protocol", "text"], cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "<" not in proc.stdout and "gave: 7" in proc.stdout
+    calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    prompts_text = "\n".join(
+        m["content"] or "" for c in calls for m in c["messages"] if m["role"] != "assistant"
+    )
+    assert "<the answer" not in prompts_text and "[insert" not in prompts_text.lower()
+    system, task = calls[0]["messages"][0]["content"], calls[0]["messages"][1]["content"]
+    # The input has a table: the example the model may copy counts with sql(), and the profile
+    # names the fields instead of a split() hint.
+    assert 'n = sql("SELECT count(*) FROM log")[0][0]' in system and "final(n)" in system
+    assert "Table `log`" in task and "line.split()" not in task
 
 
 def test_citations_are_checked_against_what_was_offered(tmp_path: Path) -> None:

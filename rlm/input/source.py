@@ -105,7 +105,8 @@ class Profile:
         ]
         out = [f"File: {self.display_name} ({', '.join(facts)})"]
         hint = FORMAT_HINTS.get(self.format)
-        if hint:
+        # A table with parsed fields names them: a split() hint would only compete with it.
+        if hint and not (self.table and len(self.table["columns"]) > 2):
             out.append(f"Hint: {hint}")
         if self.binary:
             out.append(

@@ -74,7 +74,11 @@ class Node:
         self.system = {
             "role": "system",
             "content": prompts.system_prompt(
-                self.protocol, self.cap, engine.cell_seconds, s.memory_headroom_mb
+                self.protocol,
+                self.cap,
+                engine.cell_seconds,
+                s.memory_headroom_mb,
+                has_table=bool(scope.spec.extra.get("table_path")),
             ),
         }
         self.task = {

@@ -41,28 +41,36 @@ exact figures that settle the question. Results longer than {cap} characters are
 reading and estimating; never guess. Never repeat an action you already ran: its result is above. As soon \
 as a result answers the question, call final with it."""
 
+# The text protocol's example is code a model may copy as it is: it must run and compute a real
+# value, never hold a template (a copied "<the answer ...>" became an answer). With a table, the
+# example counts with sql(): small models that split lines themselves pick the wrong field.
 _TEXT_PROTOCOL = """
 
 Reply format: each turn write exactly ONE fenced block and stop writing after it. The block is Python \
-code, or a single action call. For example, to count values:
+code, or a single action call. For example, to count lines:
 ```python
-from collections import Counter
-c = Counter(line.split()[0] for line in context_lines)
-print(c.most_common(5))
+{example}
+print(n)
 ```
-and, once a result answers the question, answer with the figure it showed:
+and, once a result answers the question, pass the value itself to final:
 ```python
-final("<the answer, with the exact figure from the result>")
+final(n)
 ```"""
+_EXAMPLE_SQL = 'n = sql("SELECT count(*) FROM log")[0][0]'
+_EXAMPLE_PYTHON = 'n = sum(1 for line in context_lines if "error" in line.lower())'
 
 _TOOLS_PROTOCOL = """
 
 Each turn call exactly one of the tools peek, grep, execute, llm_query, partition_map or final."""
 
 
-def system_prompt(protocol: str, observation_cap: int, cell_seconds: float, memory_mb: int) -> str:
+def system_prompt(
+    protocol: str, observation_cap: int, cell_seconds: float, memory_mb: int, *, has_table: bool = False
+) -> str:
     body = _COMMON.format(modules=MODULES, cap=observation_cap, seconds=cell_seconds, memory_mb=memory_mb)
-    return body + (_TOOLS_PROTOCOL if protocol == "tools" else _TEXT_PROTOCOL)
+    if protocol == "tools":
+        return body + _TOOLS_PROTOCOL
+    return body + _TEXT_PROTOCOL.format(example=_EXAMPLE_SQL if has_table else _EXAMPLE_PYTHON)
 
 
 def task_prompt(question: str, profile_block: str, scope: str | None = None) -> str:

@@ -46,7 +46,7 @@ class Synthesis:
 
 
 def _fallback(draft: str | None, findings: list[Finding], error: str | None) -> Synthesis:
-    if draft and draft.strip():
+    if draft and _usable(draft):
         return Synthesis(draft.strip(), "draft", error=error)
     useful = [f for f in findings if f.kind != "final_draft"]
     if useful:
@@ -55,9 +55,33 @@ def _fallback(draft: str | None, findings: list[Finding], error: str | None) -> 
     return Synthesis(None, "none", error=error)
 
 
+# A template a model copied instead of answering: "<the answer ...>", "[insert the IP here]".
+_PLACEHOLDER = re.compile(r"^\s*(?:<[^<>]{3,}>|\[(?:insert|your|the answer)[^\]]*\])\s*\.?\s*$", re.I)
+# Figures in an answer: 1873, 438,281,483, 12.5, 14:02 (each must appear in the evidence).
+_FIGURE = re.compile(r"\d+(?:[.,:]\d+)*")
+
+
 def _usable(text: str) -> bool:
     stripped = text.strip()
-    return bool(stripped) and not stripped.lower().startswith(("[error", "error:"))
+    return (
+        bool(stripped)
+        and not stripped.lower().startswith(("[error", "error:"))
+        and not _PLACEHOLDER.match(stripped)
+    )
+
+
+def ungrounded_figures(answer: str, evidence: str) -> list[str]:
+    """The figures of `answer` that appear nowhere in `evidence` (thousands separators ignored).
+
+    The synthesis answers from findings; a figure found in none of them was made up,
+    and a script would take it as fact.
+    """
+    flat = evidence.replace(",", "").replace("_", "")
+    missing = []
+    for figure in dict.fromkeys(_FIGURE.findall(answer)):
+        if figure not in evidence and figure.replace(",", "") not in flat:
+            missing.append(figure)
+    return missing
 
 
 def _as_text(value: Any) -> str:
@@ -135,6 +159,8 @@ def synthesize(
 
     `findings` are those that stand (no drafts: the draft comes whole, on its own).
     """
+    if draft is not None and not _usable(draft):
+        draft = None  # a copied template or an error line is no draft to write from
     if not findings and not draft:
         return Synthesis(None, "none")
     block = assemble_context(findings, observations or [], context_tokens)
@@ -162,7 +188,19 @@ def synthesize(
     if _usable(reply.content):
         answer, explanation, cited = parse_answer(reply.content)
         offered = set(block.included)
-        if answer:
+        evidence = "\n".join(
+            [question, draft or "", *(f.full or f.text for f in findings), *(observations or [])]
+        )
+        made_up = ungrounded_figures(answer, evidence) if answer and _usable(answer) else []
+        if made_up:
+            result = _fallback(
+                draft,
+                findings,
+                f"its answer named {', '.join(made_up)}, found in no finding, and was not used",
+            )
+            result.reply, result.prompt_tokens_est, result.payload = reply, est, payload
+            return result
+        if answer and _usable(answer):
             return Synthesis(
                 answer,
                 "synthesis",
