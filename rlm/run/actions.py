@@ -337,8 +337,9 @@ def _parse_text(content: str | None) -> tuple[Action | ParseError, int | None]:
         candidates.append((m.start(), "final", m))
     if not candidates:
         return ParseError(
-            "no action found in your reply; reply with exactly one ```python block "
-            '(code, or a single call such as grep("ERROR") or final("the answer"))'
+            "no action found in your reply; reply with exactly one ```python block: code, or a "
+            'single call such as grep("ERROR"); once a printed result answers the question, final(n) '
+            "with the variable that holds it"
         ), None
     _, kind, m = min(candidates, key=lambda c: c[0])
     if kind == "fence":

@@ -112,7 +112,10 @@ FIRST_FINAL_REFUSED = (
 
 NO_OUTPUT = "(no output — did you forget to print?)"
 
-PROSE_NOT_CODE = 'That was text, not Python. To answer, reply with final("...") in the block.'
+PROSE_NOT_CODE = (
+    "That was text, not Python. Reply with a ```python block: code that computes and prints the answer, "
+    "then final(n) with the variable that holds it."
+)
 
 SUBQUERY_SYSTEM = (
     "You answer a question about an excerpt of a larger file. Use only the excerpt. Be brief and exact: "
