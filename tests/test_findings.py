@@ -270,3 +270,28 @@ def test_jsonl_streams_the_run_as_events_a_script_can_follow(tmp_path: Path) -> 
     assert bad.returncode == 3
     last = json.loads(bad.stdout.splitlines()[-1])
     assert last["event"] == "error" and last["exit_code"] == 3
+
+
+def test_no_text_the_model_reads_holds_an_answer_it_could_copy() -> None:
+    """Every fixed text a model reads (system prompts for both protocols, with and without a table,
+    the refusals and hints, the parse errors) shows final() only with a variable, never with a
+    string a model could copy as its answer, and holds no placeholder."""
+    import re
+
+    from rlm.run import prompts
+    from rlm.run.actions import parse_text
+
+    texts = [
+        prompts.system_prompt(protocol, 4000, 30, 1024, has_table=table)
+        for protocol in ("text", "tools")
+        for table in (False, True)
+    ]
+    texts += [v for v in vars(prompts).values() if isinstance(v, str)]
+    texts += [prompts.repeated_action(1, "x"), prompts.repeated_failure("execute", 1, "y")]
+    texts += [prompts.steps_left_hint(1), prompts.steps_left_hint(2)]
+    for reply in ("I would grep for errors.", "final(answer=", "```python\nprint(\n```", "<tool_call>{"):
+        error = parse_text(reply)
+        texts.append(getattr(error, "message", ""))
+    for text in texts:
+        assert not re.search(r"final\(\s*[\"']", text), text
+        assert not re.search(r"<(?:the|your|insert)\b|\[insert|\.\.\.\"\)", text, re.I), text
