@@ -338,9 +338,7 @@ def test_model_code_mistakes_get_plain_advice(tmp_path: Path, apache_log: Path) 
     proc = run_cli(["ask", str(apache_log), "q", "-m", model], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     obs = [s["observation"]["preview"] for s in latest_trace(tmp_path)["steps"]]
-    assert (
-        "SyntaxError" in obs[0] and "That was text, not Python. Reply with a ```python block" in obs[0]
-    )
+    assert "SyntaxError" in obs[0] and "That was text, not Python. Reply with a ```python block" in obs[0]
     # The text passed along is understood (grep always searches the whole file), not a TypeError.
     total = sum(1 for line in apache_log.read_text().splitlines() if "HEAD" in line)
     assert obs[1].startswith(f"{total} lines match /HEAD/"), obs[1]

@@ -46,7 +46,7 @@ CALL_TIME_IMPORTS = {
     ("rlm.sandbox.worker.main", "__init__"): "the worker's set-up, before lock-down",
     ("rlm.sandbox.worker.policy", "_re_attrs"): "builds the policy tables at start-up",
     ("rlm.sandbox.worker.policy", "_make_builtins"): "builds the builtins at start-up",
-    ("rlm.text.textfile", "_numpy"): "numpy is preloaded by the worker; the parent loads it lazily",
+    ("rlm.text.index", "_numpy"): "numpy is preloaded by the worker; the parent loads it lazily",
     ("rlm.input.tables", "__init__"): "the SQL session opens before lock-down",
     # Parent-only functions of rlm.input.tables (the table build): never called in the worker.
     ("rlm.input.tables", "ensure_table"): "parent only",

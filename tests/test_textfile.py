@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+import rlm.text.index as ti
+import rlm.text.lazytext as tl
 import rlm.text.textfile as tf
 from rlm.text.textfile import GrepResult, LazyText, MappedText, build_index, read_index
 
@@ -234,7 +236,8 @@ SAMPLE = (
 @pytest.fixture(params=[37, 64, 1 << 20], ids=["chunk37", "chunk64", "chunk1M"])
 def lazy_pair(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     # Tiny chunks put seams everywhere: every result must still equal the str's.
-    monkeypatch.setattr(tf, "SCAN_CHUNK_BYTES", request.param)
+    for module in (tf, ti, tl):  # the chunk size is shared by the index, the view and the lazy text
+        monkeypatch.setattr(module, "SCAN_CHUNK_BYTES", request.param)
     monkeypatch.setattr(tf, "CHAR_BLOCK_BYTES", max(16, request.param // 2))
     path = _write(tmp_path, "lazy.txt", SAMPLE.encode())
     t = MappedText(path)
@@ -356,7 +359,8 @@ def test_literal_fast_path_equals_regex_path(
     body = APACHE.read_bytes()[:300_000] if APACHE.exists() else b"GET / x\n" * 5000
     body += "über ünï Kelvin \u212aibana\n".encode() * 3
     path = _write(tmp_path, "mix.log", body)
-    monkeypatch.setattr(tf, "SCAN_CHUNK_BYTES", 4096)  # many ranges, several threads
+    for module in (tf, ti, tl):  # the chunk size is shared by the index, the view and the lazy text
+        monkeypatch.setattr(module, "SCAN_CHUNK_BYTES", 4096)
     with MappedText(path) as t:
         assert t._literal_needle(pattern, ignore_case) is not None
         fast = t.grep(pattern, max_matches=20, ignore_case=ignore_case)
@@ -371,7 +375,8 @@ def test_literal_fast_path_equals_regex_path(
 def test_lazy_regex_across_cuts_inside_one_long_non_ascii_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tf, "SCAN_CHUNK_BYTES", 50)
+    for module in (tf, ti, tl):  # the chunk size is shared by the index, the view and the lazy text
+        monkeypatch.setattr(module, "SCAN_CHUNK_BYTES", 50)
     s = ("ßü€ word𝄞 " * 40) + "\nend ü\n"
     path = _write(tmp_path, "long.txt", s.encode())
     with MappedText(path) as t:
@@ -391,9 +396,10 @@ def test_scans_fall_back_when_threads_cannot_start(tmp_path: Path, monkeypatch: 
 
     body = b"".join(b"%d GET /x\n" % i for i in range(3000))
     path = _write(tmp_path, "t.log", body)
-    monkeypatch.setattr(tf, "SCAN_CHUNK_BYTES", 1024)
-    monkeypatch.setattr(tf, "_threads_ok", True)
-    monkeypatch.setattr(tf, "_pool", None)
+    for module in (tf, ti, tl):  # the chunk size is shared by the index, the view and the lazy text
+        monkeypatch.setattr(module, "SCAN_CHUNK_BYTES", 1024)
+    monkeypatch.setattr(ti, "_threads_ok", True)
+    monkeypatch.setattr(ti, "_pool", None)
     calls = {"n": 0}
     real_submit = concurrent.futures.ThreadPoolExecutor.submit
 
@@ -404,10 +410,10 @@ def test_scans_fall_back_when_threads_cannot_start(tmp_path: Path, monkeypatch: 
         return real_submit(self, fn, *a, **k)
 
     monkeypatch.setattr(concurrent.futures.ThreadPoolExecutor, "submit", submit)
-    monkeypatch.setattr(tf.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(ti.os, "cpu_count", lambda: 4)
     with MappedText(path) as t:
         assert t.n_lines == 3000 and t.lines[2999] == "2999 GET /x"
-        assert tf._threads_ok is False
+        assert ti._threads_ok is False
         assert t.grep("GET /x").total == 3000
 
 
