@@ -425,7 +425,7 @@ def world() -> Iterator[dict]:
         encoding=profile.encoding,
         index_path=profile.index_path,
         memory_bytes=Settings().memory_headroom_mb * 1024 * 1024,
-        extra={"table_path": profile.table_path},
+        table_path=profile.table_path,
     )
     sandbox = Sandbox(spec)
     sandbox.start()

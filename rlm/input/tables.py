@@ -616,11 +616,11 @@ def _unavailable(reason: str) -> Any:
 
 
 def sql_helper(spec: dict[str, Any]) -> Any:
-    """The `sql` callable for a worker spec: a session over spec['extra']['table_path'], or one that explains.
+    """The `sql` callable for a worker spec: a session over spec['table_path'], or one that explains.
 
     Called before lock-down (it opens the database and starts the watchdog thread).
     """
-    table_path = (spec.get("extra") or {}).get("table_path")
+    table_path = spec.get("table_path")
     if not table_path:
         return _unavailable(
             "no table was built for this input (a text built by the investigation, or DuckDB missing)"

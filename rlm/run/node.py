@@ -78,7 +78,7 @@ class Node:
                 self.cap,
                 engine.cell_seconds,
                 s.memory_headroom_mb,
-                has_table=bool(scope.spec.extra.get("table_path")),
+                has_table=scope.spec.table_path is not None,
             ),
         }
         self.task = {

@@ -29,7 +29,7 @@ def worker_spec_for(
         # drop_to_uid stays None: the kernel layer drops root to nobody by itself.
         memory_bytes=settings.memory_headroom_mb * 1024 * 1024,
         # The parsed table of the input (rlm.input.tables), opened by the worker before lock-down.
-        extra={"table_path": profile.table_path} if profile.table_path else {},
+        table_path=profile.table_path,
     )
 
 

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,7 @@ class WorkerSpec:
     memory_bytes: int = 0
     drop_to_uid: int | None = None
     os_limits: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)
+    table_path: str | None = None  # the input's DuckDB table (rlm.input.tables), opened before lock-down
 
 
 def _worker_env() -> dict[str, str]:
