@@ -22,9 +22,10 @@ RLM = ROOT / "rlm"
 
 # Which package may import which (the arrows point one way: cli -> run -> model ... -> text).
 ALLOWED = {
-    "cli": {"run", "replay", "trace", "local", "model", "input", "text", "errors", "version"},
+    "cli": {"run", "replay", "trace", "local", "model", "input", "text", "memory", "errors", "version"},
     "replay": {"run", "trace", "sandbox", "input", "text", "errors"},
-    "run": {"model", "sandbox", "sandbox.worker", "input", "text", "trace", "local", "errors"},
+    "run": {"model", "sandbox", "sandbox.worker", "input", "text", "trace", "local", "memory", "errors"},
+    "memory": {"errors"},
     "model": {"errors"},
     "local": {"errors"},
     "sandbox": {"text", "errors", "version"},

@@ -18,6 +18,7 @@ import typer
 
 from rlm import __version__
 from rlm.cli.eval_cmd import eval_command
+from rlm.cli.memory_cmd import feedback_command, memory_app
 from rlm.cli.replay_cmd import logs_command, replay_command
 from rlm.errors import ExitCode, InternalError, RlmError
 from rlm.local.cli import app as local_app
@@ -36,6 +37,8 @@ app.add_typer(local_app, name="local")
 app.command("replay")(replay_command)
 app.command("logs")(logs_command)
 app.command("eval")(eval_command)
+app.add_typer(memory_app, name="memory")
+app.command("feedback")(feedback_command)
 
 
 def _version(value: bool) -> None:
@@ -154,6 +157,17 @@ def ask(
         bool,
         typer.Option("--explain", help="Also show how the answer was established and the findings it cites."),
     ] = False,
+    memory: Annotated[
+        str | None,
+        typer.Option("--memory", help="The memory database (env RLM_MEMORY; default: the per-user one)."),
+    ] = None,
+    no_memory: Annotated[
+        bool, typer.Option("--no-memory", help="Neither read nor add to the memory of earlier runs.")
+    ] = False,
+    no_cache: Annotated[
+        bool,
+        typer.Option("--no-cache", help="Ask every sub-call again, even one answered in an earlier run."),
+    ] = False,
     explain_to: Annotated[
         str | None,
         typer.Option(
@@ -185,6 +199,9 @@ def ask(
         "concurrency": concurrency,
         "trace_dir": trace_dir,
         "trace": False if no_trace else None,
+        "memory": memory,
+        "no_memory": True if no_memory else None,
+        "no_cache": True if no_cache else None,
     }
     if explain_to not in (None, "stderr", "stdout"):
         _die(f"--explain-to must be stderr or stdout, not {explain_to!r}", int(ExitCode.USAGE))

@@ -39,6 +39,8 @@ def eval_command(
             "api_base": api_base,
             "max_steps": max_steps,
             "trace_dir": trace_dir,
+            # Each task is scored on its own: nothing remembered from an earlier task (or run).
+            "no_memory": True,
         }
         settings = load_settings(flags)
     except RlmError as exc:

@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from rlm.errors import ExitCode, ProviderError
 from rlm.input.source import Profile
+from rlm.memory.store import MemoryStore
 from rlm.model.budget import Budget, BudgetExceeded, Usage
 from rlm.model.client import ModelClient, Reply
 from rlm.model.tokens import count_message
@@ -69,8 +70,18 @@ class Engine(Subcalls):
         sub_model: ModelClient,
         trace: TraceWriter,
         progress: Progress | None = None,
+        memories: list[Finding] | None = None,
+        memory_block: str | None = None,
+        subcall_cache: MemoryStore | None = None,
     ) -> None:
         self.settings = settings
+        # What earlier runs over this file established (rlm.memory): offered to the root's
+        # prompt as [ESTABLISHED earlier] and to its synthesis as findings it may cite.
+        self.memory_findings = list(memories or [])
+        self.memory_block = memory_block
+        self.subcall_cache = subcall_cache
+        self.cache_hits = 0
+        self.cache_saved_tokens = 0
         self.path = path
         self.profile = profile
         self.question = question
@@ -254,6 +265,7 @@ class Engine(Subcalls):
             profile_block=self.profile.prompt_block(),
             first_line=1,
             n_lines=self.profile.lines,
+            established=self.memory_block,
         )
         root = Node(self, self.new_node_id(), 0, self.question, root_scope)
         self._register_node(root, None, None)
@@ -297,7 +309,7 @@ class Engine(Subcalls):
             status=status,
             exit_code=int(code),
             message=message,
-            findings=self.ledger.entries,
+            findings=[*self.memory_findings, *self.ledger.entries],
             usage=self.budget.usage.to_dict(),
             elapsed_s=time.monotonic() - started,
             steps=self.steps_total,

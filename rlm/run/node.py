@@ -55,6 +55,7 @@ class NodeScope:
     description: str | None = None  # e.g. "You work on lines 1001-2000 of access.log."
     first_line: int = 1  # absolute number of the scope's line 1
     n_lines: int = 0
+    established: str | None = None  # [ESTABLISHED earlier]: memories of earlier runs (the root only)
 
 
 class Node:
@@ -83,7 +84,9 @@ class Node:
         }
         self.task = {
             "role": "user",
-            "content": prompts.task_prompt(question, scope.profile_block, scope.description),
+            "content": prompts.task_prompt(
+                question, scope.profile_block, scope.description, scope.established
+            ),
         }
         self.turns: list[Turn] = []
         self.dropped = 0

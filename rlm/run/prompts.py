@@ -73,9 +73,20 @@ def system_prompt(
     return body + _TEXT_PROTOCOL.format(example=_EXAMPLE_SQL if has_table else _EXAMPLE_PYTHON)
 
 
-def task_prompt(question: str, profile_block: str, scope: str | None = None) -> str:
+def task_prompt(
+    question: str, profile_block: str, scope: str | None = None, established: str | None = None
+) -> str:
     where = f"\n{scope}" if scope else ""
-    return f"Question: {question}{where}\n\nFile profile:\n{profile_block}\n\nStart investigating."
+    earlier = f"\n\n{established}" if established else ""
+    return f"Question: {question}{where}\n\nFile profile:\n{profile_block}{earlier}\n\nStart investigating."
+
+
+def established_earlier(lines: list[str]) -> str:
+    """The memories offered to a run, one line each (see rlm.memory)."""
+    return (
+        "[ESTABLISHED earlier] Findings of earlier runs over this same file. You may rely on them, "
+        "re-check them, or ignore them; cite them by id like findings:\n" + "\n".join(lines)
+    )
 
 
 def established_block(digest: str, dropped_turns: int) -> str:

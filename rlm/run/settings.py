@@ -51,6 +51,10 @@ class Settings:
     trace_dir: str | None = None  # None: the per-user data directory (trace_dir_for)
     trace: bool = True
     cache_dir: str | None = None
+    # memory across runs (rlm.memory): the database, whether to use it, whether to reuse sub-calls
+    memory: str | None = None  # None: rlm.memory.store.default_memory_path()
+    no_memory: bool = False
+    no_cache: bool = False
 
     def affecting_results(self) -> dict[str, Any]:
         """What a trace records: everything that can change the answer, no secrets."""

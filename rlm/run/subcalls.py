@@ -13,17 +13,19 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, cast
 
 from rlm.errors import ProviderError, RlmError
 from rlm.input.source import Profile
+from rlm.memory.store import MemoryStore, subcall_key
 from rlm.model.budget import Budget, BudgetExceeded, Reservation, Usage
 from rlm.model.client import ModelClient, Reply
 from rlm.model.tokens import count_text
 from rlm.run import prompts
-from rlm.run.ledger import Ledger
+from rlm.run.ledger import Finding, Ledger
 from rlm.run.node import Node, NodeResult, NodeScope
 from rlm.run.settings import Settings, Sizing
 from rlm.run.synthesis import Synthesis, context_budget, synthesize
@@ -55,6 +57,10 @@ class Subcalls:
     sub_sizing: Sizing
     citation_counts: dict[str, dict[str, int]]
     unknown_citations: int
+    subcall_cache: MemoryStore | None
+    memory_findings: list[Finding]
+    cache_hits: int
+    cache_saved_tokens: int
     _node_count: int
     _lock: threading.Lock
     _tmpdir: str
@@ -116,6 +122,7 @@ class Subcalls:
         question = str(args.get("question") or "").strip()
         if not question:
             raise RlmError("llm_query needs a question")
+        _refuse_sql("llm_query", question)
         text = args.get("text")
         limit = self.sub_sizing.sub_prompt_tokens
         if text is not None:
@@ -163,9 +170,53 @@ class Subcalls:
     def _plain_subcall(self, node: Node, question: str, where: str, excerpt: str, step: int) -> str:
         messages = self._sub_messages(question, where, excerpt)
         est = self._check_window(messages)
+        hit = self._cached_subcall(node, question, where, messages, step)
+        if hit is not None:
+            return hit
         self.budget.admit(est)
         reply = self.sub_model.complete(messages, max_tokens=self.sub_sizing.reply_tokens)
+        self._cache_subcall(messages, reply)
         return self._settle_subcall(node, question, where, reply, step)
+
+    def _cached_subcall(
+        self, node: Node, question: str, where: str, messages: list[dict[str, Any]], step: int
+    ) -> str | None:
+        """The answer the same model gave to the same prompt in an earlier run (rlm.memory), if any:
+        it is not asked, nor paid, again."""
+        if self.subcall_cache is None:
+            return None
+        found = self.subcall_cache.cached(subcall_key(self.sub_model.model, messages))
+        if found is None:
+            return None
+        answer, prompt_tokens, completion_tokens = found
+        with self._lock:
+            self.cache_hits += 1
+            self.cache_saved_tokens += prompt_tokens + completion_tokens
+        self.trace.add_subcall(
+            {
+                "node": node.id,
+                "step": step,
+                "question": question,
+                "slice": where,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "cost": 0.0,
+                "latency_s": 0.0,
+                "answer": answer,
+                "cached": True,
+            }
+        )
+        return answer or "(the helper model gave an empty answer)"
+
+    def _cache_subcall(self, messages: list[dict[str, Any]], reply: Reply) -> None:
+        if self.subcall_cache is not None and reply.content.strip():
+            self.subcall_cache.cache(
+                subcall_key(self.sub_model.model, messages),
+                self.sub_model.model,
+                reply.content.strip(),
+                reply.prompt_tokens,
+                reply.completion_tokens,
+            )
 
     def _settle_subcall(self, node: Node, question: str, where: str, reply: Reply, step: int) -> str:
         self.budget.charge(reply.prompt_tokens, reply.completion_tokens, reply.cost)
@@ -268,6 +319,8 @@ class Subcalls:
     def _synthesize_node(self, node: Node, result: NodeResult) -> Synthesis:
         # The draft goes to synthesis whole, on its own: not a second time, cut, as a finding.
         findings = [f for f in self.ledger.for_node(node.id) if f.kind != "final_draft"]
+        if node.depth == 0:
+            findings = [*self.memory_findings, *findings]  # offered memories may be cited like findings
         stop_note = (
             None
             if result.stop == "final"
@@ -337,6 +390,7 @@ class Subcalls:
         question = str(args.get("question") or "").strip()
         if not question:
             raise RlmError("partition_map needs a question")
+        _refuse_sql("partition_map", question)
         chunks = self._chunks(node, args)
         prompts_: list[tuple[str, list[dict[str, Any]], int]] = []
         limit = self.sub_sizing.sub_prompt_tokens
@@ -453,11 +507,15 @@ class Subcalls:
 
         async def one(where: str, messages: list[dict[str, Any]], est: int) -> str:
             async with sem:
+                hit = self._cached_subcall(node, question, where, messages, step)
+                if hit is not None:
+                    return hit
                 self.budget.admit(est, reservation)
                 try:
                     reply = await self.sub_model.acomplete(messages, max_tokens=self.sub_sizing.reply_tokens)
                 except ProviderError as exc:
                     return f"[error] {where}: {exc.message}"
+                self._cache_subcall(messages, reply)
                 return self._settle_subcall(node, question, where, reply, step)
 
         tasks = [asyncio.create_task(one(w, m, e)) for w, m, e in items]
@@ -487,3 +545,16 @@ class Subcalls:
             # Give background tasks a moment to see the cancellation; never wait on them for long.
             loop.run_until_complete(asyncio.wait(pending, timeout=0.2))
         loop.close()
+
+
+_SQL = re.compile(r"^\s*(?:SELECT|WITH)\s", re.I)
+
+
+def _refuse_sql(name: str, question: str) -> None:
+    """A query where a question in words belongs: helper models cannot run SQL, and a fan-out of
+    them over the file would cost many calls to answer nothing. Say what runs it."""
+    if _SQL.match(question):
+        raise RlmError(
+            f"{name} asks a helper model a question in words; that is SQL: run it with "
+            f'sql("{" ".join(question.split())[:80]}") inside execute (it reads the table `log`)'
+        )

@@ -27,7 +27,7 @@ from rlm.run.ledger import Finding
 from rlm.trace.schema import AnswerSource
 
 # The kinds of finding that settle answers weigh more when the budget forces a choice.
-_KIND_WEIGHT = {"result": 3.0, "subcall": 3.0, "note": 3.0, "grep": 2.5, "final_draft": 1.0}
+_KIND_WEIGHT = {"result": 3.0, "subcall": 3.0, "note": 3.0, "grep": 2.5, "memory": 2.0, "final_draft": 1.0}
 _CITATION = re.compile(r"\s*\[(F\d+)\]")
 _LEAD_IN = re.compile(r"^(?:the\s+)?(?:final\s+)?answer(?:\s+is)?\s*[:\-]\s*", re.I)
 

@@ -6,14 +6,18 @@ The CLI calls `run_ask` and renders what it returns; tests call it directly.
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import time
 import traceback
 from collections.abc import Iterator
 from typing import Any, cast
 
 from rlm.errors import ConfigError, ExitCode, InternalError, RlmError, UsageError
+from rlm.memory.recall import Recall
+from rlm.memory.store import Memory
 from rlm.model.client import ModelClient, load_litellm
 from rlm.run.engine import Engine, Progress, RunResult
+from rlm.run.ledger import Finding
 from rlm.run.settings import Settings, request_timeout_for, trace_dir_for
 from rlm.trace.redact import register_secret
 from rlm.trace.schema import ProviderEventRecord
@@ -153,6 +157,7 @@ def run_ask(
                     )
                 with open_models(settings) as (root, sub):
                     trace.update(models={"root": root.model, "sub": sub.model})
+                    memory = _recall(settings, profile, source.path, question, trace, report)
                     engine = Engine(
                         settings,
                         path=source.path,
@@ -162,11 +167,16 @@ def run_ask(
                         sub_model=sub,
                         trace=trace,
                         progress=progress,
+                        memories=[_as_finding(m) for m in memory.offered] if memory else None,
+                        memory_block=_memory_block(memory),
+                        subcall_cache=memory.store if memory and not settings.no_cache else None,
                     )
                     engine.budget.count_from(started)
                     _attach(engine, root, sub, settings, trace, report, started)
                     result = engine.run()
                     result.elapsed_s = time.monotonic() - started  # the user's wall clock
+                    if memory is not None:
+                        _keep(memory, engine, result, profile, question, trace, report)
                 trace.update(input={**recorded, "sha256": profile.sha256})
             finally:
                 if engine is not None:
@@ -262,3 +272,83 @@ def _finish(
         if result.stop is not None:
             fields["stop"] = result.stop
     trace.update(**fields)
+
+
+# -- memory (rlm.memory) -------------------------------------------------------------------------
+
+
+def _recall(
+    settings: Settings, profile: Any, path: str, question: str, trace: TraceWriter, report: Progress
+) -> Recall | None:
+    """Open the memory and find what applies to this input and question. Memory never stops a
+    run: a database that cannot be used is said once, and the run goes on without it."""
+    if settings.no_memory:
+        return None
+    from rlm.memory.recall import recall
+    from rlm.memory.store import MemoryStore, default_memory_path
+
+    where = settings.memory or default_memory_path()
+    try:
+        store = MemoryStore(where)
+        found = recall(store, path=path, size=profile.size, sha256=lambda: profile.sha256, question=question)
+    except (sqlite3.Error, OSError) as exc:
+        message = f"the memory {where} cannot be used ({exc}); this run neither reads nor adds to it"
+        trace.warn(message)
+        report("warning", {"message": message})
+        return None
+    trace.update(memory={"path": str(where), "offered": [m.ref for m in found.offered]})
+    return found
+
+
+def _as_finding(memory: Memory) -> Finding:
+    return Finding(id=memory.ref, kind="memory", text=memory.text, evidence=f"memory {memory.ref}", node="n0")
+
+
+def _memory_block(memory: Recall | None) -> str | None:
+    from rlm.memory.recall import offer_lines
+    from rlm.run import prompts
+
+    if memory is None or not memory.offered:
+        return None
+    return prompts.established_earlier(offer_lines(memory.offered))
+
+
+def _keep(
+    memory: Recall,
+    engine: Engine,
+    result: RunResult,
+    profile: Any,
+    question: str,
+    trace: TraceWriter,
+    report: Progress,
+) -> None:
+    """Store the findings the answer cited; record what was offered and cited (for feedback)."""
+    from rlm.memory.recall import keep
+
+    by_id = {f.id: f for f in engine.ledger.entries}
+    cited = [by_id[c] for c in result.citations if c in by_id]
+    try:
+        keep(
+            memory,
+            run_id=trace.run_id,
+            input_sha=profile.sha256,
+            input_size=profile.size,
+            question=question,
+            cited_findings=[(f.full or f.text, f.evidence) for f in cited],
+            cited_refs=[c for c in result.citations if c.startswith("M")],
+        )
+    except sqlite3.Error as exc:
+        message = f"the memory {memory.store.path} could not be written ({exc})"
+        trace.warn(message)
+        report("warning", {"message": message})
+    trace.update(
+        memory={
+            "path": str(memory.store.path),
+            "offered": [m.ref for m in memory.offered],
+            "cited": [f"M{i}" for i in memory.cited],
+            "stored": [f"M{i}" for i in memory.stored],
+            "cache_hits": engine.cache_hits,
+            "cache_saved_tokens": engine.cache_saved_tokens,
+        }
+    )
+    memory.store.close()

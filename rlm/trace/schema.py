@@ -35,7 +35,7 @@ RunStatus = Literal[
 StopReason = Literal["final", "max_steps", "budget", "provider", "sandbox", "stuck", "interrupted"]
 NodeStatus = Literal["running", "final", "max_steps", "budget", "provider", "sandbox", "stuck", "interrupted"]
 AnswerSource = Literal["synthesis", "draft", "findings", "none"]
-FindingKind = Literal["note", "result", "grep", "subcall", "final_draft"]
+FindingKind = Literal["note", "result", "grep", "subcall", "final_draft", "memory"]
 ProviderEventKind = Literal["retry", "waiting", "provider_failed"]
 
 
@@ -115,6 +115,7 @@ class SubcallRecord(TypedDict, total=False):
     cost: float | None
     latency_s: float
     answer: str
+    cached: bool
 
 
 class BridgeCallRecord(TypedDict, total=False):
@@ -195,6 +196,7 @@ class TraceDoc(TypedDict, total=False):
     error: str
     traceback: str
     totals: dict[str, Any]
+    memory: dict[str, Any]
 
 
 # The records a reader may meet, by the name docs/trace-format.md gives them.

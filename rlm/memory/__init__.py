@@ -1,0 +1,7 @@
+"""Memory that outlives a run: what earlier investigations of the same file established.
+
+`store` is the SQLite database (memories, run records, the sub-call cache),
+`rules` how feedback moves scores and tiers, `tags` what a memory is about,
+`recall` what a run is offered at its start and keeps at its end. May import:
+rlm.errors only (the run wiring and the CLI import it).
+"""

@@ -1,0 +1,98 @@
+"""A run's use of memory: what it is offered at its start, and what it keeps at its end.
+
+`recall` finds the memories that apply to the input (by content, see
+rlm.memory.store) and to the question; `offer_lines` words them for the root
+prompt within their share of it; `keep` stores the findings the answer cited
+and records what was offered and cited, for feedback.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rlm.memory.store import Memory, MemoryStore
+
+MEMORY_TEXT_CHARS = 300  # one memory's text in the prompt
+OFFER_CHARS = 1800  # all of them: their share of the root prompt
+
+
+@dataclass
+class Recall:
+    """What one run got from memory and gave back to it."""
+
+    store: MemoryStore
+    inputs: list[str] = field(default_factory=list)  # the input identities that matched
+    offered: list[Memory] = field(default_factory=list)
+    stored: list[int] = field(default_factory=list)
+    cited: list[int] = field(default_factory=list)
+
+
+def recall(store: MemoryStore, *, path: str, size: int, sha256: Callable[[], str], question: str) -> Recall:
+    """Memories for this input and question. The input's sha256 is awaited only when some
+    memory could match a file of its size (a first question about a new file pays nothing)."""
+    if not store.has_memories_up_to(size):
+        return Recall(store)
+    digest = sha256()
+    if not digest or digest.startswith("unavailable"):
+        return Recall(store)
+    inputs = store.inputs_matching(path, size, digest)
+    return Recall(store, inputs, store.retrieve(inputs, question))
+
+
+def offer_lines(memories: list[Memory], now: float | None = None) -> list[str]:
+    """One line per memory for the [ESTABLISHED earlier] block, within OFFER_CHARS in all."""
+    now = time.time() if now is None else now
+    lines: list[str] = []
+    used = 0
+    for m in memories:
+        text = " ".join(m.text.split())
+        if len(text) > MEMORY_TEXT_CHARS:
+            text = text[: MEMORY_TEXT_CHARS - 1] + "…"
+        line = (
+            f"- [{m.ref}] ({_age(now - m.created)} ago, score {m.score:.2f}, confidence {m.confidence:.2f}; "
+            f'asked: "{" ".join(m.question.split())[:120]}") {text}'
+        )
+        if used + len(line) > OFFER_CHARS:
+            break
+        lines.append(line)
+        used += len(line) + 1
+    return lines
+
+
+def keep(
+    r: Recall,
+    *,
+    run_id: str,
+    input_sha: str | None,
+    input_size: int,
+    question: str,
+    cited_findings: list[tuple[str, str]],
+    cited_refs: list[str],
+) -> None:
+    """Store the findings the answer cited ((text, evidence) pairs) and record the run."""
+    if input_sha and not input_sha.startswith("unavailable"):
+        for text, evidence in cited_findings:
+            memory = r.store.add(
+                input_sha=input_sha,
+                input_size=input_size,
+                question=question,
+                text=text,
+                evidence=f"{evidence} of run {run_id}",
+                run_id=run_id,
+            )
+            r.stored.append(memory.id)
+    offered = {m.ref: m.id for m in r.offered}
+    r.cited = [offered[ref] for ref in cited_refs if ref in offered]
+    r.store.record_run(run_id, input_sha, [m.id for m in r.offered], r.cited, r.stored)
+
+
+def _age(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(0, int(seconds))} s"
+    if seconds < 5400:
+        return f"{int(seconds // 60)} min"
+    if seconds < 2 * 86400:
+        return f"{int(seconds // 3600)} h"
+    return f"{int(seconds // 86400)} days"

@@ -1,0 +1,46 @@
+"""Tags of a finding or a question, without a model call: nouns, field names, numbers, times.
+
+A memory is offered to a later question that shares tags with it, most shared
+first. Tags are lower-cased words of three letters or more that are not common
+English, identifiers (`src_ip`, `status`), numbers and IP addresses as written,
+times (`14:02`) and their hour (`h14`), and dates.
+"""
+
+from __future__ import annotations
+
+import re
+
+_TOKEN = re.compile(
+    r"\d{1,3}(?:\.\d{1,3}){3}"  # an IPv4 address
+    r"|\d{4}-\d{2}-\d{2}"  # a date
+    r"|\d{1,2}:\d{2}(?::\d{2})?"  # a time
+    r"|\d+(?:[.,]\d+)*"  # a number
+    r"|[A-Za-z_][A-Za-z0-9_]*"  # a word or an identifier
+)
+_STOP = frozenset(
+    """the and for are was were with that this from what which when where who how many much
+    does did has have had not any all per each one two into than then them they their there
+    its can could would should will about after before between over under more most less least
+    line lines file log logs give list show number count total answer value values times time
+    only also some such other same very just like each every""".split()
+)
+
+
+def tags_of(text: str) -> set[str]:
+    """The tags of a text (see the module's docstring)."""
+    found: set[str] = set()
+    for token in _TOKEN.findall(text):
+        low = token.lower()
+        if low[0].isdigit():
+            found.add(low.replace(",", ""))
+            if ":" in low:
+                found.add(f"h{int(low.split(':')[0]):02d}")
+        elif len(low) >= 3 and low not in _STOP:
+            found.add(low)
+    return found
+
+
+def fts_query(text: str) -> str:
+    """An FTS5 query matching any of the text's word tags (quoted: no FTS syntax gets through)."""
+    words = sorted(t for t in tags_of(text) if t[0].isalpha())
+    return " OR ".join(f'"{w}"' for w in words)
