@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from conftest import latest_trace, run_cli, write_script
+from conftest import FIXTURES, latest_trace, run_cli, write_script
 
 
 def _count(path: Path, needle: str) -> int:
@@ -371,3 +371,22 @@ def test_a_binary_input_is_said_to_be_binary(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "dump.bin looks binary (it holds NUL bytes)" in proc.stderr
     assert any("looks binary" in w for w in latest_trace(tmp_path)["warnings"])
+
+
+def test_two_failing_cells_taking_turns_end_the_run_instead_of_burning_every_step(tmp_path: Path) -> None:
+    """A small model alternates between two broken cells; each changes the sandbox's state, so
+    neither is an exact repeat, yet nothing is learnt. The third try of the same failing call is
+    refused, and two refusals in a row end the loop (stuck), long before the step limit."""
+    a = {"tool": "execute", "args": {"code": "results = execute(sql('SELECT 1'))"}}
+    b = {
+        "tool": "execute",
+        "args": {"code": "def execute(code):\n    return eval(code)\nprint(execute('1'))"},
+    }
+    model = write_script(tmp_path / "s.json", {"replies": [a, b] * 10, "default": "nothing established"})
+    proc = run_cli(["ask", str(FIXTURES / "access.log"), "how many 404s?", "-m", model], cwd=tmp_path)
+    trace = latest_trace(tmp_path)
+    obs = [s["observation"]["preview"] for s in trace["steps"]]
+    assert len(obs) == 6 and trace["nodes"][0]["status"] == "stuck"
+    assert "execute is the action that runs this code, not a function inside it" in obs[0]
+    assert obs[4].startswith("not run: this exact execute failed at step 3") and obs[5].startswith("not run")
+    assert proc.returncode == 1 and proc.stdout == ""

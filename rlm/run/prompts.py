@@ -30,9 +30,9 @@ llm_query, partition_map, note(text) to record a finding, and final(answer).
 about lines start_line..end_line, or about a string you built; returns its answer.
 - partition_map(question, chunk_lines=None, chunk_chars=None): the helper answers the question for every \
 chunk of the file; returns the answers in order (also stored in the variable `results`).
-- sql(query) inside execute: a read-only DuckDB SQL query over the table `log` (line_no, line, and the \
-fields the profile lists for this file's format); returns a list of row tuples, shown as a table when it is \
-the last expression. Prefer it for counts, distinct values and group-bys: it is exact and fast on the whole file.
+- sql(query): a function of the sandbox, called in the code you execute (not an action of its own): a \
+read-only DuckDB SQL query over the table `log` (line_no, line, and the fields the profile lists for this \
+file's format); returns a list of row tuples, shown as a table when it is the last expression. Prefer it for counts, distinct values and group-bys: it is exact and fast on the whole file.
 - final(answer): give your answer and stop. Allowed only after you have looked at the data.
 
 What you establish is kept as findings: the printed result of every cell, each grep's count and first \
@@ -122,6 +122,11 @@ FIRST_FINAL_REFUSED = (
 )
 
 NO_OUTPUT = "(no output — did you forget to print?)"
+
+EXECUTE_IS_NOT_A_FUNCTION = (
+    "execute is the action that runs this code, not a function inside it: call sql(...), grep(...) "
+    "and the other helpers directly, and print what they return."
+)
 
 PROSE_NOT_CODE = (
     "That was text, not Python. Reply with a ```python block: code that computes and prints the answer, "

@@ -26,6 +26,8 @@ RESULT_FINDING_CHARS = 320
 GREP_FINDING_LINES = 3
 GREP_FINDING_LINE_CHARS = 160
 
+REPEATED_FAILURES_STOP = 2  # the same exact call failing this often is not run again
+
 # Actions whose result depends on the file and the code only: what --verify re-runs.
 WORKER_ACTIONS = ("peek", "grep", "execute")
 
@@ -92,6 +94,7 @@ class ActionRunner:
         self.sandbox: Sandbox | None = None
         self.observed = False  # whether any action has run (a `final` before one is refused)
         self.done: dict[str, Done] = {}
+        self.failures: dict[str, int] = {}  # how often each exact call failed
         # Bumped by anything that may change the worker's variables: a cell, a restart,
         # partition_map's result variable. The same code against a new state is not a repeat.
         self.state = 0
@@ -106,6 +109,10 @@ class ActionRunner:
         """
         key = json.dumps([name, args], sort_keys=True)
         before = self.done.get(key)
+        if before is not None and not before.ok and self.failures.get(key, 0) >= REPEATED_FAILURES_STOP:
+            # Failing cells alternating (A fails, B fails, A again...) change the state each time,
+            # yet nothing is learnt: the third failure of the same call is the last.
+            return Outcome(prompts.repeated_failure(name, before.step, before.shown), ok=False, repeated=True)
         if before is not None and self._would_repeat(name, before, visible_from):
             if before.ok:
                 # Small models loop on one action; running it again would show them the same thing.
@@ -118,6 +125,8 @@ class ActionRunner:
             self.state += 1
         first = next((ln for ln in outcome.observation.splitlines() if ln.strip()), "")
         self.done[key] = Done(step, cap_words(first, 120), outcome.ok, self.state)
+        if not outcome.ok:
+            self.failures[key] = self.failures.get(key, 0) + 1
         return outcome
 
     def _would_repeat(self, name: str, before: Done, visible_from: int) -> bool:
@@ -192,6 +201,8 @@ class ActionRunner:
             parts.append(f"error: {error}")
             if str(error).startswith("SyntaxError") and _looks_like_prose(code):
                 parts.append(prompts.PROSE_NOT_CODE)
+            elif "name 'execute' is not defined" in str(error):
+                parts.append(prompts.EXECUTE_IS_NOT_A_FUNCTION)
         if not parts:
             parts.append(prompts.NO_OUTPUT)
         elif not error and output.strip():
