@@ -50,6 +50,9 @@ def test_native_tool_calls_over_http(tmp_path: Path, apache_log: Path) -> None:
     )
     synthesis = stub.requests[2]["body"]
     assert "tools" not in synthesis  # synthesis never offers tools
+    # ... and asks for JSON mode, which OpenAI-compatible servers (llama.cpp's too) honour
+    assert synthesis["response_format"] == {"type": "json_object"}
+    assert all("response_format" not in r["body"] for r in stub.requests[:2])  # the loop's turns do not
     assert latest_trace(tmp_path)["status"] == "final"
 
 

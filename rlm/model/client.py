@@ -377,7 +377,11 @@ class ModelClient:
 
     # -- calls --------------------------------------------------------------
     def _kwargs(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, max_tokens: int | None
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        max_tokens: int | None,
+        json_reply: bool = False,
     ) -> dict[str, Any]:
         kw: dict[str, Any] = {
             "model": self.model,
@@ -391,6 +395,10 @@ class ModelClient:
         if tools:
             kw["tools"] = tools
             kw["tool_choice"] = "auto"
+        if json_reply and self.own is None:
+            # JSON mode where the provider has it (OpenAI, llama.cpp's server, ...); litellm drops
+            # the parameter for those that do not, and the caller parses tolerantly either way.
+            kw["response_format"] = {"type": "json_object"}
         if self.api_base:
             kw["api_base"] = self.api_base
         if self.api_key:
@@ -590,10 +598,12 @@ class ModelClient:
         max_tokens: int | None = None,
         *,
         final: bool = False,
+        json_reply: bool = False,
     ) -> Reply:
-        """One model reply. final=True: the run's answer, which may use the time kept for it."""
+        """One model reply. final=True: the run's answer, which may use the time kept for it;
+        json_reply=True: ask for one JSON object (JSON mode where the provider supports it)."""
         litellm = load_litellm()
-        kw = self._kwargs(messages, tools, max_tokens)
+        kw = self._kwargs(messages, tools, max_tokens, json_reply)
         self._before(messages, tools, max_tokens, final)
         for attempt in itertools.count():
             limit, by_deadline = self._limit(final)

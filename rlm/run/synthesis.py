@@ -176,7 +176,7 @@ def synthesize(
                 budget.admit_answer(est)
             else:
                 budget.admit(est)
-        reply = model.complete(messages, tools=None, max_tokens=max_tokens, final=final)
+        reply = model.complete(messages, tools=None, max_tokens=max_tokens, final=final, json_reply=True)
     except RlmError as exc:
         result = _fallback(draft, findings, exc.message)
         result.prompt_tokens_est, result.payload = est, payload
