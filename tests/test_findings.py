@@ -295,3 +295,26 @@ def test_no_text_the_model_reads_holds_an_answer_it_could_copy() -> None:
     for text in texts:
         assert not re.search(r"final\(\s*[\"']", text), text
         assert not re.search(r"<(?:the|your|insert)\b|\[insert|\.\.\.\"\)", text, re.I), text
+
+
+def test_a_broken_json_reply_still_gives_its_answer(tmp_path: Path) -> None:
+    """Small models break the JSON they were asked for, usually with an unescaped quote in the
+    explanation (the offline model did so on two dev-set questions): the answer is read anyway."""
+    broken = (
+        '```json\n{\n  "answer": "2000",\n  "explanation": "The cell `print(sql("SELECT count(*) FROM log")[0][0])` '
+        'gave 2000.",\n  "citations": ["F1"]\n}\n```'
+    )
+    script = {
+        "replies": [
+            {"tool": "execute", "args": {"code": "print(len(context_lines))"}},
+            {"tool": "final", "args": {"answer": "2000"}},
+            broken,
+        ]
+    }
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(["ask", str(ACCESS), "how many lines?", "-m", model, "--json"], cwd=tmp_path)
+    doc = json.loads(proc.stdout)
+    assert doc["answer"] == "2000" and doc["status"] == "final", doc
+    assert [c["id"] for c in doc["citations"]] == ["F1"] and doc["explanation"].startswith(
+        "The cell `print(sql("
+    )

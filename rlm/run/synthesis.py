@@ -110,10 +110,37 @@ def _json_object(text: str) -> dict[str, Any] | None:
     return None
 
 
+# The fields of a JSON object a small model broke (an unescaped quote in its explanation is the
+# usual way): each value read on its own.
+_FIELD = {
+    key: re.compile(rf'"{key}"\s*:\s*("(?:[^"\\\n]|\\.)*"|\[[^\]]*\]|-?\d[\d.]*|true|false)', re.S)
+    for key in ("answer", "citations")
+}
+
+
+def _broken_json_object(text: str) -> dict[str, Any] | None:
+    """`answer` (and `citations`) from an object that is not valid JSON as a whole."""
+    found = _FIELD["answer"].search(text)
+    if found is None:
+        return None
+    try:
+        obj: dict[str, Any] = {"answer": json.loads(found.group(1))}
+    except ValueError:
+        return None
+    cited = _FIELD["citations"].search(text)
+    if cited is not None:
+        obj["citations"] = re.findall(r"[FM]\d+", cited.group(1))
+    explained = re.search(r'"explanation"\s*:\s*"(.*?)"\s*,\s*"citations"', text, re.S)
+    if explained is not None:
+        obj["explanation"] = explained.group(1)
+    return obj
+
+
 def parse_answer(text: str) -> tuple[str, str, list[str]]:
-    """(answer, explanation, citations) from a synthesis reply: the JSON object asked for, or,
-    from a model that wrote prose instead, its first paragraph as the answer."""
-    obj = _json_object(text)
+    """(answer, explanation, citations) from a synthesis reply: the JSON object asked for (or its
+    fields, when the object is broken), or, from a model that wrote prose instead, its first
+    paragraph as the answer."""
+    obj = _json_object(text) or _broken_json_object(text)
     if obj is not None:
         cited = obj.get("citations") or []
         citations = [str(c).strip("[] ") for c in (cited if isinstance(cited, list) else [cited])]
