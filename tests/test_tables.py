@@ -128,6 +128,33 @@ def test_common_log_format_and_unparsed_lines_keep_null_fields(tmp_path: Path) -
     assert profile.table["parsed"] == len(common)
 
 
+def test_a_stray_carriage_return_far_into_the_file_keeps_line_numbers(tmp_path: Path) -> None:
+    """The build reads the file as it is unless its first 64 KB hold a CR; a CR further on
+    makes DuckDB's lines more than the file's, and the table is rebuilt from a clean copy."""
+    lines = ACCESS.read_text().splitlines()
+    body = (lines * 3)[:1200]  # about 250 KB: the first CR below is past 64 KB
+    body[900] = body[900].replace(" HTTP/1.1", "\r HTTP/1.1")  # a CR inside a line: read as a space
+    body[1000] += "\r"  # one CRLF ending: dropped, as context_lines does
+    path = tmp_path / "stray.log"
+    path.write_bytes(("\n".join(body) + "\n").encode())
+    profile, rows = _rows(path, tmp_path / "c", "SELECT line_no, line, status FROM log ORDER BY line_no")
+    assert [r[0] for r in rows] == list(range(1, 1201))
+    assert rows[900][1] == body[900].replace("\r", " ") and rows[900][2] is not None
+    assert rows[1000][1] == body[1000][:-1] and rows[1001][1] == body[1001]
+    assert profile.table["parsed"] == 1200
+
+
+def test_access_log_timestamps_with_an_offset_are_utc(tmp_path: Path) -> None:
+    line = '10.0.0.1 - - [17/May/2015:10:05:03 -0700] "GET / HTTP/1.1" 200 12 "-" "curl/8"\n'
+    utc = '10.0.0.1 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 12 "-" "curl/8"\n'
+    path = tmp_path / "tz.log"
+    path.write_text(line * 30 + utc * 30)
+    _, rows = _rows(
+        path, tmp_path / "c", "SELECT DISTINCT strftime(ts, '%Y-%m-%d %H:%M:%S %z') FROM log ORDER BY 1"
+    )
+    assert rows == [("2015-05-17 10:05:03 +00",), ("2015-05-17 17:05:03 +00",)]
+
+
 # --------------------------------------------------------------------------- log4j-style, against loghub
 
 
