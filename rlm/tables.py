@@ -179,9 +179,17 @@ def build_table(
             source = _copy(path, work, None)
         else:
             source = path
-        columns, parsed, rows, note = _build(duckdb, fmt, source, tmp_db, work, n_lines)
+        try:
+            columns, parsed, rows, note = _build(duckdb, fmt, source, tmp_db, work, n_lines)
+        except duckdb.OutOfMemoryException:
+            # Wide rows (JSON objects with hundreds of nested fields: a row group holds a
+            # buffer per field) need more than the cap: once more at four times it.
+            _remove_db(tmp_db)
+            columns, parsed, rows, note = _build(
+                duckdb, fmt, source, tmp_db, work, n_lines, memory_mb=4 * _build_memory_mb()
+            )
         if rows != n_lines and source == path and _has_cr(path):
-            os.unlink(tmp_db)
+            _remove_db(tmp_db)
             source = _copy(path, work, None)
             columns, parsed, rows, note = _build(duckdb, fmt, source, tmp_db, work, n_lines)
         if rows != n_lines:
@@ -214,9 +222,17 @@ def _copy(path: str, work: str, encoding: str | None) -> str:
     return dest
 
 
-def _build(duckdb: Any, fmt: Any, source: str, tmp_db: str, work: str, n_lines: int) -> tuple:
+def _remove_db(db: str) -> None:
+    for leftover in (db, db + ".wal"):
+        if os.path.exists(leftover):
+            os.unlink(leftover)
+
+
+def _build(
+    duckdb: Any, fmt: Any, source: str, tmp_db: str, work: str, n_lines: int, memory_mb: int = 0
+) -> tuple:
     """Create `log` in a new database `tmp_db`: (columns, lines parsed, rows, note)."""
-    memory_mb = _build_memory_mb()
+    memory_mb = memory_mb or _build_memory_mb()
     con = duckdb.connect(
         tmp_db,
         config={
@@ -272,11 +288,11 @@ def _create_log(con: Any, fmt: Any, source: str, n_lines: int) -> tuple[list[tup
         first = cols[0][0]
         parsed = con.execute(f'SELECT count("{first}") FROM log').fetchone()[0]
         return cols, parsed
+    if fmt.kind == "jsonl":
+        return _create_jsonl(con, source)
     con.execute(f"CREATE TEMP TABLE src AS {raw}")
     if fmt.kind == "csv":
         return _create_csv(con, fmt, source, n_lines)
-    if fmt.kind == "jsonl":
-        return _create_jsonl(con)
     con.execute("CREATE TABLE log AS SELECT * FROM src ORDER BY line_no")
     return [], 0
 
@@ -319,13 +335,18 @@ def _create_csv(con: Any, fmt: Any, source: str, n_lines: int) -> tuple[list[tup
     return cols, records
 
 
-def _create_jsonl(con: Any) -> tuple[list[tuple[str, str]], int | str]:
+def _create_jsonl(con: Any, source: str) -> tuple[list[tuple[str, str]], int | str]:
+    """Top-level keys as columns, stored in file order (line_no is the rowid, as for logs):
+    no numbered copy of the lines, no sort, so the build stays within its memory cap."""
+    raw = _raw_source(source, numbered=False)
+    is_object = "json_valid(line) AND starts_with(ltrim(line), '{')"
     structure = con.execute(
-        f"SELECT json_group_structure(json(line)) FROM (SELECT line FROM src WHERE json_valid(line) "
-        f"AND starts_with(ltrim(line), '{{') ORDER BY line_no LIMIT {_JSON_SAMPLE})"
+        f"SELECT json_group_structure(json(line)) FROM (SELECT line FROM ({raw}) WHERE {is_object} "
+        f"LIMIT {_JSON_SAMPLE})"
     ).fetchone()[0]
     if not structure or not structure.startswith("{"):
-        con.execute("CREATE TABLE log AS SELECT * FROM src ORDER BY line_no")
+        con.execute(f"CREATE TABLE log_data AS SELECT line FROM ({raw})")
+        con.execute("CREATE VIEW log AS SELECT rowid + 1 AS line_no, * FROM log_data")
         return [], "no JSON objects were found to take keys from"
     keys = list(json.loads(structure).keys())
     lit = "'" + structure.replace("'", "''") + "'"
@@ -334,14 +355,12 @@ def _create_jsonl(con: Any) -> tuple[list[tuple[str, str]], int | str]:
         alias = key + "_" if key in ("line_no", "line") else key
         outs.append(f'j."{_q(key)}" AS "{_q(alias)}"')
     con.execute(
-        f"CREATE TABLE log AS SELECT line_no, line, {', '.join(outs)} FROM (SELECT line_no, line, "
-        f"CASE WHEN json_valid(line) AND starts_with(ltrim(line), '{{') THEN try(from_json(line, {lit})) END AS j "
-        "FROM src) ORDER BY line_no"
+        f"CREATE TABLE log_data AS SELECT line, {', '.join(outs)} FROM (SELECT line, "
+        f"CASE WHEN {is_object} THEN try(from_json(line, {lit})) END AS j FROM ({raw}))"
     )
+    con.execute("CREATE VIEW log AS SELECT rowid + 1 AS line_no, * FROM log_data")
     cols = _columns(con)
-    parsed = con.execute(
-        "SELECT count(*) FROM src WHERE json_valid(line) AND starts_with(ltrim(line), '{')"
-    ).fetchone()[0]
+    parsed = con.execute(f"SELECT count(*) FROM log_data WHERE {is_object}").fetchone()[0]
     return cols, parsed
 
 
