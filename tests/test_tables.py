@@ -128,6 +128,33 @@ def test_common_log_format_and_unparsed_lines_keep_null_fields(tmp_path: Path) -
     assert profile.table["parsed"] == len(common)
 
 
+def test_a_stray_carriage_return_far_into_the_file_keeps_line_numbers(tmp_path: Path) -> None:
+    """The build reads the file as it is unless its first 64 KB hold a CR; a CR further on
+    makes DuckDB's lines more than the file's, and the table is rebuilt from a clean copy."""
+    lines = ACCESS.read_text().splitlines()
+    body = (lines * 3)[:1200]  # about 250 KB: the first CR below is past 64 KB
+    body[900] = body[900].replace(" HTTP/1.1", "\r HTTP/1.1")  # a CR inside a line: read as a space
+    body[1000] += "\r"  # one CRLF ending: dropped, as context_lines does
+    path = tmp_path / "stray.log"
+    path.write_bytes(("\n".join(body) + "\n").encode())
+    profile, rows = _rows(path, tmp_path / "c", "SELECT line_no, line, status FROM log ORDER BY line_no")
+    assert [r[0] for r in rows] == list(range(1, 1201))
+    assert rows[900][1] == body[900].replace("\r", " ") and rows[900][2] is not None
+    assert rows[1000][1] == body[1000][:-1] and rows[1001][1] == body[1001]
+    assert profile.table["parsed"] == 1200
+
+
+def test_access_log_timestamps_with_an_offset_are_utc(tmp_path: Path) -> None:
+    line = '10.0.0.1 - - [17/May/2015:10:05:03 -0700] "GET / HTTP/1.1" 200 12 "-" "curl/8"\n'
+    utc = '10.0.0.1 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 12 "-" "curl/8"\n'
+    path = tmp_path / "tz.log"
+    path.write_text(line * 30 + utc * 30)
+    _, rows = _rows(
+        path, tmp_path / "c", "SELECT DISTINCT strftime(ts, '%Y-%m-%d %H:%M:%S %z') FROM log ORDER BY 1"
+    )
+    assert rows == [("2015-05-17 10:05:03 +00",), ("2015-05-17 17:05:03 +00",)]
+
+
 # --------------------------------------------------------------------------- log4j-style, against loghub
 
 
@@ -478,6 +505,17 @@ ESCAPES = [
     ("write_to_log", "INSERT INTO main.log_data (line) VALUES ('x')", "read-only"),
     ("drop_log", "DROP TABLE main.log", "read-only"),
     ("create_secret", "CREATE PERSISTENT SECRET s (TYPE s3, KEY_ID 'a', SECRET 'b')", ""),
+    # From the tables2 attack battery:
+    ("replacement_scan_secret", "SELECT * FROM 'SECRET'", ""),
+    ("read_parquet_secret", "SELECT * FROM read_parquet('SECRET')", "disabled by configuration"),
+    ("read_json_secret", "SELECT * FROM read_json_auto('SECRET')", "disabled by configuration"),
+    ("pragma_profile_output", "PRAGMA profile_output = 'MARKER'", "locked"),
+    ("pragma_memory_limit", "PRAGMA memory_limit = '100GB'", "locked"),
+    ("set_profiling_output", "SET profiling_output = 'MARKER'", "locked"),
+    ("create_table", "CREATE TABLE main.t AS SELECT 1", "read-only"),
+    ("delete_rows", "DELETE FROM main.log_data", "read-only"),
+    ("getenv", "SELECT getenv('HOME')", "getenv"),
+    ("detach_main", "DETACH DATABASE main", ""),
 ]
 
 
@@ -518,6 +556,31 @@ def test_a_runaway_query_is_stopped_and_the_session_lives(world: dict, query: st
     assert time.monotonic() - started < CPU_SECONDS + 3
     kind, reply = _exec(sandbox, 'print(kept, sql("SELECT count(*) FROM log WHERE status = 404")[0][0])')
     assert reply["output"] == "still here 35\n", reply
+
+
+def test_the_first_queries_in_a_fresh_worker_import_nothing_late(world: dict) -> None:
+    """Rows of every column type, an empty result and each kind of error, as a model's first
+    cell: the session ran them all before lock-down, so nothing is imported after it."""
+    sandbox = Sandbox(world["spec"])
+    sandbox.start()
+    try:
+        code = (
+            "r = sql('SELECT * FROM log ORDER BY line_no DESC LIMIT 5')\n"
+            "print(len(r), r.columns[:3])\n"
+            "print(sql(\"SELECT date_trunc('hour', ts) AS h, avg(bytes), max(ts) FROM log GROUP BY 1 LIMIT 2\"))\n"
+            "for q in ['SELECT nope FROM log', 'SELEC 1', \"SELECT 'x'::INTEGER\", 'SET threads = 3']:\n"
+            "    try:\n"
+            "        sql(q)\n"
+            "    except Exception as e:\n"
+            "        print(type(e).__name__)\n"
+        )
+        kind, reply = _exec(sandbox, code)
+        assert kind == "reply" and reply["error"] is None, reply
+        assert not reply.get("late_imports"), reply
+        assert reply["output"].startswith("5 ['line_no', 'line', 'ip']\n"), reply
+        assert reply["output"].count("SqlError") == 4, reply
+    finally:
+        sandbox.kill()
 
 
 def test_a_shadowing_temp_table_does_not_outlive_its_call(world: dict) -> None:
