@@ -261,3 +261,55 @@ def test_a_memory_database_that_cannot_be_used_is_said_and_the_run_goes_on(tmp_p
     assert f"the memory {bad} cannot be used" in proc.stderr and "Traceback" not in proc.stderr
     with pytest.raises(sqlite3.DatabaseError):
         MemoryStore(bad)
+
+
+def test_a_low_confidence_answer_gets_one_widened_pass(tmp_path: Path) -> None:
+    """The synthesis calls its first answer unsure: one more pass, with twice the context and the
+    first answer and its reason in view, writes the answer; the trace keeps both. --no-reroute
+    keeps the first."""
+    unsure = json.dumps(
+        {
+            "answer": "35",
+            "explanation": ".",
+            "citations": ["F1"],
+            "confidence": "low",
+            "confidence_reason": "the grep and the count may differ",
+        }
+    )
+    sure = json.dumps(
+        {
+            "answer": "35",
+            "explanation": "The SQL count settles it.",
+            "citations": ["F1"],
+            "confidence": "high",
+            "confidence_reason": "an exact count",
+        }
+    )
+
+    def run(name: str, *flags: str) -> tuple[subprocess.CompletedProcess, dict, list[str]]:
+        calls = tmp_path / f"{name}.jsonl"
+        script = {
+            "log": str(calls),
+            "replies": [
+                {"tool": "execute", "args": {"code": COUNT_404}},
+                {"tool": "final", "args": {"answer": "35"}},
+                unsure,
+                sure,
+            ],
+        }
+        model = write_script(tmp_path / f"{name}.json", script)
+        proc = run_cli(["ask", str(ACCESS), "404s?", "-m", model, "--no-memory", *flags], cwd=tmp_path)
+        asked = [json.loads(x)["messages"][-1]["content"] for x in calls.read_text().splitlines()]
+        return proc, _traces(tmp_path)[-1], asked
+
+    proc, trace, asked = run("widened")
+    assert proc.returncode == 0 and proc.stdout == "35\n", proc.stderr
+    synthesis = trace["synthesis"]
+    assert synthesis["confidence"] == "high" and synthesis["explanation"] == "The SQL count settles it."
+    assert synthesis["first_attempt"]["confidence"] == "low"
+    assert synthesis["first_attempt"]["confidence_reason"] == "the grep and the count may differ"
+    assert "low confidence (the grep and the count may differ)" in asked[-1]
+    assert trace["totals"]["calls"] == 4
+    proc, trace, asked = run("kept", "--no-reroute")
+    assert proc.stdout == "35\n" and trace["synthesis"]["confidence"] == "low"
+    assert trace["synthesis"]["first_attempt"] is None and trace["totals"]["calls"] == 3

@@ -168,6 +168,12 @@ def ask(
         bool,
         typer.Option("--no-cache", help="Ask every sub-call again, even one answered in an earlier run."),
     ] = False,
+    no_reroute: Annotated[
+        bool,
+        typer.Option(
+            "--no-reroute", help="No second, widened look when the answer is written with low confidence."
+        ),
+    ] = False,
     explain_to: Annotated[
         str | None,
         typer.Option(
@@ -202,6 +208,7 @@ def ask(
         "memory": memory,
         "no_memory": True if no_memory else None,
         "no_cache": True if no_cache else None,
+        "no_reroute": True if no_reroute else None,
     }
     if explain_to not in (None, "stderr", "stdout"):
         _die(f"--explain-to must be stderr or stdout, not {explain_to!r}", int(ExitCode.USAGE))

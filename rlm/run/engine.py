@@ -299,6 +299,9 @@ class Engine(Subcalls):
                 "citations": synthesis.citations,
                 "unknown_citations": synthesis.unknown_citations,
                 "payload": synthesis.payload,
+                "confidence": synthesis.confidence,
+                "confidence_reason": synthesis.confidence_reason,
+                "first_attempt": synthesis.first_attempt,
             }
         )
         status, code, message = self._classify(result, synthesis, provider_error)

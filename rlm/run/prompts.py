@@ -151,9 +151,19 @@ SYNTHESIS_SYSTEM = (
     'Reply with one JSON object and nothing else. Its keys: "answer" holds the value alone, in the '
     "form the question asks for: a number as plain digits, a name, yes or no, or a list with one item per "
     'line; no sentence around it and no ids. "explanation" says in at most three sentences how the '
-    'findings establish it. "citations" lists the ids of the findings used. If the findings do not '
-    'establish the answer, "answer" says plainly what is known and what is not.'
+    'findings establish it. "citations" lists the ids of the findings used. "confidence" is high, '
+    'medium or low, and "confidence_reason" says why in a few words (low when the findings do not '
+    'settle the answer). If the findings do not establish the answer, "answer" says plainly what is '
+    "known and what is not."
 )
+
+
+def reroute_note(first_answer: str, reason: str) -> str:
+    """The second, widened synthesis pass: what the first said and why it was unsure."""
+    return (
+        f"A first answer ({first_answer!r}) was written with low confidence ({reason or 'no reason given'}). "
+        "More findings are shown now: read every one and answer from them."
+    )
 
 
 def synthesis_prompt(question: str, context: str, draft: str | None, stop_note: str | None) -> str:

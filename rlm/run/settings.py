@@ -55,6 +55,7 @@ class Settings:
     memory: str | None = None  # None: rlm.memory.store.default_memory_path()
     no_memory: bool = False
     no_cache: bool = False
+    no_reroute: bool = False  # no second, widened synthesis pass on a low-confidence answer
 
     def affecting_results(self) -> dict[str, Any]:
         """What a trace records: everything that can change the answer, no secrets."""

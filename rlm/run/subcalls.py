@@ -342,10 +342,9 @@ class Subcalls:
             budget=self.budget,  # a child's synthesis is an ordinary call; the root's is held back
             final=node.depth == 0,
         )
-        if synthesis.reply is not None:
-            r = synthesis.reply
-            self.budget.charge(r.prompt_tokens, r.completion_tokens, r.cost)
-            self.usage_for(node.id).add(r.prompt_tokens, r.completion_tokens, r.cost)
+        self._charge_synthesis(node, synthesis)
+        if node.depth == 0 and synthesis.confidence == "low" and not self.settings.no_reroute:
+            synthesis = self._widened_synthesis(node, result, findings, synthesis, stop_note)
         with self._lock:
             for fid in synthesis.payload.get("included") or []:
                 self.citation_counts.setdefault(fid, {"offered": 0, "cited": 0})["offered"] += 1
@@ -354,6 +353,45 @@ class Subcalls:
             self.unknown_citations += len(synthesis.unknown_citations)
         self.trace.update(citations=dict(self.citation_counts), unknown_citations=self.unknown_citations)
         return synthesis
+
+    def _charge_synthesis(self, node: Node, synthesis: Synthesis) -> None:
+        if synthesis.reply is not None:
+            r = synthesis.reply
+            self.budget.charge(r.prompt_tokens, r.completion_tokens, r.cost)
+            self.usage_for(node.id).add(r.prompt_tokens, r.completion_tokens, r.cost)
+
+    def _widened_synthesis(
+        self, node: Node, result: NodeResult, findings: list[Finding], first: Synthesis, stop_note: str | None
+    ) -> Synthesis:
+        """One more pass for an answer the synthesis itself called low-confidence: twice the context
+        (so findings cut for room come back), more of the last observations, the first answer and
+        why it was unsure. An ordinary call of the budget: refused, the first answer stands."""
+        self.progress("phase", {"what": "answer unsure: one more look at every finding"})
+        note = prompts.reroute_note(first.answer or "", first.confidence_reason)
+        second = synthesize(
+            self.root_model,
+            node.question,
+            findings,
+            result.draft,
+            observations=node.last_observations(4),
+            stop_note=f"{stop_note}\n{note}" if stop_note else note,
+            max_tokens=node.sizing.reply_tokens,
+            context_tokens=2 * context_budget(node.window, node.sizing.reply_tokens),
+            budget=self.budget,
+        )
+        self._charge_synthesis(node, second)
+        attempt = {
+            "answer": first.answer,
+            "confidence": first.confidence,
+            "confidence_reason": first.confidence_reason,
+            "citations": first.citations,
+            "payload": first.payload,
+        }
+        if second.source != "synthesis":  # refused or failed: the first answer stands, and says so
+            first.first_attempt = {**attempt, "widened_pass": second.error or second.source}
+            return first
+        second.first_attempt = attempt
+        return second
 
     # -- partition_map ---------------------------------------------------------------
     def _chunks(self, node: Node, args: dict[str, Any]) -> list[tuple[int, int]]:

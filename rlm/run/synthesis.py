@@ -43,6 +43,23 @@ class Synthesis:
     citations: list[str] = field(default_factory=list)  # checked: ids that were in the prompt
     unknown_citations: list[str] = field(default_factory=list)  # cited but never offered: dropped
     payload: dict[str, Any] = field(default_factory=dict)
+    confidence: str | None = None  # high | medium | low, as the synthesis judged its answer
+    confidence_reason: str = ""
+    first_attempt: dict[str, Any] | None = None  # a low-confidence answer a widened pass replaced
+
+
+def _confidence(text: str) -> tuple[str | None, str]:
+    """The confidence a synthesis reply gave its answer, and why (None when it gave none)."""
+    obj = _json_object(text) or {}
+    level = str(obj.get("confidence") or "").strip().lower()
+    if not level:
+        found = re.search(r'"confidence"\s*:\s*"(high|medium|low)"', text, re.I)
+        level = found.group(1).lower() if found else ""
+    reason = str(obj.get("confidence_reason") or "")
+    if not reason:
+        found = re.search(r'"confidence_reason"\s*:\s*"([^"\n]*)"', text)
+        reason = found.group(1) if found else ""
+    return (level if level in ("high", "medium", "low") else None), reason.strip()
 
 
 def _fallback(draft: str | None, findings: list[Finding], error: str | None) -> Synthesis:
@@ -228,9 +245,12 @@ def synthesize(
             result.reply, result.prompt_tokens_est, result.payload = reply, est, payload
             return result
         if answer and _usable(answer):
+            confidence, reason = _confidence(reply.content)
             return Synthesis(
                 answer,
                 "synthesis",
+                confidence=confidence,
+                confidence_reason=reason,
                 reply=reply,
                 prompt_tokens_est=est,
                 explanation=explanation,

@@ -164,6 +164,9 @@ class SynthesisRecord(TypedDict, total=False):
     citations: list[str]
     unknown_citations: list[str]  # the ids themselves (the top level counts them)
     payload: dict[str, Any] | None
+    confidence: str | None
+    confidence_reason: str
+    first_attempt: dict[str, Any] | None
 
 
 class TraceDoc(TypedDict, total=False):
