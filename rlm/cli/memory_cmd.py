@@ -71,7 +71,7 @@ def _inputs_of(store: Any, file: str) -> list[str]:
 
 
 def _row(m: Any, now: float) -> dict[str, Any]:
-    from rlm.memory.recall import _age
+    from rlm.memory.recall import age_text
 
     return {
         "id": m.ref,
@@ -80,7 +80,7 @@ def _row(m: Any, now: float) -> dict[str, Any]:
         "confidence": round(m.confidence, 3),
         "offered": m.offered,
         "cited": m.cited,
-        "age": _age(now - m.created),
+        "age": age_text(now - m.created),
         "question": m.question,
         "text": m.text,
         "evidence": m.evidence,

@@ -51,7 +51,7 @@ def offer_lines(memories: list[Memory], now: float | None = None) -> list[str]:
         if len(text) > MEMORY_TEXT_CHARS:
             text = text[: MEMORY_TEXT_CHARS - 1] + "…"
         line = (
-            f"- [{m.ref}] ({_age(now - m.created)} ago, score {m.score:.2f}, confidence {m.confidence:.2f}; "
+            f"- [{m.ref}] ({age_text(now - m.created)} ago, score {m.score:.2f}, confidence {m.confidence:.2f}; "
             f'asked: "{" ".join(m.question.split())[:120]}") {text}'
         )
         if used + len(line) > OFFER_CHARS:
@@ -88,7 +88,8 @@ def keep(
     r.store.record_run(run_id, input_sha, [m.id for m in r.offered], r.cited, r.stored)
 
 
-def _age(seconds: float) -> str:
+def age_text(seconds: float) -> str:
+    """A short age for people: 45 s, 12 min, 5 h, 3 days."""
     if seconds < 90:
         return f"{max(0, int(seconds))} s"
     if seconds < 5400:
