@@ -348,8 +348,22 @@ def test_help_reads_well_and_lists_the_exit_codes(tmp_path: Path) -> None:
     proc = run_cli(["ask", "--help"], cwd=tmp_path, env={"COLUMNS": "100"})
     assert proc.returncode == 0
     text = proc.stdout
-    assert "FILE" in text and "QUESTION" in text and "{file}" not in text
-    assert "<bool>" not in text and not re.search(r"\S \.(\s|$)", text)  # no space before a full stop
+    assert "rlm ask [OPTIONS] FILE QUESTION" in text and "-m, --model MODEL" in text
+    assert not re.search(r"\S \.(\s|$)", text)  # no space before a full stop
+    # No command writes an argument as {FILE} or a value as its Python type (<str>, <int>, ...).
+    for command in (
+        ["ask"],
+        ["replay"],
+        ["logs"],
+        ["eval"],
+        ["feedback"],
+        ["memory", "forget"],
+        ["local", "setup"],
+    ):
+        shown = run_cli([*command, "--help"], cwd=tmp_path, env={"COLUMNS": "100"}).stdout
+        assert shown.startswith("Usage: ") and not re.search(r"\{[A-Z]+\}|<(str|int|float|bool)>", shown), (
+            shown
+        )
     assert "(env RLM_MODEL)" in text
     assert (
         "Exit codes:" in text and "6  a budget limit stopped the run" in text and "130  interrupted" in text

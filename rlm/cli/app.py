@@ -19,6 +19,7 @@ import typer
 from rlm import __version__
 from rlm.cli.eval_cmd import eval_command
 from rlm.cli.memory_cmd import feedback_command, memory_app
+from rlm.cli.plainhelp import PlainHelp
 from rlm.cli.replay_cmd import logs_command, replay_command
 from rlm.errors import ExitCode, InternalError, RlmError
 from rlm.local.cli import app as local_app
@@ -33,12 +34,15 @@ app = typer.Typer(
     # Plain help, as click writes it: rich's markup ate "[env …]" and labelled every flag <bool>.
     rich_markup_mode=None,
 )
+# `rlm local` lives in rlm.local (which does not import the CLI); its help is written the same way.
+for _info in local_app.registered_commands:
+    _info.cls = _info.cls or PlainHelp
 app.add_typer(local_app, name="local")
-app.command("replay")(replay_command)
-app.command("logs")(logs_command)
-app.command("eval")(eval_command)
+app.command("replay", cls=PlainHelp)(replay_command)
+app.command("logs", cls=PlainHelp)(logs_command)
+app.command("eval", cls=PlainHelp)(eval_command)
 app.add_typer(memory_app, name="memory")
-app.command("feedback")(feedback_command)
+app.command("feedback", cls=PlainHelp)(feedback_command)
 
 
 def _version(value: bool) -> None:
@@ -92,7 +96,7 @@ EXIT_CODES = """Exit codes:
   130  interrupted (the trace is kept)"""
 
 
-@app.command(epilog=EXIT_CODES)
+@app.command(epilog=EXIT_CODES, cls=PlainHelp)
 def ask(
     file: Annotated[
         str, typer.Argument(metavar="FILE", help="The file to investigate, or - for standard input.")

@@ -17,6 +17,7 @@ from typing import Annotated, Any, cast
 
 import typer
 
+from rlm.cli.plainhelp import PlainHelp
 from rlm.errors import ExitCode
 from rlm.memory.rules import Outcome
 
@@ -88,7 +89,7 @@ def _row(m: Any, now: float) -> dict[str, Any]:
     }
 
 
-@memory_app.command("list")
+@memory_app.command("list", cls=PlainHelp)
 def list_command(
     file: Annotated[
         str | None, typer.Argument(metavar="FILE", help="Only what applies to this file.")
@@ -116,7 +117,7 @@ def list_command(
         )
 
 
-@memory_app.command("show")
+@memory_app.command("show", cls=PlainHelp)
 def show_command(
     memory_id: Annotated[str, typer.Argument(metavar="ID", help="A memory id: M12 or 12.")],
     memory: MemoryOption = None,
@@ -147,7 +148,7 @@ def show_command(
     print(f"text: {row['text']}")
 
 
-@memory_app.command("forget")
+@memory_app.command("forget", cls=PlainHelp)
 def forget_command(
     memory_id: Annotated[str | None, typer.Argument(metavar="ID", help="A memory id: M12 or 12.")] = None,
     file: Annotated[str | None, typer.Option("--file", help="Every memory about this file.")] = None,
@@ -170,7 +171,7 @@ def forget_command(
     print(f"forgot {n} memor{'y' if n == 1 else 'ies'}")
 
 
-@memory_app.command("stats")
+@memory_app.command("stats", cls=PlainHelp)
 def stats_command(memory: MemoryOption = None, as_json: JsonOption = False) -> None:
     """Offered vs cited per memory: ones offered often and never cited are worth a review."""
     with _open(memory) as store:
