@@ -313,3 +313,49 @@ def test_a_low_confidence_answer_gets_one_widened_pass(tmp_path: Path) -> None:
     proc, trace, asked = run("kept", "--no-reroute")
     assert proc.stdout == "35\n" and trace["synthesis"]["confidence"] == "low"
     assert trace["synthesis"]["first_attempt"] is None and trace["totals"]["calls"] == 3
+
+
+def test_an_older_database_is_migrated_and_an_unrelated_file_is_ruled_out_by_its_head(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlm.memory import store as store_mod
+
+    db = tmp_path / "old.sqlite3"
+    con = sqlite3.connect(db)
+    con.executescript(store_mod.MIGRATIONS[0] + "PRAGMA user_version = 1;")
+    con.execute(
+        "INSERT INTO memories (input_sha, input_size, question, text, evidence, run_id, tags, created, last_used) "
+        "VALUES ('abc', 100000, 'q', 'kept across the upgrade', 'n0.s1', 'r1', 'kept', 0, 0)"
+    )
+    con.commit()
+    con.close()
+    with MemoryStore(db) as store:
+        assert store.db.execute("PRAGMA user_version").fetchone()[0] == store_mod.SCHEMA_VERSION == 2
+        (old,) = store.memories()
+        assert old.text == "kept across the upgrade" and old.input_head == ""
+    # A smaller file with other first bytes is not hashed whole to compare prefixes.
+    big = tmp_path / "big.log"
+    big.write_bytes(b"B" * 300_000)
+    other = tmp_path / "other.log"
+    other.write_bytes(b"O" * 200_000)
+    hashed: list[int] = []
+    real = store_mod._prefix_sha256
+    monkeypatch.setattr(
+        store_mod, "_prefix_sha256", lambda path, size: hashed.append(size) or real(path, size)
+    )
+    with MemoryStore(tmp_path / "new.sqlite3") as store:
+        import hashlib
+
+        store.add(
+            input_sha=hashlib.sha256(other.read_bytes()).hexdigest(),
+            input_size=200_000,
+            question="q",
+            text="about the other file",
+            evidence="e",
+            run_id="r",
+            input_head=store_mod.head_sha256(str(other)),
+        )
+        grown = tmp_path / "grown.log"
+        grown.write_bytes(other.read_bytes() + b"O" * 1000)
+        assert len(store.inputs_matching(str(big), 300_000, "x")) == 1 and hashed == []
+        assert len(store.inputs_matching(str(grown), 201_000, "y")) == 2 and hashed == [200_000]

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rlm.memory.store import Memory, MemoryStore
+from rlm.memory.store import Memory, MemoryStore, head_sha256
 
 MEMORY_TEXT_CHARS = 300  # one memory's text in the prompt
 OFFER_CHARS = 1800  # all of them: their share of the root prompt
@@ -23,6 +23,7 @@ class Recall:
     """What one run got from memory and gave back to it."""
 
     store: MemoryStore
+    path: str = ""  # the input as opened (for the head hash kept with new memories)
     inputs: list[str] = field(default_factory=list)  # the input identities that matched
     offered: list[Memory] = field(default_factory=list)
     stored: list[int] = field(default_factory=list)
@@ -33,12 +34,12 @@ def recall(store: MemoryStore, *, path: str, size: int, sha256: Callable[[], str
     """Memories for this input and question. The input's sha256 is awaited only when some
     memory could match a file of its size (a first question about a new file pays nothing)."""
     if not store.has_memories_up_to(size):
-        return Recall(store)
+        return Recall(store, path)
     digest = sha256()
     if not digest or digest.startswith("unavailable"):
-        return Recall(store)
+        return Recall(store, path)
     inputs = store.inputs_matching(path, size, digest)
-    return Recall(store, inputs, store.retrieve(inputs, question))
+    return Recall(store, path, inputs, store.retrieve(inputs, question))
 
 
 def offer_lines(memories: list[Memory], now: float | None = None) -> list[str]:
@@ -73,6 +74,7 @@ def keep(
 ) -> None:
     """Store the findings the answer cited ((text, evidence) pairs) and record the run."""
     if input_sha and not input_sha.startswith("unavailable"):
+        head = head_sha256(r.path) if r.path and cited_findings else ""
         for text, evidence in cited_findings:
             memory = r.store.add(
                 input_sha=input_sha,
@@ -81,6 +83,7 @@ def keep(
                 text=text,
                 evidence=f"{evidence} of run {run_id}",
                 run_id=run_id,
+                input_head=head,
             )
             r.stored.append(memory.id)
     offered = {m.ref: m.id for m in r.offered}

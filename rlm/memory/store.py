@@ -77,9 +77,15 @@ MIGRATIONS: list[str] = [
         hits INTEGER NOT NULL DEFAULT 0
     );
     """,
+    # 2: the sha256 of each file's first 64 KB, so a grown-log check hashes a whole prefix only
+    # when the heads agree (an unrelated smaller file is ruled out in microseconds)
+    """
+    ALTER TABLE memories ADD COLUMN input_head TEXT NOT NULL DEFAULT '';
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 OFFER_LIMIT = 5  # memories offered to one run, at most
+HEAD_BYTES = 65536
 
 
 def default_memory_path() -> str:
@@ -110,6 +116,7 @@ class Memory:
     successes: int
     failures: int
     tier: str
+    input_head: str
 
     @property
     def ref(self) -> str:
@@ -179,12 +186,16 @@ class MemoryStore:
         """The input identities (sha256 values) whose memories apply to this file (see the module)."""
         keys = [sha256]
         smaller = self.db.execute(
-            "SELECT DISTINCT input_sha, input_size FROM memories WHERE input_size < ? AND tier != 'retired' "
-            "ORDER BY input_size DESC LIMIT 3",
+            "SELECT DISTINCT input_sha, input_size, input_head FROM memories "
+            "WHERE input_size < ? AND tier != 'retired' ORDER BY input_size DESC LIMIT 3",
             (size,),
         ).fetchall()
+        head = head_sha256(path)
         for row in smaller:
-            if _prefix_sha256(path, int(row["input_size"])) == row["input_sha"]:
+            old_size = int(row["input_size"])
+            if old_size >= HEAD_BYTES and row["input_head"] and row["input_head"] != head:
+                continue  # another file: its first 64 KB differ
+            if _prefix_sha256(path, old_size) == row["input_sha"]:
                 keys.append(str(row["input_sha"]))
         return keys
 
@@ -197,7 +208,15 @@ class MemoryStore:
 
     # -- memories ----------------------------------------------------------------------
     def add(
-        self, *, input_sha: str, input_size: int, question: str, text: str, evidence: str, run_id: str
+        self,
+        *,
+        input_sha: str,
+        input_size: int,
+        question: str,
+        text: str,
+        evidence: str,
+        run_id: str,
+        input_head: str = "",
     ) -> Memory:
         now = time.time()
         tags = " ".join(sorted(tags_of(f"{question} {text}")))
@@ -212,8 +231,8 @@ class MemoryStore:
             else:
                 cur = db.execute(
                     "INSERT INTO memories (input_sha, input_size, question, text, evidence, run_id, tags, "
-                    "created, last_used) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (input_sha, input_size, question, text, evidence, run_id, tags, now, now),
+                    "created, last_used, input_head) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (input_sha, input_size, question, text, evidence, run_id, tags, now, now, input_head),
                 )
                 memory_id = int(cur.lastrowid or 0)
         found = self.get(memory_id)
@@ -386,6 +405,15 @@ def _statements(script: str) -> list[str]:
             out.append(joined)
             current = []
     return out
+
+
+def head_sha256(path: str) -> str:
+    """The sha256 of a file's first HEAD_BYTES bytes ('' when it cannot be read)."""
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read(HEAD_BYTES)).hexdigest()
+    except OSError:
+        return ""
 
 
 def _prefix_sha256(path: str, size: int) -> str | None:
