@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any, cast
 
 from rlm.errors import ConfigError, ExitCode, InternalError, RlmError, UsageError
+from rlm.input.source import Profile
 from rlm.memory.recall import Recall
 from rlm.memory.store import Memory
 from rlm.model.client import ModelClient, load_litellm
@@ -278,7 +279,7 @@ def _finish(
 
 
 def _recall(
-    settings: Settings, profile: Any, path: str, question: str, trace: TraceWriter, report: Progress
+    settings: Settings, profile: Profile, path: str, question: str, trace: TraceWriter, report: Progress
 ) -> Recall | None:
     """Open the memory and find what applies to this input and question. Memory never stops a
     run: a database that cannot be used is said once, and the run goes on without it."""
@@ -317,7 +318,7 @@ def _keep(
     memory: Recall,
     engine: Engine,
     result: RunResult,
-    profile: Any,
+    profile: Profile,
     question: str,
     trace: TraceWriter,
     report: Progress,
