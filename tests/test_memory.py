@@ -359,3 +359,15 @@ def test_an_older_database_is_migrated_and_an_unrelated_file_is_ruled_out_by_its
         grown.write_bytes(other.read_bytes() + b"O" * 1000)
         assert len(store.inputs_matching(str(big), 300_000, "x")) == 1 and hashed == []
         assert len(store.inputs_matching(str(grown), 201_000, "y")) == 2 and hashed == [200_000]
+
+
+def test_a_rerun_neither_reads_nor_adds_to_the_memory(tmp_path: Path) -> None:
+    first = _first_run(tmp_path, ACCESS)
+    db = tmp_path / ".data" / "rlm" / "memory.sqlite3"
+    assert oct(db.stat().st_mode & 0o777) == "0o600"  # findings quote the user's data
+    proc = run_cli(["replay", "last", "--rerun"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rerun = _traces(tmp_path)[-1]
+    assert rerun["run_id"] != first["run_id"] and "memory" not in rerun
+    with MemoryStore(db) as store:
+        assert [m.id for m in store.memories()] == [1] and store.run(rerun["run_id"]) is None

@@ -214,6 +214,10 @@ def _settings(doc: dict[str, Any], root: Path, sub: Path, trace_dir: str) -> Any
         trace=True,
         trace_dir=trace_dir,
         cache_dir=None,
+        # A re-run replays what was recorded: it neither reads the memory (which has moved on
+        # since) nor adds to it, and asks no cache.
+        memory=None,
+        no_memory=True,
     )
     return Settings(**recorded)
 
