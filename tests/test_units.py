@@ -154,5 +154,5 @@ def test_old_turns_are_compacted_into_an_established_digest(isolated: Path, real
     last_turn = calls[-2]["messages"]
     digest = [m for m in last_turn if m["role"] == "user" and m["content"].startswith("[ESTABLISHED]")]
     assert digest and "sshd is the noisiest service" in digest[0]["content"]
-    assert "earlier turns were removed" in digest[0]["content"]
+    assert "Earlier turns T1-T" in digest[0]["content"] and "removed to save room" in digest[0]["content"]
     assert len(last_turn) < 2 + 1 + 2 * 7  # old turns are gone

@@ -2,7 +2,7 @@
 
 `recall` finds the memories that apply to the input (by content, see
 rlm.memory.store) and to the question; `offer_lines` words them for the root
-prompt within their share of it; `keep` stores the findings the answer cited
+prompt (rlm.run.routing fits them into their share of it); `keep` stores the findings the answer cited
 and records what was offered and cited, for feedback.
 """
 
@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from rlm.memory.store import Memory, MemoryStore, head_sha256
 
 MEMORY_TEXT_CHARS = 300  # one memory's text in the prompt
-OFFER_CHARS = 1800  # all of them: their share of the root prompt
 
 
 @dataclass
@@ -42,23 +41,19 @@ def recall(store: MemoryStore, *, path: str, size: int, sha256: Callable[[], str
     return Recall(store, path, inputs, store.retrieve(inputs, question))
 
 
-def offer_lines(memories: list[Memory], now: float | None = None) -> list[str]:
-    """One line per memory for the [ESTABLISHED earlier] block, within OFFER_CHARS in all."""
+def offer_lines(memories: list[Memory], now: float | None = None) -> list[tuple[str, str]]:
+    """(ref, line) per memory for the [ESTABLISHED earlier] block, best first."""
     now = time.time() if now is None else now
-    lines: list[str] = []
-    used = 0
+    lines: list[tuple[str, str]] = []
     for m in memories:
         text = " ".join(m.text.split())
         if len(text) > MEMORY_TEXT_CHARS:
             text = text[: MEMORY_TEXT_CHARS - 1] + "…"
         line = (
-            f"- [{m.ref}] ({age_text(now - m.created)} ago, score {m.score:.2f}, confidence {m.confidence:.2f}; "
+            f"({age_text(now - m.created)} ago, score {m.score:.2f}, confidence {m.confidence:.2f}; "
             f'asked: "{" ".join(m.question.split())[:120]}") {text}'
         )
-        if used + len(line) > OFFER_CHARS:
-            break
-        lines.append(line)
-        used += len(line) + 1
+        lines.append((m.ref, line))
     return lines
 
 

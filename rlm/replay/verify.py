@@ -76,7 +76,7 @@ def _slice_start(where: Any) -> int:
 
 
 class RecordedBridge:
-    """Serves llm_query / partition_map calls from model code with what the run got.
+    """Serves llm_query / partition_map / recall calls from model code with what the run got.
 
     `bridge_calls` (when the trace has them) are exact; otherwise the sub-call
     answers recorded for the same step, and the answers of child nodes, are

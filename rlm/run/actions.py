@@ -50,7 +50,7 @@ _DESCRIPTIONS = {
     "execute": "Run Python in a persistent sandbox where `context` (the whole file, str) and `context_lines` "
     "(read-only list of lines without line endings; context_lines[0] is line 1) are defined. Only what the "
     "code prints, and the value of a last bare expression, is shown. Variables persist between calls. "
-    "peek, grep, llm_query, partition_map, note(text) and final(answer) are callable inside the code.",
+    "peek, grep, llm_query, partition_map, note(text), recall(id) and final(answer) are callable inside the code.",
     "llm_query": "Ask a helper model a question about lines start_line..end_line of the file, or about a string "
     "`text` you built. Returns its answer. Use it for what needs reading rather than computing.",
     "partition_map": "Ask a helper model the same question about every chunk of the file (chunk_lines lines or "

@@ -63,12 +63,16 @@ def _need(category: Category) -> int:
 
 def allot(categories: list[Category], budget: int) -> dict[str, int]:
     """Tokens per category: its share, plus slack from the others, growth capped at MAX_GROWTH."""
-    total_share = sum(c.share for c in categories) or 1.0
-    base = {c.name: int(budget * c.share / total_share) for c in categories}
-    need = {c.name: _need(c) for c in categories}
-    allotted = {name: min(base[name], need[name]) for name in base}
+    return allot_tokens({c.name: c.share for c in categories}, {c.name: _need(c) for c in categories}, budget)
+
+
+def allot_tokens(shares: dict[str, float], need: dict[str, int], budget: int) -> dict[str, int]:
+    """`allot` for categories known by their share and their need in tokens."""
+    total_share = sum(shares.values()) or 1.0
+    base = {name: int(budget * share / total_share) for name, share in shares.items()}
+    allotted = {name: min(base[name], need.get(name, 0)) for name in base}
     slack = sum(base.values()) - sum(allotted.values())
-    hungry = [c.name for c in categories if need[c.name] > base[c.name]]
+    hungry = [name for name in shares if need.get(name, 0) > base[name]]
     while slack > 0 and hungry:
         per = max(1, slack // len(hungry))
         still = []

@@ -71,14 +71,14 @@ class Engine(Subcalls):
         trace: TraceWriter,
         progress: Progress | None = None,
         memories: list[Finding] | None = None,
-        memory_block: str | None = None,
+        memory_lines: list[tuple[str, str]] | None = None,
         subcall_cache: MemoryStore | None = None,
     ) -> None:
         self.settings = settings
         # What earlier runs over this file established (rlm.memory): offered to the root's
         # prompt as [ESTABLISHED earlier] and to its synthesis as findings it may cite.
         self.memory_findings = list(memories or [])
-        self.memory_block = memory_block
+        self.memory_lines = tuple(memory_lines or ())
         self.subcall_cache = subcall_cache
         self.cache_hits = 0
         self.cache_saved_tokens = 0
@@ -218,6 +218,7 @@ class Engine(Subcalls):
                 # The messages sent, summarised: role, position and size; the content is in earlier steps.
                 "messages": [{"role": m["role"], "tokens": count_message(m)} for m in messages],
                 "dropped_turns": node.dropped,
+                "context": node.payload.to_dict() if node.payload else {},
                 "prompt_tokens": reply.prompt_tokens,
                 "prompt_tokens_est": est_tokens,
                 "completion_tokens": reply.completion_tokens,
@@ -265,7 +266,7 @@ class Engine(Subcalls):
             profile_block=self.profile.prompt_block(),
             first_line=1,
             n_lines=self.profile.lines,
-            established=self.memory_block,
+            memories=self.memory_lines,
         )
         root = Node(self, self.new_node_id(), 0, self.question, root_scope)
         self._register_node(root, None, None)

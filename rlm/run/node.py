@@ -1,8 +1,9 @@
 """One RLM node: the turn loop over one context (the file, or a slice of it).
 
-Each turn: build a bounded prompt (system, task, [ESTABLISHED] digest when
-old turns were dropped, recent turns), ask the model for one action, run it,
-append a capped observation. The loop ends at `final`, at the step cap, at a
+Each turn: build a bounded prompt, routed by the node's call spec
+(rlm.run.routing: system, task with the memories offered, [ESTABLISHED]
+findings of the turns dropped for room, recent turns verbatim), ask the model
+for one action, run it, append a capped observation. The loop ends at `final`, at the step cap, at a
 budget stop or when the provider fails; the node never writes the answer
 itself, synthesis does.
 """
@@ -13,11 +14,14 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rlm.errors import RlmError
 from rlm.model.budget import BudgetExceeded
 from rlm.model.client import Reply
-from rlm.model.tokens import count_message, count_messages
+from rlm.model.tokens import count_message, count_messages, count_text
 from rlm.run import prompts
 from rlm.run.actions import Action, ParseError, parse_text, parse_tool_call, tool_schemas
+from rlm.run.ledger import Finding
+from rlm.run.routing import Payload, Router, weight_of
 from rlm.run.runner import ActionRunner, Outcome
 from rlm.run.settings import sizing_for
 from rlm.sandbox.client import WorkerLost, WorkerSpec
@@ -55,7 +59,7 @@ class NodeScope:
     description: str | None = None  # e.g. "You work on lines 1001-2000 of access.log."
     first_line: int = 1  # absolute number of the scope's line 1
     n_lines: int = 0
-    established: str | None = None  # [ESTABLISHED earlier]: memories of earlier runs (the root only)
+    memories: tuple[tuple[str, str], ...] = ()  # (ref, line) offered from earlier runs (the root only)
 
 
 class Node:
@@ -82,47 +86,162 @@ class Node:
                 has_table=scope.spec.table_path is not None,
             ),
         }
+        tools_tokens = self.model.estimate_prompt_tokens([], self.tools) if self.tools else 0
+        bare = prompts.task_prompt(question, scope.profile_block, scope.description)
+        routed = max(
+            600,
+            min(
+                s.history_tokens,
+                window
+                - self.sizing.reply_tokens
+                - count_messages([self.system])
+                - count_text(bare)
+                - tools_tokens
+                - 256,
+            ),
+        )
+        self.router = Router("root_turn" if depth == 0 else "child_turn", question, routed)
+        self.memories = self._route_memories(scope.memories)
+        established = (
+            prompts.established_earlier(self.memories.assembly.text)
+            if self.memories.assembly.included
+            else None
+        )
         self.task = {
             "role": "user",
-            "content": prompts.task_prompt(
-                question, scope.profile_block, scope.description, scope.established
-            ),
+            "content": prompts.task_prompt(question, scope.profile_block, scope.description, established),
         }
         self.turns: list[Turn] = []
-        self.dropped = 0
+        self.dropped_turns: list[Turn] = []  # kept for recall("T3")
         self.runner = ActionRunner(node_id, engine, self.cap, time_left=engine.budget.time_left)
         self.largest_prompt = 0
-        fixed = count_messages([self.system, self.task]) + (
-            self.model.estimate_prompt_tokens([], self.tools) if self.tools else 0
-        )
         self.window = window
-        self.fixed_tokens = fixed
+        self.fixed_tokens = count_messages([self.system, self.task]) + tools_tokens
         self.token_ratio = 1.0  # provider's prompt tokens / our estimate, learnt from each reply
         self.repeats = 0  # refused repeats in a row
         self.empties = 0  # empty replies in a row
-        self.history_budget = max(600, min(s.history_tokens, window - self.sizing.reply_tokens - fixed - 256))
+        # What is routed each turn (findings of dropped turns, recent turns) shares what the
+        # memories left of the routed budget.
+        self.history_budget = max(600, routed - self.memories.assembly.tokens.get("memories", 0))
+        self.payload: Payload | None = None  # the last turn's assembled context
+        self._finding_tokens: dict[str, int] = {}
+
+    @property
+    def dropped(self) -> int:
+        return len(self.dropped_turns)
 
     # -- prompt ---------------------------------------------------------------
-    def _over_budget(self) -> bool:
-        history = sum(t.tokens for t in self.turns)
-        if history > self.history_budget:
-            return True
-        # tiktoken undercounts some models' tokenizers (Qwen by ~1.5x on log lines): the
-        # provider's own counts correct the estimate, so a small window does not overflow.
-        needed = (self.fixed_tokens + history) * self.token_ratio + self.sizing.reply_tokens
-        return needed > self.window - 64
+    def _route_memories(self, memories: tuple[tuple[str, str], ...]) -> Payload:
+        """The [ESTABLISHED earlier] block: memories within their share of the routed budget,
+        assembled once (the prompt's start stays the same from turn to turn)."""
+        items = self.router.items([(ref, line, -i / 100) for i, (ref, line) in enumerate(memories)])
+        need = sum(count_text(i.text) + 4 for i in items)
+        hungry = {name: self.router.budget for name in self.router.shares}
+        allotted = self.router.allotments({**hungry, "memories": need}).get("memories", 0)
+        return self.router.assemble({"memories": ("", items)}, budget=allotted)
+
+    def _older_findings(self) -> list[Finding]:
+        """This node's findings made in the turns no longer in view (or by a child, step unknown)."""
+        if not self.dropped_turns:
+            return []
+        visible_from = self.turns[0].step if self.turns else self.dropped_turns[-1].step + 1
+        found = []
+        for f in self.engine.ledger.for_node(self.id):
+            step = _step_of(f.evidence, self.id)
+            if f.kind != "final_draft" and (step is None or step < visible_from):
+                found.append(f)
+        return found
+
+    def _tokens_of(self, f: Finding) -> int:
+        if f.id not in self._finding_tokens:
+            self._finding_tokens[f.id] = count_text(f.line()) + 4
+        return self._finding_tokens[f.id]
 
     def _messages(self) -> list[dict[str, Any]]:
-        while len(self.turns) > 1 and self._over_budget():
-            self.turns.pop(0)
-            self.dropped += 1
+        # Drop the oldest turns until the recent turns fit their allotment; the findings of the
+        # dropped turns then claim their share, which may drop one more.
+        router, budget = self.router, self.history_budget
+        while True:
+            older = self._older_findings()
+            needs = {
+                "findings": sum(self._tokens_of(f) for f in older),
+                "turns": sum(t.tokens for t in self.turns),
+            }
+            allotted = router.allotments(needs, budget)
+            if len(self.turns) > 1 and (needs["turns"] > allotted["turns"] or self._over_window()):
+                self.dropped_turns.append(self.turns.pop(0))
+                continue
+            break
+        # Settled kinds first, then the newer; the question's focus adds to both.
+        pairs = [
+            (f.id, f"({f.kind}, {f.evidence}) {f.text}", weight_of(f) + k / 1000) for k, f in enumerate(older)
+        ]
+        items = router.items(pairs)
+        payload = router.assemble({"findings": ("", items)}, budget=allotted["findings"])
+        assembly = payload.assembly
+        assembly.included = [
+            *self.memories.assembly.included,
+            *assembly.included,
+            *(f"T{t.step}" for t in self.turns),
+        ]
+        assembly.excluded = [
+            *self.memories.assembly.excluded,
+            *assembly.excluded,
+            *({"id": f"T{t.step}", "why": "over the turns budget"} for t in self.dropped_turns),
+        ]
+        assembly.tokens = {**self.memories.assembly.tokens, **assembly.tokens, "turns": needs["turns"]}
+        assembly.allotted = {**self.memories.assembly.allotted, **allotted}
+        payload.budget = self.router.budget
+        payload.whole = {"system": count_messages([self.system]), "task": count_messages([self.task])}
+        self.payload = payload
         messages = [self.system, self.task]
-        if self.dropped:
-            digest = self.engine.ledger.digest(max_chars=2000, node=self.id)
-            messages.append({"role": "user", "content": prompts.established_block(digest, self.dropped)})
+        if self.dropped_turns:
+            left_out = [e["id"] for e in assembly.excluded if not e["id"].startswith("T")]
+            block = assembly.text if assembly.included and older else ""
+            messages.append(
+                {
+                    "role": "user",
+                    "content": prompts.established_block(
+                        block, [t.step for t in self.dropped_turns], left_out
+                    ),
+                }
+            )
         for turn in self.turns:
             messages.extend(turn.messages)
         return messages
+
+    def _over_window(self) -> bool:
+        # tiktoken undercounts some models' tokenizers (Qwen by ~1.5x on log lines): the
+        # provider's own counts correct the estimate, so a small window does not overflow.
+        history = sum(t.tokens for t in self.turns)
+        needed = (self.fixed_tokens + history) * self.token_ratio + self.sizing.reply_tokens
+        return needed > self.window - 64
+
+    def recall(self, ref: str) -> str:
+        """recall(ref) from code: a finding, memory or dropped turn this node may see, granted
+        from its allowance (rlm.run.routing)."""
+        ref = str(ref).strip().upper()
+        in_view = self.payload is not None and ref in self.payload.assembly.included
+        text: str | None = None
+        if ref.startswith("F"):
+            pool = self.engine.ledger.entries if self.depth == 0 else self.engine.ledger.for_node(self.id)
+            found = next((f for f in pool if f.id == ref), None)
+            text = (found.full or found.text) if found else None
+        elif ref.startswith("M") and self.depth == 0:
+            found = next((f for f in self.engine.memory_findings if f.id == ref), None)
+            text = found.text if found else None
+        elif ref.startswith("T") and ref[1:].isdigit():
+            turn = next((t for t in [*self.dropped_turns, *self.turns] if t.step == int(ref[1:])), None)
+            text = _turn_text(turn) if turn else None
+        try:
+            return self.router.grant(ref, text, in_view=in_view)
+        except LookupError:
+            kinds = "a finding (F3), a dropped turn (T4)" + (" or a memory (M2)" if self.depth == 0 else "")
+            raise RlmError(
+                f"recall: there is no {ref!r} this investigation can see; recall takes {kinds}"
+            ) from None
+        except OverflowError as exc:
+            raise RlmError(f"recall: {exc}") from None
 
     def last_observations(self, count: int) -> list[str]:
         """What the model saw last (the end of the conversation), for the synthesis."""
@@ -249,3 +368,27 @@ class Node:
         if name == "llm_query":
             return self.engine.llm_query(self, args, step)
         return str(self.engine.partition_map(self, args, step))
+
+
+def _step_of(evidence: str, node_id: str) -> int | None:
+    """The step of this node a finding's evidence names ("n0.s3" -> 3), None for another source."""
+    prefix = f"{node_id}.s"
+    return (
+        int(evidence[len(prefix) :])
+        if evidence.startswith(prefix) and evidence[len(prefix) :].isdigit()
+        else None
+    )
+
+
+def _turn_text(turn: Turn) -> str:
+    """A turn as recall() shows it: the action the model took, then what it saw."""
+    parts = []
+    for m in turn.messages:
+        calls = m.get("tool_calls") or []
+        said = str(m.get("content") or "")
+        if m["role"] == "assistant":
+            said = said or "; ".join(f"{c['function']['name']}({c['function']['arguments']})" for c in calls)
+            parts.append(f"step {turn.step}, you: {said}")
+        else:
+            parts.append(f"result: {said}")
+    return "\n".join(parts)

@@ -25,7 +25,8 @@ numbers (at most max_matches, up to 500) and the exact total count of matching l
 print(), and the value of a last bare expression, is shown. Modules you may import: {modules}. No files, \
 no network. Each cell may run {seconds:g} s and use about {memory_mb:,} MB beyond the file: enough for one \
 full pass over the file; slices of context_lines are views and cost nothing. Inside code you can also call peek, grep (returns a list of (line_number, line)), \
-llm_query, partition_map, note(text) to record a finding, and final(answer).
+llm_query, partition_map, note(text) to record a finding, recall(id) to see again a finding (F3), memory \
+(M2) or earlier turn (T4) left out to save room, and final(answer).
 - llm_query(question, start_line=None, end_line=None, text=None): a helper model answers a question \
 about lines start_line..end_line, or about a string you built; returns its answer.
 - partition_map(question, chunk_lines=None, chunk_chars=None): the helper answers the question for every \
@@ -81,19 +82,22 @@ def task_prompt(
     return f"Question: {question}{where}\n\nFile profile:\n{profile_block}{earlier}\n\nStart investigating."
 
 
-def established_earlier(lines: list[str]) -> str:
-    """The memories offered to a run, one line each (see rlm.memory)."""
+def established_earlier(block: str) -> str:
+    """The memories offered to a run, one line each (see rlm.memory and rlm.run.routing)."""
     return (
         "[ESTABLISHED earlier] Findings of earlier runs over this same file. You may rely on them, "
-        "re-check them, or ignore them; cite them by id like findings:\n" + "\n".join(lines)
+        "re-check them, or ignore them; cite them by id like findings:\n" + block
     )
 
 
-def established_block(digest: str, dropped_turns: int) -> str:
-    return (
-        f"[ESTABLISHED] {dropped_turns} earlier turns were removed to save space. "
-        f"What they established:\n{digest}"
-    )
+def established_block(findings: str, dropped_steps: list[int], left_out: list[str]) -> str:
+    """What stands in for the turns dropped to save room: the findings they made."""
+    span = f"T{dropped_steps[0]}" if len(dropped_steps) == 1 else f"T{dropped_steps[0]}-T{dropped_steps[-1]}"
+    text = f"[ESTABLISHED] Earlier turns {span} were removed to save room."
+    text += f" What they established:\n{findings}" if findings else " They established no findings."
+    if left_out:
+        text += f"\nLeft out for room: {', '.join(left_out)}."
+    return text + '\nIn code, recall("F3") or recall("T2") shows one again.'
 
 
 def steps_left_hint(left: int) -> str:

@@ -190,9 +190,13 @@ class ActionRunner:
         )
         if isinstance(reply, Outcome):
             return reply
-        for note in reply.get("notes") or []:
-            self.host.add_finding(str(note), "note", self.node_id, step)
+        notes = [str(n) for n in reply.get("notes") or []]
+        for note in notes:
+            self.host.add_finding(note, "note", self.node_id, step)
         output = str(reply.get("output") or "")
+        # note()'s own echo is not a second finding: the note is one already.
+        echoes = {f"noted: {n}".strip() for n in notes}
+        computed = "\n".join(line for line in output.strip().splitlines() if line.strip() not in echoes)
         error = reply.get("error")
         parts = []
         if output:
@@ -205,7 +209,7 @@ class ActionRunner:
                 parts.append(prompts.EXECUTE_IS_NOT_A_FUNCTION)
         if not parts:
             parts.append(prompts.NO_OUTPUT)
-        elif not error and output.strip():
+        elif not error and computed.strip():
             # Every computed result is a finding, capped for prompts (the cut marked, the whole kept).
             summary = code_summary(code)
             self.host.add_finding(

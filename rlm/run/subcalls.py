@@ -27,12 +27,13 @@ from rlm.model.tokens import count_text
 from rlm.run import prompts
 from rlm.run.ledger import Finding, Ledger
 from rlm.run.node import Node, NodeResult, NodeScope
+from rlm.run.routing import subquery_payload
 from rlm.run.settings import Settings, Sizing
 from rlm.run.synthesis import Synthesis, context_budget, synthesize
 from rlm.run.workers import slice_profile, text_worker_spec
 from rlm.text.textcap import cap_line, cap_words
 from rlm.text.textfile import MappedText
-from rlm.trace.schema import BridgeCallRecord
+from rlm.trace.schema import BridgeCallRecord, FindingKind
 from rlm.trace.writer import TraceWriter, preview
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 # Bytes per token when sizing a slice without reading it (logs run ~3-4).
 BYTES_PER_TOKEN = 3.0
 MAX_CHUNKS = 512
+EMPTY_ANSWER = "(the helper model gave an empty answer)"
 
 
 class Subcalls:
@@ -72,6 +74,10 @@ class Subcalls:
 
         def new_node_id(self) -> str: ...
 
+        def add_finding(
+            self, text: str, kind: FindingKind, node_id: str, step: int, *, evidence: str | None = None
+        ) -> Finding | None: ...
+
     @staticmethod
     def _window(scope: NodeScope, a: int, b: int) -> MappedText:
         """Lines a..b (numbered in the scope's file) as a mapped view."""
@@ -91,6 +97,8 @@ class Subcalls:
                 result: Any = self.llm_query(node, args, step)
             elif name == "partition_map":
                 result = self.partition_map(node, args, step, as_list=True)
+            elif name == "recall":
+                result = node.recall(str(args.get("ref") or ""))
             else:
                 raise RlmError(f"{name} is not available")
         except RlmError as exc:
@@ -157,6 +165,10 @@ class Subcalls:
             {"role": "user", "content": prompts.subquery_prompt(question, where, excerpt)},
         ]
 
+    def _subquery_context(self, question: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """A sub-query's payload for the trace: isolated, it gets the question and its excerpt only."""
+        return subquery_payload(question, messages, self.sub_sizing.sub_prompt_tokens).to_dict()
+
     def _check_window(self, messages: list[dict[str, Any]]) -> int:
         est = self.sub_model.estimate_prompt_tokens(messages)
         window = self.sub_model.context_window()
@@ -170,13 +182,16 @@ class Subcalls:
     def _plain_subcall(self, node: Node, question: str, where: str, excerpt: str, step: int) -> str:
         messages = self._sub_messages(question, where, excerpt)
         est = self._check_window(messages)
-        hit = self._cached_subcall(node, question, where, messages, step)
-        if hit is not None:
-            return hit
-        self.budget.admit(est)
-        reply = self.sub_model.complete(messages, max_tokens=self.sub_sizing.reply_tokens)
-        self._cache_subcall(messages, reply)
-        return self._settle_subcall(node, question, where, reply, step)
+        answer = self._cached_subcall(node, question, where, messages, step)
+        if answer is None:
+            self.budget.admit(est)
+            reply = self.sub_model.complete(messages, max_tokens=self.sub_sizing.reply_tokens)
+            self._cache_subcall(messages, reply)
+            answer = self._settle_subcall(node, question, where, reply, step, messages)
+        if answer != EMPTY_ANSWER:
+            # The helper's answer is established like a child's: the synthesis answers from it.
+            self.add_finding(f"{cap_words(question, 160)} ({where}) → {answer}", "subcall", node.id, step)
+        return answer
 
     def _cached_subcall(
         self, node: Node, question: str, where: str, messages: list[dict[str, Any]], step: int
@@ -204,9 +219,10 @@ class Subcalls:
                 "latency_s": 0.0,
                 "answer": answer,
                 "cached": True,
+                "context": self._subquery_context(question, messages),
             }
         )
-        return answer or "(the helper model gave an empty answer)"
+        return answer or EMPTY_ANSWER
 
     def _cache_subcall(self, messages: list[dict[str, Any]], reply: Reply) -> None:
         if self.subcall_cache is not None and reply.content.strip():
@@ -218,7 +234,9 @@ class Subcalls:
                 reply.completion_tokens,
             )
 
-    def _settle_subcall(self, node: Node, question: str, where: str, reply: Reply, step: int) -> str:
+    def _settle_subcall(
+        self, node: Node, question: str, where: str, reply: Reply, step: int, messages: list[dict[str, Any]]
+    ) -> str:
         self.budget.charge(reply.prompt_tokens, reply.completion_tokens, reply.cost)
         self.usage_for(node.id).add(reply.prompt_tokens, reply.completion_tokens, reply.cost)
         answer = reply.content.strip()
@@ -233,11 +251,10 @@ class Subcalls:
                 "cost": reply.cost,
                 "latency_s": round(reply.latency_s, 4),
                 "answer": answer,  # whole: bounded by the reply size, and --rerun plays it back
+                "context": self._subquery_context(question, messages),
             }
         )
-        if not answer:
-            return "(the helper model gave an empty answer)"
-        return answer
+        return answer or EMPTY_ANSWER
 
     # -- child nodes ---------------------------------------------------------------
     def _child_over_lines(self, node: Node, question: str, a: int, b: int, tokens: int) -> str:
@@ -301,6 +318,7 @@ class Subcalls:
             usage=self.usage_for(child.id).to_dict(),
             answer=synthesis.answer or "",
             answer_source=synthesis.source,
+            synthesis_payload=synthesis.payload,
         )
         if result.stop == "budget":
             raise self.budget.stopped or BudgetExceeded("budget", result.detail)
@@ -554,7 +572,7 @@ class Subcalls:
                 except ProviderError as exc:
                     return f"[error] {where}: {exc.message}"
                 self._cache_subcall(messages, reply)
-                return self._settle_subcall(node, question, where, reply, step)
+                return self._settle_subcall(node, question, where, reply, step, messages)
 
         tasks = [asyncio.create_task(one(w, m, e)) for w, m, e in items]
         try:

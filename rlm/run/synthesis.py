@@ -21,13 +21,13 @@ from typing import Any
 from rlm.errors import RlmError
 from rlm.model.budget import Budget, BudgetExceeded
 from rlm.model.client import ModelClient, Reply
+from rlm.model.tokens import count_text
 from rlm.run import prompts
-from rlm.run.context import Assembly, Category, Item, assemble
+from rlm.run.context import Item
 from rlm.run.ledger import Finding
+from rlm.run.routing import Payload, Router, weight_of
 from rlm.trace.schema import AnswerSource
 
-# The kinds of finding that settle answers weigh more when the budget forces a choice.
-_KIND_WEIGHT = {"result": 3.0, "subcall": 3.0, "note": 3.0, "grep": 2.5, "memory": 2.0, "final_draft": 1.0}
 _CITATION = re.compile(r"\s*\[(F\d+)\]")
 _LEAD_IN = re.compile(r"^(?:the\s+)?(?:final\s+)?answer(?:\s+is)?\s*[:\-]\s*", re.I)
 
@@ -174,16 +174,23 @@ def context_budget(window: int, reply_tokens: int) -> int:
     return max(600, min(6000, (window - reply_tokens) // 2))
 
 
-def assemble_context(findings: list[Finding], observations: list[str], budget: int) -> Assembly:
-    """Findings (the settled ones first) and the last observations, within `budget` tokens."""
-    items = [Item(f.id, f.text, _KIND_WEIGHT.get(f.kind, 1.0) + i / 1000) for i, f in enumerate(findings)]
+def assemble_context(question: str, findings: list[Finding], observations: list[str], budget: int) -> Payload:
+    """Findings (the settled ones, and those the question is about, first), memories of earlier
+    runs and the last observations, routed by the synthesis spec within `budget` tokens."""
+    router = Router("synthesis", question, budget)
+    weighed = [(f, weight_of(f) + i / 1000) for i, f in enumerate(findings)]
+    found = router.items([(f.id, f.text, w) for f, w in weighed if f.kind != "memory"])
+    memories = router.items([(f.id, f.text, w) for f, w in weighed if f.kind == "memory"])
     recent = [Item(f"O{k + 1}", o, float(k)) for k, o in enumerate(observations)]
-    categories = [
-        Category("findings", 0.75, items, "Findings:"),
-        Category("observations", 0.25, recent, "Last observations of the investigation:"),
-    ]
-    top = max(items, key=lambda i: i.priority) if items else None
-    return assemble(categories, budget, top=top)
+    top = max([*found, *memories], key=lambda i: i.priority, default=None)
+    return router.assemble(
+        {
+            "findings": ("Findings:", found),
+            "memories": ("Established by earlier runs over this file:", memories),
+            "observations": ("Last observations of the investigation:", recent),
+        },
+        top=top,
+    )
 
 
 def synthesize(
@@ -207,13 +214,15 @@ def synthesize(
         draft = None  # a copied template or an error line is no draft to write from
     if not findings and not draft:
         return Synthesis(None, "none")
-    block = assemble_context(findings, observations or [], context_tokens)
+    routed = assemble_context(question, findings, observations or [], context_tokens)
+    routed.whole = {"question": count_text(question), "draft": count_text(draft or "")}
+    block = routed.assembly
     messages = [
         {"role": "system", "content": prompts.SYNTHESIS_SYSTEM},
         {"role": "user", "content": prompts.synthesis_prompt(question, block.text, draft, stop_note)},
     ]
     est = model.estimate_prompt_tokens(messages)
-    payload = {**block.to_dict(), "prompt_tokens_est": est}
+    payload = {**routed.to_dict(), "prompt_tokens_est": est}
     try:
         if budget is not None:
             if final:

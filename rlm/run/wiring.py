@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from rlm.errors import ConfigError, ExitCode, InternalError, RlmError, UsageError
 from rlm.input.source import Profile
-from rlm.memory.recall import Recall
+from rlm.memory.recall import Recall, offer_lines
 from rlm.memory.store import Memory
 from rlm.model.client import ModelClient, load_litellm
 from rlm.run.engine import Engine, Progress, RunResult
@@ -169,7 +169,7 @@ def run_ask(
                         trace=trace,
                         progress=progress,
                         memories=[_as_finding(m) for m in memory.offered] if memory else None,
-                        memory_block=_memory_block(memory),
+                        memory_lines=offer_lines(memory.offered) if memory else None,
                         subcall_cache=memory.store if memory and not settings.no_cache else None,
                     )
                     engine.budget.count_from(started)
@@ -303,15 +303,6 @@ def _recall(
 
 def _as_finding(memory: Memory) -> Finding:
     return Finding(id=memory.ref, kind="memory", text=memory.text, evidence=f"memory {memory.ref}", node="n0")
-
-
-def _memory_block(memory: Recall | None) -> str | None:
-    from rlm.memory.recall import offer_lines
-    from rlm.run import prompts
-
-    if memory is None or not memory.offered:
-        return None
-    return prompts.established_earlier(offer_lines(memory.offered))
 
 
 def _keep(

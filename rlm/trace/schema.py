@@ -59,6 +59,7 @@ class MessageSummary(TypedDict):
 class ModelCallRecord(TypedDict, total=False):
     messages: list[MessageSummary]
     dropped_turns: int
+    context: dict[str, Any]  # the routed payload (rlm.run.routing): spec, focus, allotments, in and out
     prompt_tokens: int
     prompt_tokens_est: int
     completion_tokens: int
@@ -103,6 +104,7 @@ class NodeRecord(TypedDict, total=False):
     usage: dict[str, Any]
     answer: str
     answer_source: AnswerSource
+    synthesis_payload: dict[str, Any]  # a child's synthesis context (the root's is in `synthesis`)
 
 
 class SubcallRecord(TypedDict, total=False):
@@ -116,6 +118,7 @@ class SubcallRecord(TypedDict, total=False):
     latency_s: float
     answer: str
     cached: bool
+    context: dict[str, Any]
 
 
 class BridgeCallRecord(TypedDict, total=False):

@@ -9,7 +9,7 @@ only then accepts cells. Requests from the parent:
     {"op": "set", "name", "value"}             (JSON value into the namespace, e.g. partition_map results)
     {"op": "ping"}
 
-While a cell runs, calls to llm_query / partition_map are sent to the parent as
+While a cell runs, calls to llm_query / partition_map / recall are sent to the parent as
 {"bridge": name, "args": {...}} and the worker waits for {"bridge_result": ...}
 or {"bridge_error": "..."}; the parent owns every model call.
 
@@ -112,6 +112,9 @@ class Worker:
         def note(text: Any) -> str:
             return self.note(text)
 
+        def recall(ref: Any) -> str:
+            return Shown(str(self._bridge("recall", {"ref": str(ref)})))
+
         def final(answer: Any) -> str:
             return self.final(answer)
 
@@ -123,6 +126,7 @@ class Worker:
             "llm_query": llm_query,
             "partition_map": partition_map,
             "note": note,
+            "recall": recall,
             "final": final,
             "FINAL": final,
         }
