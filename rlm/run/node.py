@@ -21,7 +21,7 @@ from rlm.model.tokens import count_message, count_messages, count_text
 from rlm.run import prompts
 from rlm.run.actions import Action, ParseError, parse_text, parse_tool_call, tool_schemas
 from rlm.run.ledger import Finding
-from rlm.run.routing import Payload, Router, weight_of
+from rlm.run.routing import SPECS, CallKind, Payload, Router, weight_of
 from rlm.run.runner import ActionRunner, Outcome
 from rlm.run.settings import sizing_for
 from rlm.sandbox.client import WorkerLost, WorkerSpec
@@ -88,19 +88,16 @@ class Node:
         }
         tools_tokens = self.model.estimate_prompt_tokens([], self.tools) if self.tools else 0
         bare = prompts.task_prompt(question, scope.profile_block, scope.description)
-        routed = max(
-            600,
-            min(
-                s.history_tokens,
-                window
-                - self.sizing.reply_tokens
-                - count_messages([self.system])
-                - count_text(bare)
-                - tools_tokens
-                - 256,
-            ),
+        kind: CallKind = "root_turn" if depth == 0 else "child_turn"
+        room = (
+            window
+            - self.sizing.reply_tokens
+            - count_messages([self.system])
+            - count_text(bare)
+            - tools_tokens
         )
-        self.router = Router("root_turn" if depth == 0 else "child_turn", question, routed)
+        routed = SPECS[kind].budget(room - 256, s.history_tokens)
+        self.router = Router(kind, question, routed)
         self.memories = self._route_memories(scope.memories)
         established = (
             prompts.established_earlier(self.memories.assembly.text)

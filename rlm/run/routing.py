@@ -41,7 +41,19 @@ class CallSpec:
     whole: tuple[str, ...]  # always given whole, outside the routed budget
     shares: dict[str, float]  # routed categories and their share of the call's budget
     isolated: bool  # only its own node's findings and turns; no memories of earlier runs
+    # The routed budget: this share of the room (the model's window less its reply and the parts
+    # given whole), at least `floor` tokens, at most `ceiling` (None: the setting that bounds it,
+    # history_tokens for turns, sub_prompt_tokens for a sub-query's excerpt).
+    room_share: float = 1.0
+    floor: int = 600
+    ceiling: int | None = None
     recall_share: float = 0.0  # of the node's routed budget, granted over its life by recall()
+
+    def budget(self, room: int, setting: int | None = None) -> int:
+        """Tokens routed into a call of this kind with `room` tokens to spare."""
+        ceiling = self.ceiling if self.ceiling is not None else setting
+        share = int(room * self.room_share)
+        return max(self.floor, share if ceiling is None else min(ceiling, share))
 
 
 SPECS: dict[CallKind, CallSpec] = {
@@ -59,12 +71,16 @@ SPECS: dict[CallKind, CallSpec] = {
         isolated=True,
         recall_share=0.5,
     ),
-    "subquery": CallSpec("subquery", whole=("system", "question", "excerpt"), shares={}, isolated=True),
+    "subquery": CallSpec(
+        "subquery", whole=("system", "question", "excerpt"), shares={}, isolated=True, floor=400
+    ),
     "synthesis": CallSpec(
         "synthesis",
         whole=("system", "question", "draft"),
         shares={"findings": 0.60, "memories": 0.15, "observations": 0.25},
         isolated=False,
+        room_share=0.5,  # half the window: the answer is written from a digest, not a transcript
+        ceiling=6000,
     ),
 }
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rlm.errors import ConfigError, UsageError
+from rlm.run.routing import SPECS
 
 MAX_DEPTH_HARD = 3
 PROTOCOLS = ("auto", "tools", "text")
@@ -202,5 +203,6 @@ def sizing_for(s: Settings, window: int) -> Sizing:
     return Sizing(
         reply_tokens=reply,
         observation_chars=min(s.max_observation_chars, max(800, window // 2)),
-        sub_prompt_tokens=min(s.sub_prompt_tokens, max(400, window - reply - 700)),
+        # A sub-query's excerpt: its spec's budget (rlm.run.routing), bounded by the setting.
+        sub_prompt_tokens=SPECS["subquery"].budget(window - reply - 700, s.sub_prompt_tokens),
     )

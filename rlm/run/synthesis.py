@@ -25,7 +25,7 @@ from rlm.model.tokens import count_text
 from rlm.run import prompts
 from rlm.run.context import Item
 from rlm.run.ledger import Finding
-from rlm.run.routing import Payload, Router, weight_of
+from rlm.run.routing import SPECS, Payload, Router, weight_of
 from rlm.trace.schema import AnswerSource
 
 _CITATION = re.compile(r"\s*\[(F\d+)\]")
@@ -170,8 +170,8 @@ def parse_answer(text: str) -> tuple[str, str, list[str]]:
 
 
 def context_budget(window: int, reply_tokens: int) -> int:
-    """Tokens for the findings and observations of a synthesis prompt, scaled to the window."""
-    return max(600, min(6000, (window - reply_tokens) // 2))
+    """Tokens for the findings, memories and observations of a synthesis prompt (its spec's rule)."""
+    return SPECS["synthesis"].budget(window - reply_tokens)
 
 
 def assemble_context(question: str, findings: list[Finding], observations: list[str], budget: int) -> Payload:
