@@ -309,6 +309,32 @@ def test_a_big_text_for_llm_query_goes_to_a_child_and_the_worker_lives(tmp_path:
     assert len(child) == 1 and child[0]["slice"] == {"text_chars": 5_000_000}
 
 
+def test_functions_of_allowed_modules_that_import_as_they_run_work_in_a_cell(tmp_path: Path) -> None:
+    """time.strptime imports _strptime on every call, through the caller's __import__: in a
+    cell that is the sandbox's import guard, which refused it ("import of '_strptime' is not
+    allowed", told to the model as if its own code were wrong)."""
+    log = tmp_path / "access.log"
+    bigfiles.apache_log(log, 1 * MB)
+    code = (
+        "import time\nfrom datetime import datetime\n"
+        "print(time.strptime('10/Oct/2000:13:55:36', '%d/%b/%Y:%H:%M:%S').tm_yday)\n"
+        "print(time.strptime('Mon Jun  9 06:06:20 2005').tm_year)\n"
+        "print(datetime.strptime('2024-01-02 03:04:05 +0000', '%Y-%m-%d %H:%M:%S %z').isoformat())"
+    )
+    script = [
+        {"tool": "execute", "args": {"code": code}},
+        {"tool": "final", "args": {"answer": "done"}},
+        "done",
+    ]
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(["ask", str(log), "q", "-m", model], cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    trace = latest_trace(tmp_path)
+    assert_clean(proc, trace)
+    shown = trace["steps"][0]["observation"]["preview"].splitlines()
+    assert shown == ["284", "2005", "2024-01-02T03:04:05+00:00"], shown
+
+
 @pytest.mark.internal_error_expected
 def test_a_late_import_in_the_worker_is_reported_by_name(tmp_path: Path) -> None:
     """The audit hook: a module loaded lazily after lock-down fails at once, and the user hears

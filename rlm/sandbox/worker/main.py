@@ -27,7 +27,7 @@ from typing import Any
 
 from rlm.sandbox.oslimits import apply_os_limits, arm_cpu_timer, disarm_cpu_timer
 from rlm.sandbox.worker.formatting import format_grep, format_peek_chars, format_peek_lines
-from rlm.sandbox.worker.policy import CellOutcome, Interpreter
+from rlm.sandbox.worker.policy import REFUSED_AT_RUN_TIME, CellOutcome, Interpreter
 from rlm.text.textcap import cap_middle
 from rlm.text.textfile import Lines, MappedText, start_scan_threads
 
@@ -342,6 +342,10 @@ class Worker:
                 # a defect of ours, whatever the code made of the ImportError.
                 reply["late_imports"] = sorted(set(LATE_IMPORTS))
                 LATE_IMPORTS.clear()
+            if REFUSED_AT_RUN_TIME:
+                # Imports by the C code of an allowed module, refused by the guard: also ours.
+                reply["refused_imports"] = sorted(set(REFUSED_AT_RUN_TIME))
+                REFUSED_AT_RUN_TIME.clear()
             self.send(reply)
 
 
