@@ -221,6 +221,81 @@ def test_a_fan_out_of_sixteen_big_chunks_runs_as_child_investigations(tmp_path: 
     assert obs.startswith("16 chunks; answers in chunk order") and "[16] lines" in obs
 
 
+def _children_script(tmp_path: Path, chunk: int, delay: float) -> str:
+    """Root: partition_map over 16 big chunks, then final. Each child greps (the reply `delay`
+    seconds late, so children overlap if they run together), then answers; its synthesis echoes."""
+    child_grep = {"tool": "grep", "args": {"pattern": "GET"}, "delay": delay}
+    return write_script(
+        tmp_path / "s.json",
+        {
+            "log": "calls.jsonl",
+            "rules": [*RULES[:4], {"match": RULES[4]["match"], "reply": child_grep}],
+            "replies": [
+                {
+                    "tool": "partition_map",
+                    "args": {"question": "How many GET requests?", "chunk_lines": chunk},
+                },
+                {"tool": "final", "args": {"answer": "16 chunks"}},
+            ],
+        },
+    )
+
+
+def _child_grep_times(tmp_path: Path) -> list[float]:
+    """When each child's first call (its grep) was made, from the scripted provider's log."""
+    times = []
+    for line in (tmp_path / "calls.jsonl").read_text().splitlines():
+        call = json.loads(line)
+        text = "\n".join(str(m.get("content") or "") for m in call["messages"])
+        if (
+            re.search(r"You work on lines|built by the parent investigation", text)
+            and len(call["messages"]) == 2
+        ):
+            times.append(call["t"])
+    return sorted(times)
+
+
+def test_fan_out_children_run_together_within_concurrency_under_one_budget(tmp_path: Path) -> None:
+    """Item 7 of the real-path issue: children of a partition_map over big chunks run in
+    parallel, at most --concurrency at a time, and the tree shares one budget."""
+    log = tmp_path / "access.log"
+    bigfiles.apache_log(log, 4 * MB)  # 16 chunks of ~250 KB: each too big for one plain call
+    n = sum(1 for _ in log.open("rb"))
+    chunk = -(-n // 16)
+    delay = 2.0
+    model = _children_script(tmp_path, chunk, delay)
+    proc = run_cli(["ask", str(log), "q", "-m", model, "--concurrency", "4"], cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    trace = latest_trace(tmp_path)
+    assert_clean(proc, trace)
+    children = [node for node in trace["nodes"] if node["depth"] == 1]
+    assert len(children) == 16 and all(c["status"] == "final" for c in children)
+    starts = _child_grep_times(tmp_path)
+    assert len(starts) == 16
+    # Each child holds its slot for at least `delay` from its grep's start: the most such
+    # intervals open at once is how many children ran together.
+    together = max(sum(1 for t in starts if t <= s < t + delay - 0.05) for s in starts)
+    assert 2 <= together <= 4, (together, [round(t - starts[0], 2) for t in starts])
+    # In sequence 16 children would take 32 s of replies alone; four at a time about 8 s.
+    assert starts[-1] - starts[0] < 16 * delay * 0.6, [round(t - starts[0], 2) for t in starts]
+
+    # One budget for the tree: a call limit far below what the 16 children would make.
+    limited = tmp_path / "limited"
+    limited.mkdir()
+    model = _children_script(limited, chunk, 0.0)
+    proc = run_cli(
+        ["ask", str(log), "q", "-m", model, "--concurrency", "4", "--max-calls", "20"],
+        cwd=limited,
+        timeout=600,
+    )
+    assert proc.returncode == 6, proc.stderr
+    assert "the limit of 20 model calls was reached" in proc.stderr
+    made = len((limited / "calls.jsonl").read_text().splitlines())
+    trace = latest_trace(limited)
+    assert made == trace["totals"]["calls"] and made <= 20, made
+    assert 1 < len([node for node in trace["nodes"] if node["depth"] == 1]) < 16
+
+
 @pytest.mark.huge
 def test_one_gigabyte_log_grep_full_pass_and_fan_out(tmp_path: Path) -> None:
     log = tmp_path / "access-1g.log"
@@ -255,6 +330,13 @@ def test_one_gigabyte_log_grep_full_pass_and_fan_out(tmp_path: Path) -> None:
     assert obs[1].startswith(f'{get_lines:,} lines match /"GET /')
     assert obs[2].strip() == str(count)
     assert obs[3].startswith("16 chunks; answers in chunk order")
+    # Every chunk was a child investigation that answered (a failed chunk would still be listed,
+    # as "[error] ..." in its place).
+    children = [node for node in trace["nodes"] if node["depth"] == 1]
+    assert len(children) == 16 and all(
+        c["status"] == "final" and c["answer"] == "CHILD-DONE" for c in children
+    )
+    assert "[error]" not in obs[3]
     assert proc.stdout == f"{count}\n"
     print(json.dumps({s["action"]["name"]: s["duration_s"] for s in trace["steps"] if s["node"] == "n0"}))
 
