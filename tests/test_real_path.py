@@ -417,6 +417,49 @@ def test_functions_of_allowed_modules_that_import_as_they_run_work_in_a_cell(tmp
     assert shown == ["284", "2005", "2024-01-02T03:04:05+00:00"], shown
 
 
+def test_llm_query_takes_lines_where_a_small_model_puts_them(tmp_path: Path) -> None:
+    """A small model passes the lines themselves: as the second argument (where start_line goes),
+    or a view of many lines as text=. The helper reads them as the text they are: no
+    "Object of type Lines is not JSON serializable", and not the view's short echo
+    ("[..., ...] <a view of 1,500 lines>") sent in place of the lines. A number that is no line
+    number is said in the model's words."""
+    log = tmp_path / "access.log"
+    bigfiles.apache_log(log, 1 * MB)
+    lines = log.read_text().splitlines()
+    code = (
+        "print(llm_query('How many GET requests?', context_lines[:50]))\n"
+        "print(llm_query('How many GET requests?', text=context_lines[100:1600]))\n"
+        "print(llm_query('How many GET requests?', 2.5))"
+    )
+    script = {
+        "rules": RULES,
+        "log": "calls.jsonl",
+        "replies": [
+            {"tool": "execute", "args": {"code": code}},
+            {"tool": "final", "args": {"answer": "done"}},
+        ],
+    }
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(["ask", str(log), "q", "-m", model], cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    trace = latest_trace(tmp_path)
+    assert_clean(proc, trace)
+    root_steps = [st for st in trace["steps"] if st["node"] == "n0"]
+    shown = root_steps[0]["observation"]["preview"].splitlines()
+    assert shown[:2] == ["SUBANSWER", "CHILD-DONE"], shown
+    assert [ln for ln in shown[2:] if ln][0].startswith("error: TypeError: start_line is a line number"), (
+        shown
+    )
+    calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    excerpt = next(
+        c for c in calls if c["messages"][0]["content"].startswith("You answer a question about an excerpt")
+    )
+    asked = excerpt["messages"][1]["content"]
+    assert lines[0] in asked and lines[49] in asked and lines[50] not in asked and "['" not in asked
+    child = [n for n in trace["nodes"] if n["depth"] == 1]
+    assert len(child) == 1 and child[0]["slice"] == {"text_chars": len("\n".join(lines[100:1600]))}
+
+
 @pytest.mark.internal_error_expected
 def test_a_late_import_in_the_worker_is_reported_by_name(tmp_path: Path) -> None:
     """The audit hook: a module loaded lazily after lock-down fails at once, and the user hears

@@ -43,6 +43,20 @@ MAX_MESSAGE_BYTES = 64_000_000
 INTERNAL = "internal error in the sandbox"
 
 
+def _is_text(value: Any) -> bool:
+    """A text or lines a model passes to a helper: a string that is no line number, or a sequence of lines."""
+    if isinstance(value, str):
+        return not value.strip().isdigit()
+    return isinstance(value, Lines | list | tuple)
+
+
+def _is_line_number(value: Any) -> bool:
+    """A whole number, or a string of digits (the parent reads both)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or isinstance(value, str) and value.strip().isdigit()
+
+
 class Shown(str):
     """A string whose REPL echo is the text itself, so `peek(1, 5)` reads well as a last expression."""
 
@@ -197,14 +211,27 @@ class Worker:
 
     def llm_query(
         self,
-        question: str,
-        start_line: int | None = None,
-        end_line: int | None = None,
-        text: str | None = None,
+        question: Any,
+        start_line: Any = None,
+        end_line: Any = None,
+        text: Any = None,
     ) -> str:
+        usage = (
+            "llm_query(question, start_line=None, end_line=None, text=None) asks about lines "
+            "start_line..end_line of the file, or about a text you pass as text=..."
+        )
+        if text is None and end_line is None and _is_text(start_line):
+            text, start_line = start_line, None  # the text passed where the line numbers go
+        if _is_text(question) and not isinstance(question, str):
+            raise TypeError(f"the first argument is the question, as a string: {usage}")
+        for name, value in (("start_line", start_line), ("end_line", end_line)):
+            if value is not None and not _is_line_number(value):
+                raise TypeError(f"{name} is a line number (a whole number), not {value!r}: {usage}")
         args = {"question": str(question), "start_line": start_line, "end_line": end_line}
         if text is not None:
-            text = str(text)
+            # Lines (a view of context_lines, a list) are the text they hold, one a line:
+            # str() of a long view is only its short echo.
+            text = "\n".join(map(str, text)) if isinstance(text, Lines | list | tuple) else str(text)
             if len(text) > LLM_QUERY_TEXT_MAX_CHARS:
                 raise ValueError(
                     f"llm_query(text=...) takes at most {LLM_QUERY_TEXT_MAX_CHARS:,} characters and this text has "
