@@ -93,6 +93,7 @@ def test_every_action_and_helper_on_100_mb(big: tuple[Shape, Path], tmp_path: Pa
     text, lines = lines_of(path, shape)
     n = len(lines)
     lit, rx = shape.literal, shape.regex
+    has_table = shape.name != "json-one-line"
     code = (
         f"r = grep({lit!r}, 3)\n"
         'print("grep", r.total, len(r))\n'
@@ -105,7 +106,13 @@ def test_every_action_and_helper_on_100_mb(big: tuple[Shape, Path], tmp_path: Pa
         f'print("re", len(re.findall({rx!r}, context[:100000])))\n'
         "try:\n    int('x')\nexcept ValueError as e:\n    print('exc', type(e).__name__)\n"
         'print("codec", len("é".encode("utf-16-le")))\n'
-        'note("ERROR lines: " + str(r.total))\n'
+        # sql() over the table the profile built (a one-line JSON document has none: no records).
+        + (
+            f'print("sql", sql("SELECT count(*) FROM log WHERE line LIKE \'%{lit}%\'")[0][0])\n'
+            if has_table
+            else ""
+        )
+        + 'note("ERROR lines: " + str(r.total))\n'
     )
     script = {
         "rules": RULES,
@@ -150,6 +157,7 @@ def test_every_action_and_helper_on_100_mb(big: tuple[Shape, Path], tmp_path: Pa
         f"re {len(re.findall(rx, text[:100000]))}",
         "exc ValueError",
         "codec 2",
+        *([f"sql {total_lit}"] if has_table else []),
         f"noted: ERROR lines: {total_lit}",
     ]
     assert obs[6].splitlines() == expected, obs[6]
