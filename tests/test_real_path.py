@@ -284,8 +284,9 @@ def test_fan_out_children_run_together_within_concurrency_under_one_budget(tmp_p
     # intervals open at once is how many children ran together.
     together = max(sum(1 for t in starts if t <= s < t + delay - 0.05) for s in starts)
     assert 2 <= together <= 4, (together, [round(t - starts[0], 2) for t in starts])
-    # In sequence 16 children would take 32 s of replies alone; four at a time about 8 s.
-    assert starts[-1] - starts[0] < 16 * delay * 0.6, [round(t - starts[0], 2) for t in starts]
+    # In sequence the 16th grep would start at least 15 x 2 s = 30 s after the first; four at a
+    # time, about 6 s after (more on a busy machine, where each child's worker starts slower).
+    assert starts[-1] - starts[0] < 15 * delay * 0.9, [round(t - starts[0], 2) for t in starts]
 
     # One budget for the tree: a call limit far below what the 16 children would make.
     limited = tmp_path / "limited"
