@@ -85,6 +85,24 @@ def exec_cell(sandbox: Any, code: str, *, wall: float, cpu: float) -> tuple[str,
         return "lost", {"error": str(exc)}
 
 
+def product_worker(path: Path, cache_dir: Path) -> Any:
+    """A worker started from the product's one factory (rlm.run.workers.worker_spec_for) over
+    `path` opened as `rlm ask` opens it: its prebuilt index, its table, the default memory
+    headroom. The cache is made readable by the worker's uid (the worker drops root to nobody).
+    Returns the started Sandbox."""
+    from rlm.input.source import open_source
+    from rlm.run.settings import Settings
+    from rlm.run.workers import worker_spec_for
+    from rlm.sandbox.client import Sandbox
+
+    profile = open_source(str(path), cache_dir=str(cache_dir)).profile
+    for p in [cache_dir, *cache_dir.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    sandbox = Sandbox(worker_spec_for(profile, Settings()))
+    sandbox.start()
+    return sandbox
+
+
 def latest_trace(directory: Path) -> dict[str, Any]:
     traces = sorted((directory / "traces").glob("*.json"))
     assert traces, f"no trace written in {directory / 'traces'}"

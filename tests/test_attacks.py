@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import exec_cell
+from conftest import exec_cell, product_worker
 
-from rlm.sandbox.client import Sandbox, WorkerSpec
+from rlm.sandbox.client import Sandbox
 
 CPU_SECONDS = 1.0
 WALL_SECONDS = 8.0
@@ -418,8 +418,8 @@ def world() -> Iterator[dict]:
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
     listener.setblocking(False)
-    sandbox = Sandbox(WorkerSpec(path=str(data), memory_bytes=256 << 20))
-    sandbox.start()
+    # The worker `rlm ask` starts (the product's factory): its index and limits are surface too.
+    sandbox = product_worker(data, base / "cache")
     try:
         yield {
             "sandbox": sandbox,

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import product_worker
 
-from rlm.sandbox.client import Sandbox, WorkerSpec
+from rlm.sandbox.client import Sandbox
 
 DATA = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 APACHE = DATA / "elastic" / "apache_logs"
@@ -412,17 +413,21 @@ def _plain_outputs(program: Program) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def sandboxes() -> Iterator[dict[Path, Sandbox]]:
+def sandboxes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[Path, Sandbox]]:
     started: dict[Path, Sandbox] = {}
+    _CACHE[:] = [tmp_path_factory.mktemp("benign-cache")]
     yield started
     for sandbox in started.values():
         sandbox.kill()
 
 
+_CACHE: list[Path] = []  # the index cache of the module's workers
+
+
 def _sandbox_for(sandboxes: dict[Path, Sandbox], path: Path) -> Sandbox:
+    """The worker `rlm ask` starts for this file (the product's factory: index, table, limits)."""
     if path not in sandboxes:
-        sandbox = Sandbox(WorkerSpec(path=str(path), memory_bytes=512 << 20))
-        sandbox.start()
+        sandbox = product_worker(path, _CACHE[0])
         sandbox.request("set", timeout=10, name="APACHE_RE", value=APACHE_RE)
         sandboxes[path] = sandbox
     return sandboxes[path]

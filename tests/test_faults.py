@@ -334,8 +334,10 @@ def test_a_trace_that_cannot_be_written_is_said_at_once(tmp_path: Path) -> None:
     proc = run_cli(
         ["ask", str(_log()), "lines?", "-m", model, "--trace-dir", str(ro), "--json"], cwd=tmp_path
     )
-    TABLE.append(("read-only trace directory", proc.returncode, time.monotonic() - started, SLACK))
+    wall = time.monotonic() - started
+    TABLE.append(("read-only trace directory", proc.returncode, wall, SLACK))
     assert proc.returncode == 0, proc.stderr
+    assert wall <= SLACK, f"read-only trace directory took {wall:.1f} s, over its bound of {SLACK:.1f} s"
     warning = next(ln for ln in proc.stderr.splitlines() if "trace" in ln)
     assert re.fullmatch(
         rf"rlm: warning: cannot write the trace {re.escape(str(ro))}/\S+\.json \(.+\): this run leaves no trace",
@@ -549,12 +551,18 @@ def test_ctrl_c_after_the_summary_keeps_the_exit_code(tmp_path: Path) -> None:
         text=True,
     )
     assert proc.stderr is not None
+    interrupted: float | None = None
     for line in proc.stderr:
         if " · trace " in line:  # the summary: the run is over, the process is ending
             proc.send_signal(signal.SIGINT)
+            interrupted = time.monotonic()
             break
     out, _ = proc.communicate(timeout=30)
+    assert interrupted is not None, "no summary line on stderr"
+    after = time.monotonic() - interrupted
+    TABLE.append(("Ctrl-C after the summary (time to exit after it)", proc.returncode, after, 2.0))
     assert proc.returncode == 0  # not -2 (killed by the signal)
+    assert after <= 2.0, f"the process took {after:.1f} s to end after Ctrl-C"
     assert out.strip() == ANS
 
 

@@ -361,3 +361,23 @@ def test_libraries_writing_to_stdout_are_captured() -> None:
     outcome = run("print('a', flush=True)")
     assert outcome.output == "a\n"
     assert sys.stdout is before
+
+
+def test_an_import_refused_while_a_cell_runs_is_recorded_as_ours() -> None:
+    """Model code cannot name a module outside the list (refused when compiled) nor call
+    __import__, so a refusal by the import guard while a cell runs comes from the C code of an
+    allowed module importing as it runs (the real time.strptime does): the worker reports it
+    to the parent as an internal error. Here the C function is handed to the cell directly."""
+    import time
+
+    from rlm.sandbox.worker import policy
+
+    policy.REFUSED_AT_RUN_TIME.clear()
+    outcome = run("print(c_strptime('2024', '%Y').tm_year)", make(c_strptime=time.strptime))
+    assert outcome.error is not None and "import of '_strptime' is not allowed" in outcome.error
+    assert policy.REFUSED_AT_RUN_TIME == ["_strptime"]
+    policy.REFUSED_AT_RUN_TIME.clear()
+    # The sandbox's own time.strptime does not import; a refusal the model's code makes is not ours.
+    assert ok("import time\nprint(time.strptime('2024', '%Y').tm_year)") == "2024\n"
+    assert "not allowed" in (run("import os").error or "")
+    assert policy.REFUSED_AT_RUN_TIME == []

@@ -93,6 +93,7 @@ def test_every_action_and_helper_on_100_mb(big: tuple[Shape, Path], tmp_path: Pa
     text, lines = lines_of(path, shape)
     n = len(lines)
     lit, rx = shape.literal, shape.regex
+    has_table = shape.name != "json-one-line"
     code = (
         f"r = grep({lit!r}, 3)\n"
         'print("grep", r.total, len(r))\n'
@@ -105,7 +106,13 @@ def test_every_action_and_helper_on_100_mb(big: tuple[Shape, Path], tmp_path: Pa
         f'print("re", len(re.findall({rx!r}, context[:100000])))\n'
         "try:\n    int('x')\nexcept ValueError as e:\n    print('exc', type(e).__name__)\n"
         'print("codec", len("é".encode("utf-16-le")))\n'
-        'note("ERROR lines: " + str(r.total))\n'
+        # sql() over the table the profile built (a one-line JSON document has none: no records).
+        + (
+            f'print("sql", sql("SELECT count(*) FROM log WHERE line LIKE \'%{lit}%\'")[0][0])\n'
+            if has_table
+            else ""
+        )
+        + 'note("ERROR lines: " + str(r.total))\n'
     )
     script = {
         "rules": RULES,
@@ -150,6 +157,7 @@ def test_every_action_and_helper_on_100_mb(big: tuple[Shape, Path], tmp_path: Pa
         f"re {len(re.findall(rx, text[:100000]))}",
         "exc ValueError",
         "codec 2",
+        *([f"sql {total_lit}"] if has_table else []),
         f"noted: ERROR lines: {total_lit}",
     ]
     assert obs[6].splitlines() == expected, obs[6]
@@ -221,6 +229,82 @@ def test_a_fan_out_of_sixteen_big_chunks_runs_as_child_investigations(tmp_path: 
     assert obs.startswith("16 chunks; answers in chunk order") and "[16] lines" in obs
 
 
+def _children_script(tmp_path: Path, chunk: int, delay: float) -> str:
+    """Root: partition_map over 16 big chunks, then final. Each child greps (the reply `delay`
+    seconds late, so children overlap if they run together), then answers; its synthesis echoes."""
+    child_grep = {"tool": "grep", "args": {"pattern": "GET"}, "delay": delay}
+    return write_script(
+        tmp_path / "s.json",
+        {
+            "log": "calls.jsonl",
+            "rules": [*RULES[:4], {"match": RULES[4]["match"], "reply": child_grep}],
+            "replies": [
+                {
+                    "tool": "partition_map",
+                    "args": {"question": "How many GET requests?", "chunk_lines": chunk},
+                },
+                {"tool": "final", "args": {"answer": "16 chunks"}},
+            ],
+        },
+    )
+
+
+def _child_grep_times(tmp_path: Path) -> list[float]:
+    """When each child's first call (its grep) was made, from the scripted provider's log."""
+    times = []
+    for line in (tmp_path / "calls.jsonl").read_text().splitlines():
+        call = json.loads(line)
+        text = "\n".join(str(m.get("content") or "") for m in call["messages"])
+        if (
+            re.search(r"You work on lines|built by the parent investigation", text)
+            and len(call["messages"]) == 2
+        ):
+            times.append(call["t"])
+    return sorted(times)
+
+
+def test_fan_out_children_run_together_within_concurrency_under_one_budget(tmp_path: Path) -> None:
+    """Item 7 of the real-path issue: children of a partition_map over big chunks run in
+    parallel, at most --concurrency at a time, and the tree shares one budget."""
+    log = tmp_path / "access.log"
+    bigfiles.apache_log(log, 4 * MB)  # 16 chunks of ~250 KB: each too big for one plain call
+    n = sum(1 for _ in log.open("rb"))
+    chunk = -(-n // 16)
+    delay = 2.0
+    model = _children_script(tmp_path, chunk, delay)
+    proc = run_cli(["ask", str(log), "q", "-m", model, "--concurrency", "4"], cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    trace = latest_trace(tmp_path)
+    assert_clean(proc, trace)
+    children = [node for node in trace["nodes"] if node["depth"] == 1]
+    assert len(children) == 16 and all(c["status"] == "final" for c in children)
+    starts = _child_grep_times(tmp_path)
+    assert len(starts) == 16
+    # Each child holds its slot for at least `delay` from its grep's start: the most such
+    # intervals open at once is how many children ran together.
+    together = max(sum(1 for t in starts if t <= s < t + delay - 0.05) for s in starts)
+    assert 2 <= together <= 4, (together, [round(t - starts[0], 2) for t in starts])
+    # In sequence the 16th grep would start at least 15 x 2 s = 30 s after the first; four at a
+    # time, about 6 s after (more on a busy machine, where each child's worker starts slower).
+    assert starts[-1] - starts[0] < 15 * delay * 0.9, [round(t - starts[0], 2) for t in starts]
+
+    # One budget for the tree: a call limit far below what the 16 children would make.
+    limited = tmp_path / "limited"
+    limited.mkdir()
+    model = _children_script(limited, chunk, 0.0)
+    proc = run_cli(
+        ["ask", str(log), "q", "-m", model, "--concurrency", "4", "--max-calls", "20"],
+        cwd=limited,
+        timeout=600,
+    )
+    assert proc.returncode == 6, proc.stderr
+    assert "the limit of 20 model calls was reached" in proc.stderr
+    made = len((limited / "calls.jsonl").read_text().splitlines())
+    trace = latest_trace(limited)
+    assert made == trace["totals"]["calls"] and made <= 20, made
+    assert 1 < len([node for node in trace["nodes"] if node["depth"] == 1]) < 16
+
+
 @pytest.mark.huge
 def test_one_gigabyte_log_grep_full_pass_and_fan_out(tmp_path: Path) -> None:
     log = tmp_path / "access-1g.log"
@@ -255,6 +339,13 @@ def test_one_gigabyte_log_grep_full_pass_and_fan_out(tmp_path: Path) -> None:
     assert obs[1].startswith(f'{get_lines:,} lines match /"GET /')
     assert obs[2].strip() == str(count)
     assert obs[3].startswith("16 chunks; answers in chunk order")
+    # Every chunk was a child investigation that answered (a failed chunk would still be listed,
+    # as "[error] ..." in its place).
+    children = [node for node in trace["nodes"] if node["depth"] == 1]
+    assert len(children) == 16 and all(
+        c["status"] == "final" and c["answer"] == "CHILD-DONE" for c in children
+    )
+    assert "[error]" not in obs[3]
     assert proc.stdout == f"{count}\n"
     print(json.dumps({s["action"]["name"]: s["duration_s"] for s in trace["steps"] if s["node"] == "n0"}))
 
@@ -307,6 +398,75 @@ def test_a_big_text_for_llm_query_goes_to_a_child_and_the_worker_lives(tmp_path:
     assert obs[1].strip() == "7 5000000"
     child = [n for n in trace["nodes"] if n["depth"] == 1]
     assert len(child) == 1 and child[0]["slice"] == {"text_chars": 5_000_000}
+
+
+def test_functions_of_allowed_modules_that_import_as_they_run_work_in_a_cell(tmp_path: Path) -> None:
+    """time.strptime imports _strptime on every call, through the caller's __import__: in a
+    cell that is the sandbox's import guard, which refused it ("import of '_strptime' is not
+    allowed", told to the model as if its own code were wrong)."""
+    log = tmp_path / "access.log"
+    bigfiles.apache_log(log, 1 * MB)
+    code = (
+        "import time\nfrom datetime import datetime\n"
+        "print(time.strptime('10/Oct/2000:13:55:36', '%d/%b/%Y:%H:%M:%S').tm_yday)\n"
+        "print(time.strptime('Mon Jun  9 06:06:20 2005').tm_year)\n"
+        "print(datetime.strptime('2024-01-02 03:04:05 +0000', '%Y-%m-%d %H:%M:%S %z').isoformat())"
+    )
+    script = [
+        {"tool": "execute", "args": {"code": code}},
+        {"tool": "final", "args": {"answer": "done"}},
+        "done",
+    ]
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(["ask", str(log), "q", "-m", model], cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    trace = latest_trace(tmp_path)
+    assert_clean(proc, trace)
+    shown = trace["steps"][0]["observation"]["preview"].splitlines()
+    assert shown == ["284", "2005", "2024-01-02T03:04:05+00:00"], shown
+
+
+def test_llm_query_takes_lines_where_a_small_model_puts_them(tmp_path: Path) -> None:
+    """A small model passes the lines themselves: as the second argument (where start_line goes),
+    or a view of many lines as text=. The helper reads them as the text they are: no
+    "Object of type Lines is not JSON serializable", and not the view's short echo
+    ("[..., ...] <a view of 1,500 lines>") sent in place of the lines. A number that is no line
+    number is said in the model's words."""
+    log = tmp_path / "access.log"
+    bigfiles.apache_log(log, 1 * MB)
+    lines = log.read_text().splitlines()
+    code = (
+        "print(llm_query('How many GET requests?', context_lines[:50]))\n"
+        "print(llm_query('How many GET requests?', text=context_lines[100:1600]))\n"
+        "print(llm_query('How many GET requests?', 2.5))"
+    )
+    script = {
+        "rules": RULES,
+        "log": "calls.jsonl",
+        "replies": [
+            {"tool": "execute", "args": {"code": code}},
+            {"tool": "final", "args": {"answer": "done"}},
+        ],
+    }
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(["ask", str(log), "q", "-m", model], cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    trace = latest_trace(tmp_path)
+    assert_clean(proc, trace)
+    root_steps = [st for st in trace["steps"] if st["node"] == "n0"]
+    shown = root_steps[0]["observation"]["preview"].splitlines()
+    assert shown[:2] == ["SUBANSWER", "CHILD-DONE"], shown
+    assert [ln for ln in shown[2:] if ln][0].startswith("error: TypeError: start_line is a line number"), (
+        shown
+    )
+    calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    excerpt = next(
+        c for c in calls if c["messages"][0]["content"].startswith("You answer a question about an excerpt")
+    )
+    asked = excerpt["messages"][1]["content"]
+    assert lines[0] in asked and lines[49] in asked and lines[50] not in asked and "['" not in asked
+    child = [n for n in trace["nodes"] if n["depth"] == 1]
+    assert len(child) == 1 and child[0]["slice"] == {"text_chars": len("\n".join(lines[100:1600]))}
 
 
 @pytest.mark.internal_error_expected

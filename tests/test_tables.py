@@ -20,11 +20,12 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import exec_cell, run_cli, write_script
+from conftest import exec_cell, product_worker, run_cli, write_script
 
 from rlm.input.source import open_source
 from rlm.run.settings import Settings
-from rlm.sandbox.client import Sandbox, WorkerSpec
+from rlm.run.workers import worker_spec_for
+from rlm.sandbox.client import Sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "fixtures" / "data"
@@ -446,14 +447,8 @@ def world() -> Iterator[dict]:
     os.chmod(cache, 0o755)
     for p in cache.iterdir():
         os.chmod(p, 0o644)
-    # The spec the product builds (rlm.run.engine worker_spec): the default memory headroom.
-    spec = WorkerSpec(
-        path=profile.path,
-        encoding=profile.encoding,
-        index_path=profile.index_path,
-        memory_bytes=Settings().memory_headroom_mb * 1024 * 1024,
-        table_path=profile.table_path,
-    )
+    # The spec the product builds, from its one factory.
+    spec = worker_spec_for(profile, Settings())
     sandbox = Sandbox(spec)
     sandbox.start()
     try:
@@ -608,11 +603,11 @@ def test_a_slice_worker_sees_its_lines_renumbered(world: dict) -> None:
         sandbox.kill()
 
 
-def test_without_a_table_sql_says_why(tmp_path: Path) -> None:
+def test_without_a_table_sql_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "t.txt"
     path.write_text("one\ntwo\n")
-    sandbox = Sandbox(WorkerSpec(path=str(path), memory_bytes=256 << 20))
-    sandbox.start()
+    monkeypatch.setenv("RLM_TABLES", "off")
+    sandbox = product_worker(path, tmp_path / "cache")
     try:
         kind, reply = _exec(sandbox, 'sql("SELECT 1")')
         assert "sql() is not available here" in reply["error"]

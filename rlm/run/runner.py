@@ -263,6 +263,11 @@ class ActionRunner:
             self.host.report_internal(self.node_id, f"{op}: {reply.get('error')}")
         for module in reply.get("late_imports") or []:
             self.host.report_internal(self.node_id, f"{op}: module {module!r} was imported after lock-down")
+        for module in reply.get("refused_imports") or []:
+            self.host.report_internal(
+                self.node_id,
+                f"{op}: module {module!r} was imported by an allowed module as it ran, and refused",
+            )
         return reply
 
 

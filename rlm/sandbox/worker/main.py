@@ -27,7 +27,7 @@ from typing import Any
 
 from rlm.sandbox.oslimits import apply_os_limits, arm_cpu_timer, disarm_cpu_timer
 from rlm.sandbox.worker.formatting import format_grep, format_peek_chars, format_peek_lines
-from rlm.sandbox.worker.policy import CellOutcome, Interpreter
+from rlm.sandbox.worker.policy import REFUSED_AT_RUN_TIME, CellOutcome, Interpreter
 from rlm.text.textcap import cap_middle
 from rlm.text.textfile import Lines, MappedText, start_scan_threads
 
@@ -41,6 +41,20 @@ LLM_QUERY_TEXT_MAX_CHARS = 16_000_000
 # The parent's cap on one message from the worker (kept equal to client.MAX_REPLY_BYTES).
 MAX_MESSAGE_BYTES = 64_000_000
 INTERNAL = "internal error in the sandbox"
+
+
+def _is_text(value: Any) -> bool:
+    """A text or lines a model passes to a helper: a string that is no line number, or a sequence of lines."""
+    if isinstance(value, str):
+        return not value.strip().isdigit()
+    return isinstance(value, Lines | list | tuple)
+
+
+def _is_line_number(value: Any) -> bool:
+    """A whole number, or a string of digits (the parent reads both)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or isinstance(value, str) and value.strip().isdigit()
 
 
 class Shown(str):
@@ -201,14 +215,27 @@ class Worker:
 
     def llm_query(
         self,
-        question: str,
-        start_line: int | None = None,
-        end_line: int | None = None,
-        text: str | None = None,
+        question: Any,
+        start_line: Any = None,
+        end_line: Any = None,
+        text: Any = None,
     ) -> str:
+        usage = (
+            "llm_query(question, start_line=None, end_line=None, text=None) asks about lines "
+            "start_line..end_line of the file, or about a text you pass as text=..."
+        )
+        if text is None and end_line is None and _is_text(start_line):
+            text, start_line = start_line, None  # the text passed where the line numbers go
+        if _is_text(question) and not isinstance(question, str):
+            raise TypeError(f"the first argument is the question, as a string: {usage}")
+        for name, value in (("start_line", start_line), ("end_line", end_line)):
+            if value is not None and not _is_line_number(value):
+                raise TypeError(f"{name} is a line number (a whole number), not {value!r}: {usage}")
         args = {"question": str(question), "start_line": start_line, "end_line": end_line}
         if text is not None:
-            text = str(text)
+            # Lines (a view of context_lines, a list) are the text they hold, one a line:
+            # str() of a long view is only its short echo.
+            text = "\n".join(map(str, text)) if isinstance(text, Lines | list | tuple) else str(text)
             if len(text) > LLM_QUERY_TEXT_MAX_CHARS:
                 raise ValueError(
                     f"llm_query(text=...) takes at most {LLM_QUERY_TEXT_MAX_CHARS:,} characters and this text has "
@@ -346,6 +373,10 @@ class Worker:
                 # a defect of ours, whatever the code made of the ImportError.
                 reply["late_imports"] = sorted(set(LATE_IMPORTS))
                 LATE_IMPORTS.clear()
+            if REFUSED_AT_RUN_TIME:
+                # Imports by the C code of an allowed module, refused by the guard: also ours.
+                reply["refused_imports"] = sorted(set(REFUSED_AT_RUN_TIME))
+                REFUSED_AT_RUN_TIME.clear()
             self.send(reply)
 
 
