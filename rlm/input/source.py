@@ -407,9 +407,9 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
             )
         except TableError:
             table = None  # the investigation goes on without sql()
-    # The sha256 starts once the table is built: hashing beside the build's threads slowed the
-    # first question's build from 7.3 to 10.7 s on two cores (1 GB access log), and nothing
-    # waits for the digest before the model's first turn unless a memory may match.
+    # The sha256 starts once the table is built: hashing beside the build's threads took a core
+    # from it (1 GB access log, 2 cores, back to back: 10.7 s against 7.3 s), and nothing waits
+    # for the digest before the model's first turn unless a memory may match.
     if "sha256" in facts:
         sha: Future[str] = Future()
         sha.set_result(facts["sha256"])
