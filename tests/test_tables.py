@@ -22,6 +22,8 @@ import duckdb
 import pytest
 from conftest import exec_cell, product_worker, run_cli, write_script
 
+from rlm.input import tables
+from rlm.input.logformats import recognize
 from rlm.input.source import open_source
 from rlm.run.settings import Settings
 from rlm.run.workers import worker_spec_for
@@ -40,6 +42,14 @@ def _rows(path: Path, cache: Path, query: str) -> tuple[object, list[tuple]]:
     with duckdb.connect(src.profile.table_path, read_only=True) as con:
         con.execute("SET TimeZone = 'UTC'")
         return src.profile, con.execute(query).fetchall()
+
+
+@pytest.fixture(params=[1, 5], ids=["one_part", "five_parts"])
+def parts(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Build the tables of the test in this many runs of lines (big files get one per processor)."""
+    n = int(request.param)
+    monkeypatch.setattr(tables, "_build_parts", lambda memory_mb, n_lines: min(n, max(1, n_lines)))
+    return n
 
 
 def _columns(path: Path, cache: Path) -> dict[str, str]:
@@ -62,7 +72,7 @@ _ACCESS_PY = re.compile(
 @pytest.mark.parametrize(
     "path", [ACCESS, DATA / "elastic" / "apache_logs"], ids=["access.log", "apache_logs"]
 )
-def test_access_log_columns_match_a_line_by_line_parse(tmp_path: Path, path: Path) -> None:
+def test_access_log_columns_match_a_line_by_line_parse(tmp_path: Path, path: Path, parts: int) -> None:
     profile, rows = _rows(
         path,
         tmp_path,
@@ -108,7 +118,7 @@ def test_an_nginx_named_access_log_is_nginx_combined(tmp_path: Path) -> None:
     assert open_source(str(path), cache_dir=str(tmp_path / "c")).profile.table["format"] == "nginx-combined"
 
 
-def test_common_log_format_and_unparsed_lines_keep_null_fields(tmp_path: Path) -> None:
+def test_common_log_format_and_unparsed_lines_keep_null_fields(tmp_path: Path, parts: int) -> None:
     lines = [
         " ".join(line.split('"')[0:3]).replace("  ", " ") for line in ACCESS.read_text().splitlines()[:30]
     ]
@@ -129,7 +139,7 @@ def test_common_log_format_and_unparsed_lines_keep_null_fields(tmp_path: Path) -
     assert profile.table["parsed"] == len(common)
 
 
-def test_a_stray_carriage_return_far_into_the_file_keeps_line_numbers(tmp_path: Path) -> None:
+def test_a_stray_carriage_return_far_into_the_file_keeps_line_numbers(tmp_path: Path, parts: int) -> None:
     """The build reads the file as it is unless its first 64 KB hold a CR; a CR further on
     makes DuckDB's lines more than the file's, and the table is rebuilt from a clean copy."""
     lines = ACCESS.read_text().splitlines()
@@ -143,6 +153,57 @@ def test_a_stray_carriage_return_far_into_the_file_keeps_line_numbers(tmp_path: 
     assert rows[900][1] == body[900].replace("\r", " ") and rows[900][2] is not None
     assert rows[1000][1] == body[1000][:-1] and rows[1001][1] == body[1001]
     assert profile.table["parsed"] == 1200
+
+
+@pytest.mark.parametrize(
+    "path",
+    [DATA / "elastic" / "apache_logs", LOGHUB / "Linux_2k.log", LOGHUB / "HDFS_2k.log", AUTH],
+    ids=["apache", "linux_syslog", "hdfs", "auth"],
+)
+def test_a_log_built_in_parts_is_the_file_in_order(tmp_path: Path, path: Path) -> None:
+    """Parts are runs of lines each stored by a query of its own: the table they make is row for
+    row the one-part table, numbered 1..n in file order, with blank and unparsed lines kept at
+    the cuts between parts."""
+    lines = path.read_bytes().decode("utf-8").split("\n")[:-1]
+    # blank, unparsed and whitespace lines, some of them where the seven parts meet
+    for at in sorted(
+        {0, len(lines) // 7, len(lines) // 7 + 1, 2 * len(lines) // 7, len(lines) - 1}, reverse=True
+    ):
+        lines[at:at] = ["", "not a log line", " "]
+    src = tmp_path / path.name
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    fmt = recognize("apache-access" if path.name == "apache_logs" else "log", lines[3:203])
+    built = {}
+    for n in (1, 7):
+        db = tmp_path / f"p{n}.duckdb"
+        info = tables.build_table(str(src), fmt, str(db), n_lines=len(lines), parts=n)
+        assert info["rows"] == len(lines)
+        with duckdb.connect(str(db), read_only=True) as con:
+            con.execute("SET TimeZone = 'UTC'")
+            names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+            assert ("log_data_6" in names) == (n == 7)
+            built[n] = con.execute("SELECT * FROM log ORDER BY line_no").fetchall()
+            # a scan of the view, as the worker's single thread reads it: file order without ORDER BY
+            assert [r[0] for r in con.execute("SELECT line_no FROM log").fetchall()] == list(
+                range(1, len(lines) + 1)
+            )
+    assert fmt.columns and built[7] == built[1]
+    assert [r[1] for r in built[7]] == [line.removesuffix("\r") for line in lines]  # as context_lines
+    blank = [r for r in built[7] if r[1] in ("", "not a log line", " ")]
+    assert len(blank) == 15 and all(v is None for r in blank for v in r[2:])
+
+
+def test_line_is_stored_zstd_compressed(tmp_path: Path) -> None:
+    """In DuckDB's older default storage format ZSTD is dropped without a word and `line` is
+    stored as it is: a table as big as the log."""
+    profile, rows = _rows(
+        DATA / "elastic" / "apache_logs",
+        tmp_path,
+        "SELECT DISTINCT compression FROM pragma_storage_info('log_data') "
+        "WHERE column_name = 'line' AND segment_type = 'VARCHAR'",
+    )
+    assert rows == [("ZSTD",)]
+    assert os.path.getsize(profile.table_path) < (DATA / "elastic" / "apache_logs").stat().st_size
 
 
 def test_access_log_timestamps_with_an_offset_are_utc(tmp_path: Path) -> None:
@@ -163,7 +224,7 @@ def _ts(con_value: datetime, fmt: str) -> str:
     return con_value.strftime(fmt)
 
 
-def test_hdfs_matches_loghub(tmp_path: Path) -> None:
+def test_hdfs_matches_loghub(tmp_path: Path, parts: int) -> None:
     _, rows = _rows(
         LOGHUB / "HDFS_2k.log", tmp_path, "SELECT line_no, ts, pid, level, component, message FROM log"
     )
@@ -254,7 +315,7 @@ def test_openstack_columns(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- syslog, against loghub
 
 
-def test_openssh_syslog_matches_loghub(tmp_path: Path) -> None:
+def test_openssh_syslog_matches_loghub(tmp_path: Path, parts: int) -> None:
     profile, rows = _rows(
         LOGHUB / "OpenSSH_2k.log", tmp_path, "SELECT line_no, ts, host, program, pid, message FROM log"
     )
@@ -273,7 +334,7 @@ def test_openssh_syslog_matches_loghub(tmp_path: Path) -> None:
         ), line_no
 
 
-def test_linux_syslog_matches_loghub(tmp_path: Path) -> None:
+def test_linux_syslog_matches_loghub(tmp_path: Path, parts: int) -> None:
     _, rows = _rows(LOGHUB / "Linux_2k.log", tmp_path, "SELECT line_no, host, program, pid, message FROM log")
     truth = _structured("Linux")
     parsed = [r for r in rows if r[1] is not None]

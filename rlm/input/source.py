@@ -377,12 +377,6 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
         cache.store_facts(facts)
     else:
         index_path = cache.index_path
-    if "sha256" in facts:
-        sha: Future[str] = Future()
-        sha.set_result(facts["sha256"])
-    else:
-        known = facts
-        sha = _hash_in_background(path, digest, lambda value: cache.store_facts({**known, "sha256": value}))
     with MappedText(work_path, index_path=index_path) as text:
         n = text.n_lines
 
@@ -413,6 +407,15 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
             )
         except TableError:
             table = None  # the investigation goes on without sql()
+    # The sha256 starts once the table is built: hashing beside the build's threads took a core
+    # from it (1 GB access log, 2 cores, back to back: 10.7 s against 7.3 s), and nothing waits
+    # for the digest before the model's first turn unless a memory may match.
+    if "sha256" in facts:
+        sha: Future[str] = Future()
+        sha.set_result(facts["sha256"])
+    else:
+        known = facts
+        sha = _hash_in_background(path, digest, lambda value: cache.store_facts({**known, "sha256": value}))
     return Profile(
         path=os.path.abspath(path),
         display_name=display,

@@ -41,7 +41,7 @@ __all__ = [
     "sql_helper",
 ]
 
-TABLE_VERSION = 1
+TABLE_VERSION = 2  # 2: a log stored in parts (log_data, log_data_1, ...), current storage format
 MAX_RESULT_ROWS = 100_000  # rows sql() hands back; more means the query should aggregate or LIMIT
 SHOWN_ROWS = 20  # rows the REPL echo shows
 SHOWN_CELL_CHARS = 60
@@ -50,12 +50,25 @@ _JSON_SAMPLE = 2000  # JSON lines whose keys make the columns
 # Tables are built for files of records, lines up to 1 MB (rlm.source.TABLE_LINE_MAX_BYTES).
 # DuckDB sizes its read buffers by the longest line it allows: 1 GB here cost a 1 GB buffer.
 _MAX_LINE_BYTES = 4 << 20
+# The reader's buffer: DuckDB's default is 16 lines of the longest allowed (64 MB here), and
+# two parts' readers then left their inserts too little of a 160 MB cap (out of memory: the
+# build was retried at four times the cap, peak 865 MiB). Four of the longest lines still fit.
+_READ_BUFFER_BYTES = 4 * _MAX_LINE_BYTES
 # The build's DuckDB memory (RLM_TABLE_BUILD_MB to change it); past it, DuckDB spills beside the cache.
 BUILD_MEMORY_MB = 160
-# Memory per build thread: an ordered parallel insert holds each thread's batches until they
-# can be written in file order, and spills them under a tight cap. Measured on a 1 GB access
-# log (2 cores): 160 MB with 2 threads 14.8-16.5 s, with 1 thread 11.4 s; 1 GB with 2 threads 6.2 s.
-_MB_PER_THREAD = 256
+# A log is built in parts, one per processor, each a run of consecutive lines inserted by a
+# single-threaded query of its own, all at once (see _create_lines). DuckDB's own parallel
+# insert keeps file order only by holding each thread's batches until their turn, and spilled
+# them under the cap: on a 1 GB access log (2 cores, 160 MB) 14.8-16.5 s against 11.4 s with
+# one thread. Parts need no reordering; each costs its concurrent insert's buffers (measured
+# peak for two parts under 160 MB: about 330 MiB), so the cap allows one part per this much.
+_MB_PER_PART = 80
+# A part is worth its start (a reader skipping to its first line) from this many lines on.
+_PART_MIN_LINES = 100_000
+# Tables are written in DuckDB's current storage format: in the older default, ZSTD (asked for
+# on `line`) is not available and is dropped without a word: a 1 GB access log's table took
+# 1.17 GB instead of 196 MB. The worker opens the file with the same DuckDB.
+_STORAGE_VERSION = "latest"
 
 
 class TableError(Exception):
@@ -139,26 +152,39 @@ def _load_info(info_path: str, db_path: str) -> dict[str, Any] | None:
     return info
 
 
-def _raw_source(path: str, numbered: bool = True) -> str:
+def _raw_source(path: str, numbered: bool = True, *, skip: int = 0, limit: int | None = None) -> str:
     """A DuckDB scan of `path` as one VARCHAR column, one row per '\\n'-terminated line, in file order.
 
     Unnumbered, line_no is NULL: numbering with row_number() serialises the
     scan and costs about half of a big build; the stored table is numbered by
-    its rowid instead (see _create_log).
+    its rowid instead (see _create_log). `skip` and `limit` select a run of
+    lines: the reader counts the lines it skips as it reads them (a stray
+    carriage return splits both alike), and a LIMIT over one thread streams.
     """
     lit = "'" + path.replace("'", "''") + "'"
     number = "row_number() OVER ()" if numbered else "NULL::BIGINT"
     return (
         f"SELECT {number} AS line_no, coalesce(line, '') AS line FROM read_csv({lit}, "
         "columns={'line': 'VARCHAR'}, header=false, delim='\\x1f', quote='', escape='', auto_detect=false, "
-        f"new_line='\\n', strict_mode=false, max_line_size={_MAX_LINE_BYTES})"
+        f"new_line='\\n', strict_mode=false, max_line_size={_MAX_LINE_BYTES}, buffer_size={_READ_BUFFER_BYTES}, "
+        f"skip={int(skip)})" + (f" LIMIT {int(limit)}" if limit is not None else "")
     )
 
 
 def build_table(
-    path: str, fmt: Any, db_path: str, *, n_lines: int, encoding: str = "utf-8", invalid_lines: int = 0
+    path: str,
+    fmt: Any,
+    db_path: str,
+    *,
+    n_lines: int,
+    encoding: str = "utf-8",
+    invalid_lines: int = 0,
+    parts: int | None = None,
 ) -> dict[str, Any]:
-    """Build `log` for `path` into `db_path` (replaced atomically). Returns its description."""
+    """Build `log` for `path` into `db_path` (replaced atomically). Returns its description.
+
+    `parts`: how many runs of lines a log is built in at once (default: one per
+    processor, as the file's size and the memory cap allow)."""
     import duckdb
 
     started = time.perf_counter()
@@ -180,18 +206,18 @@ def build_table(
         else:
             source = path
         try:
-            columns, parsed, rows, note = _build(duckdb, fmt, source, tmp_db, work, n_lines)
+            columns, parsed, rows, note = _build(duckdb, fmt, source, tmp_db, work, n_lines, parts=parts)
         except duckdb.OutOfMemoryException:
             # Wide rows (JSON objects with hundreds of nested fields: a row group holds a
             # buffer per field) need more than the cap: once more at four times it.
             _remove_db(tmp_db)
             columns, parsed, rows, note = _build(
-                duckdb, fmt, source, tmp_db, work, n_lines, memory_mb=4 * _build_memory_mb()
+                duckdb, fmt, source, tmp_db, work, n_lines, memory_mb=4 * _build_memory_mb(), parts=parts
             )
         if rows != n_lines and source == path and _has_cr(path):
             _remove_db(tmp_db)
             source = _copy(path, work, None)
-            columns, parsed, rows, note = _build(duckdb, fmt, source, tmp_db, work, n_lines)
+            columns, parsed, rows, note = _build(duckdb, fmt, source, tmp_db, work, n_lines, parts=parts)
         if rows != n_lines:
             raise TableError(f"the table has {rows:,} rows but the file {n_lines:,} lines")
         os.replace(tmp_db, db_path)
@@ -229,15 +255,27 @@ def _remove_db(db: str) -> None:
 
 
 def _build(
-    duckdb: Any, fmt: Any, source: str, tmp_db: str, work: str, n_lines: int, memory_mb: int = 0
+    duckdb: Any,
+    fmt: Any,
+    source: str,
+    tmp_db: str,
+    work: str,
+    n_lines: int,
+    memory_mb: int = 0,
+    parts: int | None = None,
 ) -> tuple[list[tuple[str, str]], int, int, str | None]:
     """Create `log` in a new database `tmp_db`: (columns, lines parsed, rows, note)."""
     memory_mb = memory_mb or _build_memory_mb()
+    # A log's parts are single-threaded queries run side by side (each client thread runs its
+    # own query); CSV and JSON lines use DuckDB's threads.
+    lines = fmt.kind == "lines"
+    n_parts = max(1, min(parts, n_lines)) if parts is not None else _build_parts(memory_mb, n_lines)
     con = duckdb.connect(
         tmp_db,
         config={
-            "threads": _build_threads(memory_mb),
+            "threads": 1 if lines else _cpus(),
             "preserve_insertion_order": True,
+            "storage_compatibility_version": _STORAGE_VERSION,
             # The parent's memory stays bounded whatever the file's size: past this,
             # DuckDB spills to the build's directory beside the cache.
             "memory_limit": f"{memory_mb}MB",
@@ -252,7 +290,7 @@ def _build(
             # CSV and JSON lines: every string column zstd-compressed (see _create_log).
             con.execute("SET force_compression = 'zstd'")
         note = fmt.note
-        columns, parsed = _create_log(con, fmt, source, n_lines)
+        columns, parsed = _create_log(con, fmt, source, n_lines, n_parts)
         if isinstance(parsed, str):  # the format's columns could not be parsed: say why
             note, parsed = parsed, 0
         rows = con.execute("SELECT count(*) FROM log").fetchone()[0]
@@ -261,33 +299,13 @@ def _build(
     return columns, parsed, rows, note
 
 
-def _create_log(con: Any, fmt: Any, source: str, n_lines: int) -> tuple[list[tuple[str, str]], int | str]:
+def _create_log(
+    con: Any, fmt: Any, source: str, n_lines: int, parts: int = 1
+) -> tuple[list[tuple[str, str]], int | str]:
     """CREATE TABLE log; returns (parsed columns with their types, lines parsed or why none were)."""
     raw = _raw_source(source)
     if fmt.kind == "lines":
-        # Rows are stored in file order (insertion order is preserved), so the
-        # rowid numbers them: `log` is a view adding line_no = rowid + 1.
-        unnumbered = _raw_source(source, numbered=False)
-        select = f"SELECT * EXCLUDE (line_no) FROM (WITH src AS ({unnumbered}) {fmt.select})"
-        # `line` is stored zstd-compressed; the parsed columns as DuckDB chooses (dictionary
-        # and FSST: a LIKE over `agent` then reads the dictionary only). Measured on a 1 GB
-        # access log: DuckDB's choice for `line` as well (its analysis of 1 GB of long
-        # strings) cost two thirds of the build; zstd for every string column, 378 MB and
-        # 11.2 s of CPU; zstd for `line` only, 195 MB and 10.4 s.
-        described = con.execute(f"DESCRIBE {select}").fetchall()
-        defs = ", ".join(
-            f'"{_q(name)}" {typ}' + (" USING COMPRESSION zstd" if name == "line" else "")
-            for name, typ, *_ in described
-        )
-        con.execute(f"CREATE TABLE log_data ({defs})")
-        con.execute(f"INSERT INTO log_data BY NAME {select}")
-        con.execute("CREATE VIEW log AS SELECT rowid + 1 AS line_no, * FROM log_data")
-        cols = _columns(con)
-        if not cols:
-            return [], 0
-        first = cols[0][0]
-        parsed = con.execute(f'SELECT count("{first}") FROM log').fetchone()[0]
-        return cols, parsed
+        return _create_lines(con, fmt, source, n_lines, parts)
     if fmt.kind == "jsonl":
         return _create_jsonl(con, source)
     con.execute(f"CREATE TEMP TABLE src AS {raw}")
@@ -295,6 +313,96 @@ def _create_log(con: Any, fmt: Any, source: str, n_lines: int) -> tuple[list[tup
         return _create_csv(con, fmt, source, n_lines)
     con.execute("CREATE TABLE log AS SELECT * FROM src ORDER BY line_no")
     return [], 0
+
+
+def _create_lines(
+    con: Any, fmt: Any, source: str, n_lines: int, parts: int
+) -> tuple[list[tuple[str, str]], int | str]:
+    """`log` for a line format: the lines in `parts` runs, each parsed and stored by a query of
+    its own, all at once, each run in file order in a table of its own (log_data, log_data_1, ...).
+    `log` is the view joining them, numbered by rowid: line_no = rowid + 1 + the lines before
+    the run. No numbered copy, no window, no sort, no reordering of parallel batches.
+
+    The runs are taken by line count (the reader skips to a run's first line): a stray carriage
+    return, which DuckDB reads as a line end, makes the rows more than the file's lines, which
+    build_table checks.
+    """
+    bounds = [n_lines * i // parts for i in range(parts + 1)]
+    tables = ["log_data"] + [f"log_data_{i}" for i in range(1, parts)]
+    # `line` is stored zstd-compressed; the parsed columns as DuckDB chooses (dictionary
+    # and FSST: a LIKE over `agent` then reads the dictionary only). Measured on a 1 GB
+    # access log: DuckDB's choice for `line` as well (its analysis of 1 GB of long
+    # strings) cost two thirds of the build; zstd for every string column, 378 MB and
+    # 11.2 s of CPU; zstd for `line` only, 195 MB and 10.4 s.
+    described = con.execute(f"DESCRIBE {_lines_select(fmt, source)}").fetchall()
+    defs = ", ".join(
+        f'"{_q(name)}" {typ}' + (" USING COMPRESSION zstd" if name == "line" else "")
+        for name, typ, *_ in described
+    )
+    for table in tables:
+        con.execute(f"CREATE TABLE {table} ({defs})")
+    inserts = [
+        f"INSERT INTO {table} BY NAME "
+        + _lines_select(fmt, source, skip=lo, limit=hi - lo if i < parts - 1 else None)
+        for i, (table, lo, hi) in enumerate(zip(tables, bounds, bounds[1:], strict=False))
+    ]
+    _run_side_by_side(con, inserts)
+    con.execute(
+        "CREATE VIEW log AS "
+        + " UNION ALL ".join(
+            f"SELECT rowid + {lo + 1} AS line_no, * FROM {table}"
+            for table, lo in zip(tables, bounds, strict=False)
+        )
+    )
+    cols = _columns(con)
+    if not cols:
+        return [], 0
+    first = cols[0][0]
+    parsed = con.execute(f'SELECT count("{first}") FROM log').fetchone()[0]
+    return cols, parsed
+
+
+def _lines_select(fmt: Any, source: str, *, skip: int = 0, limit: int | None = None) -> str:
+    """The format's parse over a run of lines, without line_no (the stored rows are numbered by rowid)."""
+    unnumbered = _raw_source(source, numbered=False, skip=skip, limit=limit)
+    return f"SELECT * EXCLUDE (line_no) FROM (WITH src AS ({unnumbered}) {fmt.select})"
+
+
+def _run_side_by_side(con: Any, statements: list[str]) -> None:
+    """Run each statement on a cursor of its own, each from a thread of its own (DuckDB drops
+    the GIL while a query runs); the first error is raised once all have ended."""
+    if len(statements) == 1:
+        con.execute(statements[0])
+        return
+    errors: list[BaseException] = []
+    cursors = [con.cursor() for _ in statements]
+
+    def run(cur: Any, statement: str) -> None:
+        try:
+            cur.execute(statement)
+        except BaseException as exc:  # noqa: BLE001 (raised in the caller's thread below)
+            errors.append(exc)
+            for other in cursors:  # the others' work is lost anyway: stop it
+                try:
+                    other.interrupt()
+                except Exception:  # noqa: BLE001 (a finished query: nothing to stop)
+                    pass
+
+    threads = [
+        threading.Thread(target=run, args=(cur, st), name="rlm-table-part")
+        for cur, st in zip(cursors, statements, strict=True)
+    ]
+    try:
+        for thread in threads:
+            thread.start()
+    finally:
+        for thread in threads:
+            if thread.ident is not None:
+                thread.join()
+        for cur in cursors:
+            cur.close()
+    if errors:
+        raise errors[0]
 
 
 def _create_csv(con: Any, fmt: Any, source: str, n_lines: int) -> tuple[list[tuple[str, str]], int | str]:
@@ -388,14 +496,18 @@ def _build_memory_mb() -> int:
         return BUILD_MEMORY_MB
 
 
-def _build_threads(memory_mb: int) -> int:
-    """As many threads as this process may run on (a container's or taskset's share, not the
-    machine's) and the memory cap feeds without spilling."""
+def _cpus() -> int:
+    """The processors this process may run on (a container's or taskset's share, not the machine's)."""
     try:
-        cpus = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, memory_mb // _MB_PER_THREAD))
+        return os.cpu_count() or 1
+
+
+def _build_parts(memory_mb: int, n_lines: int) -> int:
+    """How many runs of lines a log is built in at once: one per processor, as many as the
+    memory cap feeds and the file has lines for."""
+    return max(1, min(_cpus(), memory_mb // _MB_PER_PART, n_lines // _PART_MIN_LINES))
 
 
 def _head_has_cr(path: str) -> bool:
