@@ -404,3 +404,16 @@ def test_two_failing_cells_taking_turns_end_the_run_instead_of_burning_every_ste
     assert "execute is the action that runs this code, not a function inside it" in obs[0]
     assert obs[4].startswith("not run: this exact execute failed at step 3") and obs[5].startswith("not run")
     assert proc.returncode == 1 and proc.stdout == ""
+
+
+def test_the_summary_line_counts_in_words_a_reader_expects(tmp_path: Path) -> None:
+    replies = [
+        {"tool": "peek", "args": {"start": 1, "length": 2}, "error": "server", "error_times": 1},
+        {"tool": "final", "args": {"answer": "35"}},
+        json.dumps({"answer": "35", "explanation": "Seen.", "citations": []}),
+    ]
+    model = write_script(tmp_path / "s.json", replies)
+    proc = run_cli(["ask", str(FIXTURES / "access.log"), "how many 404s?", "-m", model], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    summary = proc.stderr.strip().splitlines()[-1]
+    assert re.match(r"rlm: final · 2 steps · 3 calls · 1 failed request · [\d,]+ tokens · ", summary), summary

@@ -170,9 +170,9 @@ class StderrReporter:
         cost_text = "cost unknown" if cost is None else f"${cost:.4f}"
         parts = [
             result.status,
-            f"{result.steps} steps",
-            f"{usage.get('calls', 0)} calls",
-            *([f"{usage['failed_requests']} failed requests"] if usage.get("failed_requests") else []),
+            _count(result.steps, "step"),
+            _count(usage.get("calls", 0), "call"),
+            *([_count(usage["failed_requests"], "failed request")] if usage.get("failed_requests") else []),
             f"{usage.get('total_tokens', 0):,} tokens",
             cost_text,
             f"{result.elapsed_s:.1f} s",
@@ -180,6 +180,10 @@ class StderrReporter:
         if result.trace_path:
             parts.append(f"trace {result.trace_path}")
         self._write("rlm: " + " · ".join(parts), "ok" if result.exit_code == 0 else "warn")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _describe_args(action: Action) -> str:
