@@ -703,3 +703,50 @@ def test_cli_question_answered_by_one_query(tmp_path: Path) -> None:
     assert "Table `log` (apache-combined)" in first and "sql(query)" in first
     assert "n\\n---\\n35\\n(1 row)" in json.dumps(calls[1]) or "35" in json.dumps(calls[1])
     assert "internal error" not in proc.stderr.lower()
+
+
+def _first_prompt(tmp_path: Path, path: Path) -> str:
+    """The root's first prompt of `rlm ask` over `path`, as the model received it."""
+    calls = tmp_path / "calls.jsonl"
+    calls.unlink(missing_ok=True)
+    replies = [
+        {"tool": "peek", "args": {"start": 1, "length": 1}},
+        {"tool": "final", "args": {"answer": "seen"}},
+        json.dumps({"answer": "seen", "explanation": "Seen.", "citations": []}),
+    ]
+    model = write_script(tmp_path / "s.json", {"log": str(calls), "replies": replies})
+    proc = run_cli(["ask", str(path), "What is in this file?", "-m", model], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    first = json.loads(calls.read_text().splitlines()[0])
+    return "\n".join(str(m["content"]) for m in first["messages"])
+
+
+def test_the_profile_shows_what_categorical_columns_hold(tmp_path: Path) -> None:
+    # What `event` holds is what a model must write in a WHERE: the profile says it, with the
+    # counts, each checked here against a count of the file made without rlm.
+    text = AUTH.read_text()
+    failed = len(re.findall(r"sshd\[\d+\]: (?:message repeated \d+ times: \[ )?Failed \S+ for ", text))
+    password = len(
+        re.findall(
+            r"sshd\[\d+\]: (?:message repeated \d+ times: \[ )?(?:Failed|Accepted) password for ", text
+        )
+    )
+    prompt = _first_prompt(tmp_path, AUTH)
+    values = next(line for line in prompt.splitlines() if line.startswith("Common values"))
+    assert f"event: 'failed' {failed:,}, " in values
+    assert f"auth_method: 'password' {password:,}, 'none' 4" in values
+    assert "program: 'sshd' 2,000" in values
+
+    access = ACCESS.read_text()
+    prompt = _first_prompt(tmp_path, ACCESS)
+    values = next(line for line in prompt.splitlines() if line.startswith("Common values"))
+    n404, head = access.count('" 404 '), access.count('"HEAD ')
+    assert f"404 {n404}" in values and f"'HEAD' {head}" in values
+
+    taxis = DATA / "seaborn" / "taxis.csv"
+    with taxis.open(newline="") as fh:
+        colors = Counter(row["color"] for row in csv.DictReader(fh))
+    prompt = _first_prompt(tmp_path, taxis)
+    values = next(line for line in prompt.splitlines() if line.startswith("Common values"))
+    assert ", ".join(f"'{c}' {n:,}" for c, n in colors.most_common()) in values  # found, not declared
+    assert "pickup_zone" not in values  # a column of many values is no category

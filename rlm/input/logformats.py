@@ -32,6 +32,9 @@ class TableFormat:
     example: str = "SELECT count(*) FROM log"
     note: str = ""  # said in the profile (e.g. the year syslog timestamps assume)
     delimiter: str | None = None  # for kind "csv"
+    # Columns with few distinct values whose common values the profile shows (what `event`
+    # holds is what a model must write in a WHERE); CSV and JSON lines find theirs.
+    categories: tuple[str, ...] = ()
     params: dict[str, str] = field(default_factory=dict)
 
 
@@ -121,6 +124,7 @@ def _access(name: str) -> TableFormat:
         columns=ACCESS_COLUMNS,
         select=_ACCESS_SELECT,
         example="SELECT status, count(*) AS n FROM log GROUP BY status ORDER BY n DESC",
+        categories=("status", "method"),
     )
 
 
@@ -136,6 +140,7 @@ SYSLOG_COLUMNS = (
     ("user", "VARCHAR"),
     ("src_ip", "VARCHAR"),
     ("src_port", "INTEGER"),
+    ("auth_method", "VARCHAR"),
 )
 
 # sshd messages and the event each one is, tried in order (first match wins).
@@ -173,6 +178,8 @@ _SSHD_USER = (
 )
 _SSHD_IP = r"(?:from|by|rhost=|Address|\[)\s?((?:\d{1,3}\.){3}\d{1,3}|[0-9a-fA-F]{0,4}:[0-9a-fA-F:]*:[0-9a-fA-F]{1,4})\b"
 _SSHD_PORT = r" port (\d+)"
+# How a login was tried: "Failed password for", "Accepted publickey for" (a failed or accepted event).
+_SSHD_METHOD = r"^(?:message repeated \d+ times: \[ )?(?:Failed|Accepted) (\S+) for "
 
 
 def _sshd_columns() -> list[tuple[str, str, str]]:
@@ -185,11 +192,13 @@ def _sshd_columns() -> list[tuple[str, str, str]]:
     user += ", CASE WHEN regexp_matches(message, '^Invalid user  from ') THEN '' END)"
     ip = f"nullif(regexp_extract(message, {_lit(_SSHD_IP)}, 1), '')"
     port = f"try_cast(nullif(regexp_extract(message, {_lit(_SSHD_PORT)}, 1), '') AS INTEGER)"
+    method = f"nullif(regexp_extract(message, {_lit(_SSHD_METHOD)}, 1), '')"
     return [
         ("event", "VARCHAR", event),
         ("user", "VARCHAR", user),
         ("src_ip", "VARCHAR", ip),
         ("src_port", "INTEGER", port),
+        ("auth_method", "VARCHAR", method),
     ]
 
 
@@ -254,6 +263,7 @@ def _with_sshd(name: str, inner: str, note: str) -> TableFormat:
         columns=SYSLOG_COLUMNS,
         select=select,
         example="SELECT src_ip, count(*) AS n FROM log WHERE event = 'failed' GROUP BY src_ip ORDER BY n DESC LIMIT 10",
+        categories=("event", "auth_method", "program"),
         note=note,
     )
 
@@ -344,6 +354,7 @@ def _log4j_format(spec: _Log4j) -> TableFormat:
         columns=tuple((n, t) for n, t, _ in outputs),
         select=_regex_select(spec.regex, list(spec.groups), outputs),
         example=_LOG4J_EXAMPLE,
+        categories=("level", "component"),
     )
 
 

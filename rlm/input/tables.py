@@ -29,6 +29,8 @@ import threading
 import time
 from typing import Any
 
+from rlm.input.tablevalues import describe_values
+
 __all__ = [
     "TABLE_VERSION",
     "TableError",
@@ -41,7 +43,7 @@ __all__ = [
     "sql_helper",
 ]
 
-TABLE_VERSION = 2  # 2: a log stored in parts (log_data, log_data_1, ...), current storage format
+TABLE_VERSION = 3  # 2: a log stored in parts (log_data, log_data_1, ...), current storage format; 3: values
 MAX_RESULT_ROWS = 100_000  # rows sql() hands back; more means the query should aggregate or LIMIT
 SHOWN_ROWS = 20  # rows the REPL echo shows
 SHOWN_CELL_CHARS = 60
@@ -221,6 +223,7 @@ def build_table(
         if rows != n_lines:
             raise TableError(f"the table has {rows:,} rows but the file {n_lines:,} lines")
         os.replace(tmp_db, db_path)
+        values = _common_values(duckdb, db_path, columns, fmt.categories)
     except duckdb.Error as exc:
         raise TableError(f"DuckDB could not build the table: {_first_line(exc)}") from None
     finally:
@@ -234,8 +237,24 @@ def build_table(
         "parsed": parsed,
         "example": fmt.example if columns else "SELECT count(*) FROM log WHERE line LIKE '%error%'",
         "note": note,
+        "values": values,
         "build_s": round(time.perf_counter() - started, 3),
     }
+
+
+def _common_values(
+    duckdb: Any, db_path: str, columns: list[tuple[str, str]], declared: tuple[str, ...]
+) -> dict[str, list[list[Any]]]:
+    """The profile's common values of the built table's categorical columns (rlm.input.tablevalues)."""
+    from rlm.input.tablevalues import common_values
+
+    if not columns:
+        return {}
+    con = duckdb.connect(db_path, read_only=True, config={"memory_limit": f"{_build_memory_mb()}MB"})
+    try:
+        return common_values(con, columns, declared)
+    finally:
+        con.close()
 
 
 def _copy(path: str, work: str, encoding: str | None) -> str:
@@ -571,6 +590,9 @@ def describe_table(info: dict[str, Any], max_chars: int = 420) -> str:
     out = [head]
     if info.get("note"):
         out.append(f"Note: {info['note']}.")
+    values = describe_values(info.get("values") or {})
+    if values:
+        out.append(values)
     out.append(f'Example: execute sql("{info["example"]}")')
     return "\n".join(out)
 
