@@ -318,3 +318,14 @@ def test_a_broken_json_reply_still_gives_its_answer(tmp_path: Path) -> None:
     assert [c["id"] for c in doc["citations"]] == ["F1"] and doc["explanation"].startswith(
         "The cell `print(sql("
     )
+
+
+def test_an_answer_that_copies_a_findings_code_is_not_printed(tmp_path: Path) -> None:
+    # Seen with the offline model: asked for the answer, it gave the code of the finding that
+    # held it. The investigation's draft stands in, and stderr says why.
+    code = "sql(\"SELECT count(*) FROM log WHERE method = 'HEAD'\")"
+    proc, trace = _answer_run(
+        tmp_path, {"answer": code, "explanation": "The query gave it.", "citations": ["F1"]}, code=code
+    )
+    assert proc.stdout == "draft\n"
+    assert trace["synthesis"]["source"] == "draft" and "the code behind a finding" in proc.stderr

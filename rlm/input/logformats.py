@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["TableFormat", "recognize", "SSHD_EVENTS"]
+__all__ = ["TableFormat", "recognize", "SSHD_EVENTS", "SSHD_LOGINS"]
 
 
 @dataclass(frozen=True)
@@ -140,13 +140,16 @@ SYSLOG_COLUMNS = (
     ("user", "VARCHAR"),
     ("src_ip", "VARCHAR"),
     ("src_port", "INTEGER"),
-    ("auth_method", "VARCHAR"),
 )
 
-# sshd messages and the event each one is, tried in order (first match wins).
+# sshd messages and the event each one is, tried in order (first match wins). A login's
+# event names its method too, as the log words it: "Failed password for" is failed_password,
+# "Failed none for" failed_none, "Accepted publickey for" accepted_publickey.
+SSHD_LOGINS: tuple[tuple[str, str], ...] = (
+    ("failed", r"^(?:message repeated \d+ times: \[ )?Failed (\S+) for "),
+    ("accepted", r"^(?:message repeated \d+ times: \[ )?Accepted (\S+) for "),
+)
 SSHD_EVENTS: tuple[tuple[str, str], ...] = (
-    ("failed", r"^(?:message repeated \d+ times: \[ )?Failed \S+ for "),
-    ("accepted", r"^(?:message repeated \d+ times: \[ )?Accepted \S+ for "),
     ("invalid_user", r"^Invalid user "),
     ("invalid_user_request", r"^input_userauth_request: invalid user "),
     ("auth_failure", r"authentication failure;"),
@@ -178,27 +181,27 @@ _SSHD_USER = (
 )
 _SSHD_IP = r"(?:from|by|rhost=|Address|\[)\s?((?:\d{1,3}\.){3}\d{1,3}|[0-9a-fA-F]{0,4}:[0-9a-fA-F:]*:[0-9a-fA-F]{1,4})\b"
 _SSHD_PORT = r" port (\d+)"
-# How a login was tried: "Failed password for", "Accepted publickey for" (a failed or accepted event).
-_SSHD_METHOD = r"^(?:message repeated \d+ times: \[ )?(?:Failed|Accepted) (\S+) for "
 
 
 def _sshd_columns() -> list[tuple[str, str, str]]:
-    event = "CASE " + " ".join(
-        f"WHEN regexp_matches(message, {_lit(rx)}) THEN {_lit(ev)}" for ev, rx in SSHD_EVENTS
-    )
+    logins = [
+        f"WHEN regexp_matches(message, {_lit(rx)}) THEN "
+        f"{_lit(ev + '_')} || replace(lower(regexp_extract(message, {_lit(rx)}, 1)), '-', '_')"
+        for ev, rx in SSHD_LOGINS
+    ]
+    others = [f"WHEN regexp_matches(message, {_lit(rx)}) THEN {_lit(ev)}" for ev, rx in SSHD_EVENTS]
+    event = "CASE " + " ".join([*logins, *others])
     event += " ELSE 'other' END"
     user = "coalesce(" + ", ".join(f"nullif(regexp_extract(message, {_lit(rx)}, 1), '')" for rx in _SSHD_USER)
     # "Invalid user  from ..." names an empty user: say so with '' rather than NULL.
     user += ", CASE WHEN regexp_matches(message, '^Invalid user  from ') THEN '' END)"
     ip = f"nullif(regexp_extract(message, {_lit(_SSHD_IP)}, 1), '')"
     port = f"try_cast(nullif(regexp_extract(message, {_lit(_SSHD_PORT)}, 1), '') AS INTEGER)"
-    method = f"nullif(regexp_extract(message, {_lit(_SSHD_METHOD)}, 1), '')"
     return [
         ("event", "VARCHAR", event),
         ("user", "VARCHAR", user),
         ("src_ip", "VARCHAR", ip),
         ("src_port", "INTEGER", port),
-        ("auth_method", "VARCHAR", method),
     ]
 
 
@@ -262,8 +265,8 @@ def _with_sshd(name: str, inner: str, note: str) -> TableFormat:
         kind="lines",
         columns=SYSLOG_COLUMNS,
         select=select,
-        example="SELECT src_ip, count(*) AS n FROM log WHERE event = 'failed' GROUP BY src_ip ORDER BY n DESC LIMIT 10",
-        categories=("event", "auth_method", "program"),
+        example="SELECT src_ip, count(*) AS n FROM log WHERE event = 'failed_password' GROUP BY src_ip ORDER BY n DESC LIMIT 10",
+        categories=("event", "program"),
         note=note,
     )
 

@@ -1,7 +1,7 @@
 """The common values of a table's categorical columns, for the profile.
 
-A model that sees `event VARCHAR` does not know to write `event = 'failed'`
-for "failed passwords"; one that sees `event: failed 519, invalid_user 311`
+A model that sees `event VARCHAR` does not know to write `event = 'failed_password'`
+for "failed passwords"; one that sees `event: 'failed_password' 520, 'failed_none' 4`
 does. A format declares its categorical columns (logformats.TableFormat.
 categories); for CSV and JSON lines they are found: the text and boolean
 columns with at most MAX_DISTINCT values, judged by DuckDB's approximate
@@ -62,7 +62,7 @@ def describe_values(values: dict[str, list[list[Any]]], max_chars: int = 360) ->
 
 
 def _literal(value: Any) -> str:
-    # As SQL would compare it: strings quoted, so the model copies 'failed', not failed.
+    # As SQL would compare it: strings quoted, so the model copies 'failed_password', not failed_password.
     return (
         f"'{value}'"
         if isinstance(value, str)

@@ -101,6 +101,24 @@ def ungrounded_figures(answer: str, evidence: str) -> list[str]:
     return missing
 
 
+# A computed result's finding: "`<the code>` gave: <what it printed>" (rlm.run.runner).
+_RESULT = re.compile(r"^`(.+?)` gave: ", re.S)
+
+
+def copied_code(answer: str, findings: list[Finding]) -> bool:
+    """Whether `answer` is (part of) the code behind a result rather than anything it printed:
+    a small model asked for the answer sometimes copies the finding's code."""
+    flat = " ".join(answer.split())
+    if len(flat) < 8:
+        return False
+    for f in findings:
+        text = f.full or f.text
+        found = _RESULT.match(text)
+        if found and flat in " ".join(found.group(1).split()) and flat not in text[found.end() :]:
+            return True
+    return False
+
+
 def _as_text(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
@@ -245,12 +263,13 @@ def synthesize(
             [question, draft or "", *(f.full or f.text for f in findings), *(observations or [])]
         )
         made_up = ungrounded_figures(answer, evidence) if answer and _usable(answer) else []
-        if made_up:
-            result = _fallback(
-                draft,
-                findings,
-                f"its answer named {', '.join(made_up)}, found in no finding, and was not used",
+        if made_up or (answer and copied_code(answer, findings)):
+            why = (
+                f"its answer named {', '.join(made_up)}, found in no finding, and was not used"
+                if made_up
+                else "its answer was the code behind a finding, not what the code found, and was not used"
             )
+            result = _fallback(draft, findings, why)
             result.reply, result.prompt_tokens_est, result.payload = reply, est, payload
             return result
         if answer and _usable(answer):
