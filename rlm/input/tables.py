@@ -43,7 +43,7 @@ __all__ = [
     "sql_helper",
 ]
 
-TABLE_VERSION = 3  # 2: a log stored in parts (log_data, log_data_1, ...), current storage format; 3: values
+TABLE_VERSION = 4  # 2: a log stored in parts, current storage format; 3: common values; 4: sshd login events name their method
 MAX_RESULT_ROWS = 100_000  # rows sql() hands back; more means the query should aggregate or LIMIT
 SHOWN_ROWS = 20  # rows the REPL echo shows
 SHOWN_CELL_CHARS = 60
