@@ -417,3 +417,20 @@ def test_the_summary_line_counts_in_words_a_reader_expects(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr
     summary = proc.stderr.strip().splitlines()[-1]
     assert re.match(r"rlm: final · 2 steps · 3 calls · 1 failed request · [\d,]+ tokens · ", summary), summary
+
+
+def test_a_refused_repeat_says_what_the_first_run_showed(tmp_path: Path) -> None:
+    # A small model that asks for the same query again is refused with the value it already has,
+    # not with the result's header line ("count_star()") alone.
+    code = 'sql("SELECT count(*) FROM log WHERE status = 404")'
+    replies = [
+        {"tool": "execute", "args": {"code": code}},
+        {"tool": "execute", "args": {"code": code}},
+        {"tool": "final", "args": {"answer": "35"}},
+        json.dumps({"answer": "35", "explanation": "Counted.", "citations": ["F1"]}),
+    ]
+    model = write_script(tmp_path / "s.json", replies)
+    proc = run_cli(["ask", str(FIXTURES / "access.log"), "how many 404s?", "-m", model], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    refused = latest_trace(tmp_path)["steps"][1]["observation"]["preview"]
+    assert "already ran exactly this at step 1 (it showed: count_star() / 35 / (1 row))" in refused

@@ -106,9 +106,9 @@ def steps_left_hint(left: int) -> str:
     return f"\n\n({left} steps left.)"
 
 
-def repeated_action(step: int, first_line: str) -> str:
+def repeated_action(step: int, shown: str) -> str:
     return (
-        f"not run: you already ran exactly this at step {step} (it showed: {first_line}). Use that result: "
+        f"not run: you already ran exactly this at step {step} (it showed: {shown}). Use that result: "
         "if it answers the question, call final with it now; otherwise try a different action."
     )
 

@@ -69,7 +69,7 @@ class Done:
     """An action already run, to tell a true repeat from the same call against changed state."""
 
     step: int
-    shown: str  # the first line of what it showed
+    shown: str  # the gist of what it showed (repeated back when the same action is asked again)
     ok: bool
     state: int  # the worker state it left behind (ActionRunner.state after it ran)
 
@@ -123,8 +123,7 @@ class ActionRunner:
         outcome = self._run(name, args, step, subcall)
         if name in ("execute", "partition_map"):
             self.state += 1
-        first = next((ln for ln in outcome.observation.splitlines() if ln.strip()), "")
-        self.done[key] = Done(step, cap_words(first, 120), outcome.ok, self.state)
+        self.done[key] = Done(step, _gist(outcome.observation), outcome.ok, self.state)
         if not outcome.ok:
             self.failures[key] = self.failures.get(key, 0) + 1
         return outcome
@@ -291,3 +290,11 @@ def code_summary(code: str) -> str:
     if len(joined) <= 160:
         return joined
     return f"{cap_words(lines[0], 70)}; …; {cap_words(lines[-1], 80)}"
+
+
+def _gist(observation: str, chars: int = 240) -> str:
+    """What an observation showed, on one line: a refused repeat says it again, so a model that
+    asks twice gets the value itself ("count_star() / 520 / (1 row)"), not just a header."""
+    lines = [ln.strip() for ln in observation.splitlines()]
+    kept = [ln for ln in lines if ln and not set(ln) <= set("-+| ")]
+    return cap_words(" / ".join(kept), chars)
