@@ -29,7 +29,7 @@ import threading
 import time
 from typing import Any
 
-from rlm.input.tablevalues import describe_values
+from rlm.input.tablevalues import common_values, describe_values
 
 __all__ = [
     "TABLE_VERSION",
@@ -246,8 +246,6 @@ def _common_values(
     duckdb: Any, db_path: str, columns: list[tuple[str, str]], declared: tuple[str, ...]
 ) -> dict[str, list[list[Any]]]:
     """The profile's common values of the built table's categorical columns (rlm.input.tablevalues)."""
-    from rlm.input.tablevalues import common_values
-
     if not columns:
         return {}
     con = duckdb.connect(db_path, read_only=True, config={"memory_limit": f"{_build_memory_mb()}MB"})
