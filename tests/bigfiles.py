@@ -62,9 +62,15 @@ def apache_log(path: Path, size: int) -> int:
     return _repeat(path, size, one_pass)
 
 
+def _whole_lines(data: bytes) -> bytes:
+    """`data` ending with a line end: the loghub files lack a final one, and a pass glued to the
+    next (or one file to another) would make lines that are in no real log."""
+    return data if data.endswith(b"\n") else data + b"\n"
+
+
 def syslog(path: Path, size: int) -> int:
     """Real syslog lines (loghub Linux and OpenSSH), repeated."""
-    blob = SYSLOG.read_bytes() + SSH.read_bytes()
+    blob = _whole_lines(SYSLOG.read_bytes()) + _whole_lines(SSH.read_bytes())
     return _repeat(path, size, lambda _k: blob)
 
 
@@ -81,20 +87,29 @@ def json_lines(path: Path, size: int) -> int:
 
 
 def single_line_json(path: Path, size: int) -> int:
-    """One JSON array on one line holding real NGINX Plus status objects, about `size` bytes."""
+    """One JSON array on one line holding real NGINX Plus status objects, about `size` bytes.
+
+    Written pass by pass (a 1 GB document is never held in memory whole)."""
     objects = [json.loads(line) for line in NGINX_JSON.read_text().splitlines() if line.strip()]
     one = [json.dumps(o, separators=(",", ":")) for o in objects]
     per_pass = sum(len(s) + 1 for s in one)
-    items = one * max(1, size // per_pass)
-    data = ("[" + ",".join(items) + "]\n").encode()
-    path.write_bytes(data)
-    return len(data)
+    blob = ",".join(one).encode()
+    with open(path, "wb") as out:
+        out.write(b"[")
+        for k in range(max(1, size // per_pass)):
+            out.write(b"," + blob if k else blob)
+        out.write(b"]\n")
+        return out.tell()
 
 
 def utf16_log(path: Path, size: int) -> int:
-    """Real OpenSSH lines in UTF-16 (little-endian, with its byte-order mark), about `size` bytes."""
-    text = SSH.read_text()
-    passes = max(1, size // (2 * len(text)))
-    data = "\ufeff".encode("utf-16-le") + (text * passes).encode("utf-16-le")
-    path.write_bytes(data)
-    return len(data)
+    """Real OpenSSH lines in UTF-16 (little-endian, with its byte-order mark), about `size` bytes.
+
+    Written pass by pass (a 1 GB file is never held in memory whole)."""
+    text = _whole_lines(SSH.read_bytes()).decode()
+    blob = text.encode("utf-16-le")
+    with open(path, "wb") as out:
+        out.write("\ufeff".encode("utf-16-le"))
+        for _ in range(max(1, size // (2 * len(text)))):
+            out.write(blob)
+        return out.tell()

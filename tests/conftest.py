@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,28 @@ def real_data() -> Path:
 @pytest.fixture
 def apache_log(real_data: Path) -> Path:
     return real_data / "elastic" / "apache_logs"
+
+
+@pytest.fixture(scope="session")
+def huge_files(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[[str, Callable[[Path, int], int], int], Path]]:
+    """A builder of big input files shared by the whole session: `huge_files(name, build, size)`
+    builds `name` with `build(path, size)` the first time it is asked for and returns the same
+    file after. The directory (files, and the caches tests put beside them) is removed when
+    the session ends: gigabytes should not outlive the run in pytest's kept temp dirs."""
+    root = tmp_path_factory.mktemp("huge")
+
+    def built(name: str, build: Callable[[Path, int], int], size: int) -> Path:
+        path = root / name
+        if not path.exists():
+            part = root / f"{name}.part"
+            build(part, size)
+            part.rename(path)
+        return path
+
+    yield built
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def write_script(path: Path, replies: list[Any] | dict[str, Any]) -> str:

@@ -56,6 +56,8 @@ CALL_TIME_IMPORTS = {
     ("rlm.input.tables", "_utc"): "parent only (the build's connection)",
     ("rlm.input.tables", "_has_cr"): "parent only",
     ("rlm.input.tables", "_transcode"): "parent only",
+    ("rlm.input.tables", "_common_values"): "parent only (the profile's values, after the build)",
+    ("rlm.input.tables", "describe_table"): "parent only (the profile's text)",
 }
 
 
@@ -145,6 +147,8 @@ def test_the_worker_imports_only_what_it_can_have_after_lock_down() -> None:
             top = imported.split(".")[0]
             if func is not None and (name, func) not in CALL_TIME_IMPORTS:
                 wrong.append(f"{name}.{func} imports {imported} at call time")
+            if func is not None and CALL_TIME_IMPORTS.get((name, func), "").startswith("parent only"):
+                continue  # never called in the worker: what it imports is the parent's
             if top == "rlm":
                 if imported in modules:
                     todo.append(imported)

@@ -7,9 +7,13 @@ line anywhere may carry an internal error.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import re
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +24,8 @@ import pytest
 from conftest import latest_trace, run_cli, write_script
 
 MB = 1_000_000
+GB = 1024 * MB
+HugeFiles = Callable[[str, Callable[[Path, int], int], int], Path]
 
 
 @dataclass(frozen=True)
@@ -306,9 +312,8 @@ def test_fan_out_children_run_together_within_concurrency_under_one_budget(tmp_p
 
 
 @pytest.mark.huge
-def test_one_gigabyte_log_grep_full_pass_and_fan_out(tmp_path: Path) -> None:
-    log = tmp_path / "access-1g.log"
-    bigfiles.apache_log(log, 1024 * MB)
+def test_one_gigabyte_log_grep_full_pass_and_fan_out(huge_files: HugeFiles, tmp_path: Path) -> None:
+    log = huge_files("apache-1g.log", bigfiles.apache_log, GB)
     count = 0
     get_lines = 0
     n = 0
@@ -330,7 +335,8 @@ def test_one_gigabyte_log_grep_full_pass_and_fan_out(tmp_path: Path) -> None:
         ],
     }
     model = write_script(tmp_path / "s.json", script)
-    proc = run_cli(["ask", str(log), "q", "-m", model], cwd=tmp_path, timeout=1200)
+    cache = {"RLM_CACHE_DIR": str(log.with_name("apache-1g.cache"))}
+    proc = run_cli(["ask", str(log), "q", "-m", model], cwd=tmp_path, env=cache, timeout=1200)
     assert proc.returncode == 0, proc.stderr
     trace = latest_trace(tmp_path)
     assert_clean(proc, trace)
@@ -348,6 +354,262 @@ def test_one_gigabyte_log_grep_full_pass_and_fan_out(tmp_path: Path) -> None:
     assert "[error]" not in obs[3]
     assert proc.stdout == f"{count}\n"
     print(json.dumps({s["action"]["name"]: s["duration_s"] for s in trace["steps"] if s["node"] == "n0"}))
+
+
+# ---------------------------------------------------------------- 1 GB, the five other shapes
+#
+# Every expected figure is computed here without rlm: grep -c (PCRE for the regexes: the data
+# is ASCII, where its \w and \d are Python's), awk, or a streaming count in plain Python.
+
+
+@dataclass(frozen=True)
+class HugeCase:
+    shape: Shape
+    # A query over a parsed column and the awk/grep command that counts the same, or None.
+    parsed_sql: str | None = None
+    parsed_count: list[str] | None = None
+
+
+HUGE = [
+    HugeCase(SHAPES[1]),
+    HugeCase(
+        SHAPES[2],
+        "SELECT count(*) FROM log WHERE payment = 'cash'",
+        ["awk", "-F,", '$10 == "cash" {n++} END {print n+0}'],
+    ),
+    HugeCase(
+        SHAPES[3],
+        "SELECT count(*) FROM log WHERE version = 6",
+        ["grep", "-c", "-P", r'^\{"version":6,'],
+    ),
+    HugeCase(SHAPES[4]),
+    HugeCase(SHAPES[5]),
+]
+
+
+def _grep_c(path: Path, pattern: str, *, fixed: bool) -> int:
+    """Lines of `path` that match, by GNU grep (or, where grep has no PCRE, a streaming re)."""
+    flag = "-F" if fixed else "-P"
+    proc = subprocess.run(
+        ["grep", "-c", flag, "--", pattern, str(path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "LC_ALL": "C"},
+    )
+    if proc.returncode in (0, 1):
+        return int(proc.stdout)
+    compiled = re.compile(re.escape(pattern.encode()) if fixed else pattern.encode())
+    with path.open("rb") as fh:
+        return sum(1 for line in fh if compiled.search(line))
+
+
+def _run_count(argv: list[str], path: Path) -> int:
+    out = subprocess.run(
+        [*argv, str(path)], capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"}
+    )
+    assert out.returncode in (0, 1), out.stderr
+    return int(out.stdout)
+
+
+def _chunks(path: Path, size: int = 64 << 20) -> Any:
+    with path.open("rb") as fh:
+        while chunk := fh.read(size):
+            yield chunk
+
+
+def _newlines(path: Path) -> int:
+    return sum(chunk.count(b"\n") for chunk in _chunks(path))
+
+
+def _occurrences(path: Path, pattern: bytes, cut: bytes) -> int:
+    """Matches of `pattern` in one huge line, read in chunks split just after `cut` (which no
+    match contains, so none straddles two pieces)."""
+    compiled = re.compile(pattern)
+    carry = b""
+    total = 0
+    for chunk in _chunks(path):
+        data = carry + chunk
+        end = data.rfind(cut) + 1
+        total += sum(1 for _ in compiled.finditer(data, 0, end))
+        carry = data[end:]
+    return total + sum(1 for _ in compiled.finditer(carry))
+
+
+def _utf8_twin(src: Path, dest: Path) -> int:
+    """A UTF-8 copy of a UTF-16 file, transcoded in pieces by Python's own codec."""
+    decoder = codecs.getincrementaldecoder("utf-16")()
+    with dest.open("wb") as out:
+        for chunk in _chunks(src):
+            out.write(decoder.decode(chunk).encode())
+        out.write(decoder.decode(b"", final=True).encode())
+        return out.tell()
+
+
+def _tail_bytes(path: Path, k: int) -> bytes:
+    with path.open("rb") as fh:
+        fh.seek(path.stat().st_size - k)
+        return fh.read()
+
+
+def _tail_lines(path: Path, k: int) -> list[str]:
+    with path.open("rb") as fh:
+        fh.seek(max(0, path.stat().st_size - (1 << 20)))
+        return fh.read().decode().splitlines()[-k:]
+
+
+def _assert_clean_huge(proc: Any, trace: dict[str, Any]) -> None:
+    assert_clean(proc, trace)
+    assert "rlm: warning" not in proc.stderr, proc.stderr[-2000:]
+    assert trace["totals"]["sandbox_restarts"] == 0
+    for i, step in enumerate(trace["steps"]):
+        assert not step["observation"]["preview"].startswith("error"), (i + 1, step["observation"])
+
+
+def _profile_peak(path: Path, cache: Path) -> tuple[list[str], int]:
+    """The first open's profile in a process of its own: (format, lines, work path), peak RSS in bytes."""
+    code = (
+        "import sys\nfrom rlm.input.source import open_source\n"
+        "s = open_source(sys.argv[1], cache_dir=sys.argv[2])\n"
+        "print(s.profile.format, s.profile.lines, s.profile.work_path)\n"
+        "print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path), str(cache)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "RLM_TABLES": "off"},  # the profile's own reads; the table build is DuckDB's
+    ).stdout.splitlines()
+    return out[0].split(), int(out[1]) * 1024
+
+
+@pytest.mark.huge
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("case", HUGE, ids=[c.shape.name for c in HUGE])
+def test_one_gigabyte_of_each_shape_through_the_cli(
+    huge_files: HugeFiles, case: HugeCase, tmp_path: Path
+) -> None:
+    """1 GB of syslog, CSV, JSON lines, one-line JSON and UTF-16 through `rlm ask`: grep (literal
+    and regex) with the exact totals, a full pass in execute, sql() over the table with its
+    count, the end of the file by peek; no error, warning or restart anywhere. Each file is
+    built once per session."""
+    shape = case.shape
+    path = huge_files(f"{shape.name}-1g", shape.build, GB)
+    size = path.stat().st_size
+    lit, rx = shape.literal, shape.regex
+    one_line = shape.name == "json-one-line"
+    cache = path.with_name(f"{shape.name}-1g.cache")
+    shutil.rmtree(cache, ignore_errors=True)
+
+    # The independent figures (for UTF-16, on a UTF-8 copy made by Python's codec).
+    plain = path
+    if shape.name == "utf16":
+        plain = huge_files(f"{shape.name}-1g.utf8", lambda p, _n: _utf8_twin(path, p), 0)
+    n = 1 if one_line else _newlines(plain)
+    total_lit = _grep_c(plain, lit, fixed=True)
+    total_rx = _grep_c(plain, rx, fixed=False)
+    assert total_lit > 0 and total_rx > 0
+
+    # The first open stays within the file's own pages plus a bounded amount (the shapes whose
+    # profile used to read whole lines or transcode in memory).
+    if shape.name in ("json-one-line", "utf16"):
+        facts, peak = _profile_peak(path, tmp_path / "profile-cache")
+        assert peak < size + 200 * MB, (peak, size)
+        assert int(facts[1]) == n
+        if one_line:
+            assert facts[0] == "json"
+        else:
+            assert facts[2].endswith(".utf8") and Path(facts[2]).stat().st_size == plain.stat().st_size
+        shutil.rmtree(tmp_path / "profile-cache")
+
+    if one_line:
+        occurrences = _occurrences(path, re.escape(lit).encode(), b",")
+        rx_occurrences = _occurrences(path, rx.encode(), b",")
+        code = (
+            f"print('count', context.count({lit!r}))\n"
+            "import re\n"
+            f"print('re', sum(1 for _ in re.finditer({rx!r}, context)))\n"
+            "print('len', len(context))\n"
+            "print('tail', context[-60:].strip())\n"
+        )
+        expected = [
+            f"count {occurrences}",
+            f"re {rx_occurrences}",
+            f"len {size}",
+            f"tail {_tail_bytes(path, 60).decode().strip()}",
+        ]
+        tail_peek = {"tool": "peek", "args": {"start": size - 300, "length": 300, "unit": "chars"}}
+    else:
+        last = _tail_lines(plain, 3)
+        code = (
+            f"print('count', sum(1 for line in context_lines if {lit!r} in line))\n"
+            "import re\n"
+            f"rx = re.compile({rx!r})\n"
+            "print('re', sum(1 for line in context_lines if rx.search(line)))\n"
+            "print('lines', len(context_lines))\n"
+            "print('last', context_lines[-1][:60])\n"
+        )
+        expected = [f"count {total_lit}", f"re {total_rx}", f"lines {n}", f"last {last[-1][:60]}"]
+        tail_peek = {"tool": "peek", "args": {"start": n - 2, "length": 3}}
+    sql = (
+        ""
+        if one_line
+        else f"print('sql', sql(\"SELECT count(*) FROM log WHERE line LIKE '%{lit}%'\")[0][0])\n"
+    )
+    sql += "" if one_line else "print('rows', sql('SELECT count(*) FROM log')[0][0])\n"
+    if case.parsed_sql:
+        sql += f"print('parsed', sql({case.parsed_sql!r})[0][0])\n"
+    script = {
+        "rules": RULES,
+        "replies": [
+            {"tool": "grep", "args": {"pattern": lit}},
+            {"tool": "grep", "args": {"pattern": rx}},
+            {"tool": "execute", "args": {"code": code}},
+            *([{"tool": "execute", "args": {"code": sql}}] if sql else []),
+            tail_peek,
+            {"tool": "final", "args": {"answer": f"done {total_lit}"}},
+        ],
+    }
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(
+        ["ask", str(path), "q", "-m", model], cwd=tmp_path, env={"RLM_CACHE_DIR": str(cache)}, timeout=800
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trace = latest_trace(tmp_path)
+    _assert_clean_huge(proc, trace)
+    obs = [s["observation"]["preview"] for s in trace["steps"]]
+    assert proc.stdout == f"done {total_lit}\n"
+    assert trace["input"]["lines"] == n and trace["input"]["size"] == size
+    assert trace["input"]["encoding"] == ("utf-16-le" if shape.name == "utf16" else "utf-8")
+
+    for shown, total, pattern, fixed in [(obs[0], total_lit, lit, True), (obs[1], total_rx, rx, False)]:
+        noun = "line matches" if total == 1 else "lines match"
+        assert shown.startswith(f"{total:,} {noun} /{pattern}/"), shown[:300]
+        if not one_line:  # the first match shown is grep's first, by its number
+            first = subprocess.run(
+                ["grep", "-n", "-m1", "-F" if fixed else "-P", "--", pattern, str(plain)],
+                capture_output=True,
+                text=True,
+                env={**os.environ, "LC_ALL": "C"},
+            ).stdout
+            number, _, line = first.partition(":")
+            assert re.search(rf"^ *{number}\| {re.escape(line[:60])}", shown.splitlines()[1]), shown[:300]
+    assert obs[2].splitlines() == expected, obs[2][:2000]
+    if sql:
+        want = [f"sql {total_lit}", f"rows {n}"]
+        if case.parsed_count:
+            want.append(f"parsed {_run_count(case.parsed_count, plain)}")
+        assert obs[3].splitlines() == want, obs[3]
+    if one_line:
+        head, _, body = obs[-2].partition(":\n")
+        assert head == f"characters {size - 300:,}-{size - 1:,} of {size:,}", obs[-2][:300]
+        assert body.rstrip("\n") == _tail_bytes(path, 300).decode().rstrip("\n")
+    else:
+        assert obs[-2].startswith(f"lines {n - 2:,}-{n:,} of {n:,}\n"), obs[-2][:300]
+        for k, line in zip(range(n - 2, n + 1), last, strict=True):
+            assert f"{k}| {line[:60]}" in obs[-2], (k, line[:60], obs[-2][:1000])
+    durations = {f"{s['action']['name']}{i}": s["duration_s"] for i, s in enumerate(trace["steps"])}
+    print(json.dumps({"shape": shape.name, "size": size, "lines": n, "steps": durations}))
 
 
 def test_replay_verify_reruns_the_steps_in_the_same_worker(big: tuple[Shape, Path], tmp_path: Path) -> None:
@@ -526,9 +788,6 @@ def test_profiling_a_100_mb_single_line_json_reads_little_of_it(
         "print(s.profile.format, s.profile.lines, s.profile.work_path)\n"
         "print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1])\n"
     )
-    import subprocess
-    import sys
-
     out = subprocess.run(
         [sys.executable, "-c", code, str(path), str(tmp_path / "cache")],
         capture_output=True,

@@ -323,6 +323,33 @@ def test_re_functions_match_re_on_lazy_text(
     assert compiled.pattern == pattern
 
 
+@pytest.mark.parametrize("seam", [32, 64 * 1024], ids=["seam32", "seam64k"])
+@pytest.mark.parametrize(
+    "pattern", [r'"version":\d+', r"\d+", r"\{[^}]*\}", r"(\w+)\":(\d)", r"(?<=:)\d+(?=,)", r"\d+$"]
+)
+def test_re_over_one_long_line_finds_the_matches_a_cut_goes_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pattern: str, seam: int
+) -> None:
+    """A line longer than a chunk (a one-line JSON document) is scanned in pieces cut inside
+    it: a match across a cut was lost or split in two (re.finditer over a 1 GB one-line JSON
+    found 183,499 of 183,500 `"version":\\d+`; `\\d+` gave two numbers for one)."""
+    for module in (tf, ti, tl):
+        monkeypatch.setattr(module, "SCAN_CHUNK_BYTES", 37)
+    monkeypatch.setattr(tl, "SEAM_CHARS", seam)
+    s = "[" + ",".join(f'{{"version":{i * 7919},"ok":1}}' for i in range(300)) + "]\nlast"
+    path = _write(tmp_path, "one.json", s.encode())
+    with MappedText(path) as t:
+        lazy = t.lazy_text()
+        assert len(list(t._scan_ranges())) > 100
+        assert tf.re_findall(pattern, lazy) == re.findall(pattern, s)
+        assert [m.span() for m in tf.re_finditer(pattern, lazy)] == [
+            m.span() for m in re.finditer(pattern, s)
+        ]
+        assert tf.re_sub(pattern, "<\\g<0>>", lazy) == re.sub(pattern, "<\\g<0>>", s)
+        assert tf.re_split(pattern, lazy) == re.split(pattern, s)
+        assert tf.re_compile(pattern).findall(lazy) == re.findall(pattern, s)
+
+
 def test_re_functions_pass_str_through() -> None:
     assert tf.re_findall(r"\d", "a1b22") == ["1", "2", "2"]
     assert tf.re_match("a", "abc").span() == (0, 1)
