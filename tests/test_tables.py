@@ -751,3 +751,33 @@ def test_the_profile_shows_what_categorical_columns_hold(tmp_path: Path) -> None
     values = next(line for line in prompt.splitlines() if line.startswith("Common values"))
     assert ", ".join(f"'{c}' {n:,}" for c, n in colors.most_common()) in values  # found, not declared
     assert "pickup_zone" not in values  # a column of many values is no category
+
+
+def test_a_table_that_cannot_be_built_is_said_with_its_reason(tmp_path: Path) -> None:
+    # Objects of 1,500 fields under a 64 MB build cap (and its retry at 4x) run DuckDB out of
+    # memory: the run goes on without sql(), and the user and the model are told why, not that
+    # DuckDB is missing.
+    wide = tmp_path / "wide.jsonl"
+    with wide.open("w") as fh:
+        for i in range(400):
+            fh.write(json.dumps({f"k{j}": f"v{i}-{j}-" + "x" * 20 for j in range(1500)}) + "\n")
+    replies = [
+        {"tool": "execute", "args": {"code": 'sql("SELECT count(*) FROM log")'}},
+        {"tool": "execute", "args": {"code": "print(len(context_lines))"}},
+        {"tool": "final", "args": {"answer": "400"}},
+        json.dumps({"answer": "400", "explanation": "Counted.", "citations": ["F1"]}),
+    ]
+    model = write_script(tmp_path / "s.json", replies)
+    proc = run_cli(
+        ["ask", str(wide), "How many records?", "-m", model], cwd=tmp_path, env={"RLM_TABLE_BUILD_MB": "64"}
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "400\n"
+    assert (
+        f"rlm: warning: no table for {wide}: DuckDB could not build the table: Out of Memory" in proc.stderr
+    )
+    trace = json.loads(next((tmp_path / "traces").glob("*.json")).read_text())
+    assert any(w.startswith(f"no table for {wide}: DuckDB could not build") for w in trace["warnings"])
+    said = trace["steps"][0]["observation"]["preview"]
+    assert "no table could be built for this input (DuckDB could not build the table: Out of Memory" in said
+    assert "DuckDB missing" not in said

@@ -887,6 +887,8 @@ def sql_helper(spec: dict[str, Any]) -> Any:
     """
     table_path = spec.get("table_path")
     if not table_path:
+        if spec.get("table_error"):
+            return _unavailable(f"no table could be built for this input ({spec['table_error']})")
         return _unavailable(
             "no table was built for this input (a text built by the investigation, or DuckDB missing)"
         )

@@ -146,6 +146,11 @@ def run_ask(
                 trace.warn(note)
                 if progress:
                     progress("warning", {"message": note})
+            if profile.table_error:
+                note = f"no table for {profile.display_name}: {profile.table_error}; sql() is unavailable in this run"
+                trace.warn(note)
+                if progress:
+                    progress("warning", {"message": note})
             try:
                 if progress:
                     progress(

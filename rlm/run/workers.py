@@ -30,6 +30,7 @@ def worker_spec_for(
         memory_bytes=settings.memory_headroom_mb * 1024 * 1024,
         # The parsed table of the input (rlm.input.tables), opened by the worker before lock-down.
         table_path=profile.table_path,
+        table_error=profile.table_error,
     )
 
 

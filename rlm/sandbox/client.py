@@ -49,6 +49,7 @@ class WorkerSpec:
     drop_to_uid: int | None = None
     os_limits: bool = True
     table_path: str | None = None  # the input's DuckDB table (rlm.input.tables), opened before lock-down
+    table_error: str | None = None  # why the input has no table, for sql() to say
 
 
 def _worker_env() -> dict[str, str]:
