@@ -823,3 +823,24 @@ def test_a_cell_that_takes_all_memory_costs_that_cell_only(tmp_path: Path) -> No
     obs = [s["observation"]["preview"] for s in latest_trace(tmp_path)["steps"]]
     assert "MemoryError" in obs[1] and "variables are gone" in obs[1]
     assert obs[2].strip() == "42 False"  # a fresh worker, told as such
+
+
+def test_grep_finds_a_match_across_the_cut_of_a_line_longer_than_a_scan_chunk(tmp_path: Path) -> None:
+    # A line over 4 MiB is scanned in pieces; a match across a piece's end was not counted.
+    from rlm.text.index import SCAN_CHUNK_BYTES
+
+    path = tmp_path / "one.json"
+    path.write_bytes(b"a" * (SCAN_CHUNK_BYTES - 3) + b"NEEDLE" + b"b" * 1000 + b"\nlast line\n")
+    replies = [
+        {"tool": "grep", "args": {"pattern": "NEEDLE"}},
+        {"tool": "grep", "args": {"pattern": "NE+DLE"}},
+        {"tool": "final", "args": {"answer": "1"}},
+        json.dumps({"answer": "1", "explanation": "Found once.", "citations": ["F1"]}),
+    ]
+    model = write_script(tmp_path / "s.json", replies)
+    proc = run_cli(["ask", str(path), "How many lines hold NEEDLE?", "-m", model], cwd=tmp_path)
+    trace = latest_trace(tmp_path)
+    assert_clean(proc, trace)
+    literal, regex = (s["observation"]["preview"] for s in trace["steps"][:2])
+    assert literal.startswith("1 line matches /NEEDLE/"), literal[:80]
+    assert regex.startswith("1 line matches /NE+DLE/"), regex[:80]

@@ -97,6 +97,9 @@ SHOWN_LINE_MAX_BYTES = 4 * 1024 * 1024
 # Bytes per block of the character-offset table (peek by characters, len of the
 # text). A block is decoded whole when a peek lands in it: ~1 ms per block.
 CHAR_BLOCK_BYTES = 1024 * 1024
+# A line longer than a scan chunk is cut inside; grep reads this far past each such cut, so a
+# match up to this long across it is found (as lazytext's SEAM_CHARS does for re in code).
+GREP_SEAM_BYTES = 64 * 1024
 
 
 _UTF8_BOM = b"\xef\xbb\xbf"
@@ -571,7 +574,7 @@ class MappedText:
             return g[np.concatenate(([True], g[1:] != g[:-1]))]
 
         last = -1
-        for g in _parallel_map(scan, list(self._scan_ranges())):
+        for g in _parallel_map(scan, list(self._scan_ranges(GREP_SEAM_BYTES))):
             if len(g) and g[0] == last:
                 g = g[1:]
             if len(g):
@@ -599,12 +602,14 @@ class MappedText:
         except re.error:
             return None
 
-    def _scan_ranges(self) -> Iterator[tuple[int, int]]:
+    def _scan_ranges(self, overlap: int = 0) -> Iterator[tuple[int, int]]:
         """(start, end) byte ranges covering the window, about SCAN_CHUNK_BYTES each.
 
         Cuts fall at line starts; a single line longer than a chunk is cut inside
         (at a UTF-8 character boundary), which only matters to a match that would
-        straddle the cut.
+        straddle the cut. With `overlap`, a range cut inside a line reaches that many
+        bytes into the next one, so such a match is seen whole (grep counts lines, and
+        a line met twice is counted once).
         """
         starts, end_g = self._starts, self._first + self.n_lines
         g = self._first
@@ -620,7 +625,11 @@ class MappedText:
                 for _ in range(3):
                     if b < line_end and self._buf[b] & 0xC0 == 0x80:
                         b += 1
-                yield a, b
+                reach = min(b + overlap, line_end) if b < line_end else b
+                for _ in range(3):
+                    if reach < line_end and self._buf[reach] & 0xC0 == 0x80:
+                        reach += 1
+                yield a, reach
                 a = b
             g += 1
 
@@ -638,7 +647,7 @@ class MappedText:
     def _grep_ranges(self, pat: re.Pattern[str], bpat: re.Pattern[bytes] | None) -> Iterator[list[int]]:
         """Distinct matching line numbers (window-relative), range by range, in order."""
         last = 0
-        for a, b in self._scan_ranges():
+        for a, b in self._scan_ranges(GREP_SEAM_BYTES):
             if bpat is not None and self._is_ascii(a, b):
                 found = self._grep_bytes_range(bpat, a, b)
             else:
