@@ -77,6 +77,21 @@ def matching(lines: list[str], pattern: str, flags: int = 0) -> int:
     return sum(1 for line in lines if compiled.search(line))
 
 
+def _one_clean_cell(tmp_path: Path, path: Path, code: str) -> str:
+    """What one `execute` of `code` showed in `rlm ask` over `path`, the run checked clean."""
+    script = [
+        {"tool": "execute", "args": {"code": code}},
+        {"tool": "final", "args": {"answer": "done"}},
+        "done",
+    ]
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(["ask", str(path), "q", "-m", model], cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    trace = latest_trace(tmp_path)
+    assert_clean(proc, trace)
+    return str(trace["steps"][0]["observation"]["preview"])
+
+
 def assert_clean(proc: Any, trace: dict[str, Any]) -> None:
     """No internal error anywhere a user or the model could see it, and no lost worker."""
     observations = [s["observation"]["preview"] for s in trace["steps"]]
@@ -674,17 +689,7 @@ def test_functions_of_allowed_modules_that_import_as_they_run_work_in_a_cell(tmp
         "print(time.strptime('Mon Jun  9 06:06:20 2005').tm_year)\n"
         "print(datetime.strptime('2024-01-02 03:04:05 +0000', '%Y-%m-%d %H:%M:%S %z').isoformat())"
     )
-    script = [
-        {"tool": "execute", "args": {"code": code}},
-        {"tool": "final", "args": {"answer": "done"}},
-        "done",
-    ]
-    model = write_script(tmp_path / "s.json", script)
-    proc = run_cli(["ask", str(log), "q", "-m", model], cwd=tmp_path, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    trace = latest_trace(tmp_path)
-    assert_clean(proc, trace)
-    shown = trace["steps"][0]["observation"]["preview"].splitlines()
+    shown = _one_clean_cell(tmp_path, log, code).splitlines()
     assert shown == ["284", "2005", "2024-01-02T03:04:05+00:00"], shown
 
 
@@ -760,17 +765,7 @@ def test_every_allowed_module_imports_in_the_locked_worker_and_the_prompt_lists_
     log = tmp_path / "access.log"
     bigfiles.apache_log(log, 1 * MB)
     code = "\n".join(f"import {m}" for m in ALLOWED_MODULES) + "\nprint('imported', len(dir()))"
-    script = [
-        {"tool": "execute", "args": {"code": code}},
-        {"tool": "final", "args": {"answer": "done"}},
-        "done",
-    ]
-    model = write_script(tmp_path / "s.json", script)
-    proc = run_cli(["ask", str(log), "q", "-m", model], cwd=tmp_path, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    trace = latest_trace(tmp_path)
-    assert_clean(proc, trace)
-    assert trace["steps"][0]["observation"]["preview"].startswith("imported")
+    assert _one_clean_cell(tmp_path, log, code).startswith("imported")
     prompt = system_prompt("tools", 4000, 30, 1024)
     listed = prompt.split("Modules you may import: ")[1].split(". No files")[0].split(", ")
     assert listed == list(ALLOWED_MODULES)
