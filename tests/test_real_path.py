@@ -777,28 +777,15 @@ def test_profiling_a_100_mb_single_line_json_reads_little_of_it(
     shape, path = big
     if shape.name not in ("json-one-line", "utf16"):
         pytest.skip("the shapes whose profile used to cost memory")
-    code = (
-        "import sys\nfrom rlm.input.source import open_source\n"
-        "s = open_source(sys.argv[1], cache_dir=sys.argv[2])\n"
-        "print(s.profile.format, s.profile.lines, s.profile.work_path)\n"
-        "print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1])\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(path), str(tmp_path / "cache")],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "RLM_TABLES": "off"},  # the profile's own reads; the table build is DuckDB's
-    ).stdout.splitlines()
-    peak_kb = int(out[1])
+    facts, peak = _profile_peak(path, tmp_path / "cache")
     size = path.stat().st_size
     # The mapped file's pages count once it is scanned; beyond them, a bounded amount.
-    assert peak_kb * 1024 < size + 200 * MB, (peak_kb, size)
+    assert peak < size + 200 * MB, (peak, size)
     if shape.name == "utf16":
-        work = out[0].split()[-1]
+        work = facts[-1]
         assert work.endswith(".utf8") and Path(work).stat().st_size < size  # transcoded once, cached
     else:
-        assert out[0].split()[:2] == ["json", "1"]
+        assert facts[:2] == ["json", "1"]
 
 
 def test_a_cell_that_takes_all_memory_costs_that_cell_only(tmp_path: Path) -> None:
