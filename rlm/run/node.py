@@ -221,10 +221,11 @@ class Node:
         in_view = self.payload is not None and ref in self.payload.assembly.included
         text: str | None = None
         if ref.startswith("F"):
-            pool = self.engine.ledger.entries if self.depth == 0 else self.engine.ledger.for_node(self.id)
+            ledger = self.engine.ledger
+            pool = ledger.for_node(self.id) if self.router.spec.isolated else ledger.entries
             found = next((f for f in pool if f.id == ref), None)
             text = (found.full or found.text) if found else None
-        elif ref.startswith("M") and self.depth == 0:
+        elif ref.startswith("M") and not self.router.spec.isolated:
             found = next((f for f in self.engine.memory_findings if f.id == ref), None)
             text = found.text if found else None
         elif ref.startswith("T") and ref[1:].isdigit():
@@ -233,7 +234,9 @@ class Node:
         try:
             return self.router.grant(ref, text, in_view=in_view)
         except LookupError:
-            kinds = "a finding (F3), a dropped turn (T4)" + (" or a memory (M2)" if self.depth == 0 else "")
+            kinds = "a finding (F3), a dropped turn (T4)" + (
+                "" if self.router.spec.isolated else " or a memory (M2)"
+            )
             raise RlmError(
                 f"recall: there is no {ref!r} this investigation can see; recall takes {kinds}"
             ) from None
