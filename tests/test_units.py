@@ -104,7 +104,7 @@ def test_ledger_ids_dedup_caps_and_keeps_findings_about_errors() -> None:
     long = ledger.add("word " * 400, kind="note", evidence="n0.s4", node="n0")
     assert long.id == "F5" and long.text.endswith("[cut, 1,999 characters in all]")
     assert not long.text.split(" … [cut")[0].endswith("wor")  # cut at a word boundary
-    assert ledger.digest().startswith("[F1] (result, n0.s2) 1873 requests returned 500")
+    assert ledger.current[0].line().startswith("[F1] (result, n0.s2) 1873 requests returned 500")
 
 
 def test_caps_keep_head_and_tail_and_state_the_length() -> None:

@@ -104,26 +104,5 @@ class Ledger:
     def for_node(self, node: str) -> list[Finding]:
         return [f for f in self.current if f.node == node]
 
-    def digest(
-        self, max_chars: int = 4000, node: str | None = None, exclude_kinds: tuple[str, ...] = ()
-    ) -> str:
-        """The findings as prompt text; when over max_chars, the newest are kept and the cut is stated."""
-        entries = self.current if node is None else self.for_node(node)
-        entries = [f for f in entries if f.kind not in exclude_kinds]
-        if not entries:
-            return "(no findings yet)"
-        lines = [f.line() for f in entries]
-        kept: list[str] = []
-        size = 0
-        for line in reversed(lines):
-            if size + len(line) + 1 > max_chars and kept:
-                break
-            kept.append(line)
-            size += len(line) + 1
-        kept.reverse()
-        dropped = len(lines) - len(kept)
-        head = f"({dropped} older findings not shown)\n" if dropped else ""
-        return head + "\n".join(kept)
-
     def to_list(self) -> list[dict[str, Any]]:
         return [asdict(f) for f in self.entries]
