@@ -29,12 +29,15 @@ class TableFormat:
     kind: str  # "lines": `select` over src(line_no, line); "csv" / "jsonl": DuckDB's readers
     columns: tuple[tuple[str, str], ...] = ()  # parsed columns (name, DuckDB type), beside line_no / line
     select: str = ""  # for kind "lines": SELECT ... FROM src, with `ok` naming a parsed line
-    example: str = "SELECT count(*) FROM log"
     note: str = ""  # said in the profile (e.g. the year syslog timestamps assume)
     delimiter: str | None = None  # for kind "csv"
     # Columns with few distinct values whose common values the profile shows (what `event`
     # holds is what a model must write in a WHERE); CSV and JSON lines find theirs.
     categories: tuple[str, ...] = ()
+    # Columns questions count distinct or rank by (an IP, a user, a path), and the one they
+    # total: the profile's example queries use them (rlm.input.tablevalues.example_queries).
+    entities: tuple[str, ...] = ()
+    measure: str | None = None
     params: dict[str, str] = field(default_factory=dict)
 
 
@@ -123,8 +126,9 @@ def _access(name: str) -> TableFormat:
         kind="lines",
         columns=ACCESS_COLUMNS,
         select=_ACCESS_SELECT,
-        example="SELECT status, count(*) AS n FROM log GROUP BY status ORDER BY n DESC",
         categories=("status", "method"),
+        entities=("ip", "path"),
+        measure="bytes",
     )
 
 
@@ -265,15 +269,13 @@ def _with_sshd(name: str, inner: str, note: str) -> TableFormat:
         kind="lines",
         columns=SYSLOG_COLUMNS,
         select=select,
-        example="SELECT src_ip, count(*) AS n FROM log WHERE event = 'failed_password' GROUP BY src_ip ORDER BY n DESC LIMIT 10",
         categories=("event", "program"),
+        entities=("src_ip", "user"),
         note=note,
     )
 
 
 # --------------------------------------------------------------------------- log4j-style
-
-_LOG4J_EXAMPLE = "SELECT level, count(*) AS n FROM log GROUP BY level ORDER BY n DESC"
 
 
 @dataclass(frozen=True)
@@ -356,8 +358,8 @@ def _log4j_format(spec: _Log4j) -> TableFormat:
         kind="lines",
         columns=tuple((n, t) for n, t, _ in outputs),
         select=_regex_select(spec.regex, list(spec.groups), outputs),
-        example=_LOG4J_EXAMPLE,
         categories=("level", "component"),
+        entities=("component",),
     )
 
 
@@ -382,11 +384,11 @@ def recognize(profile_format: str, sample: list[str], *, year: int = 2000) -> Ta
         family = "nginx" if profile_format.startswith("nginx") else "apache"
         return _access(f"{family}-{'combined' if combined else 'common'}")
     if profile_format == "csv":
-        return TableFormat(name="csv", kind="csv", example="SELECT count(*) FROM log", delimiter=None)
+        return TableFormat(name="csv", kind="csv", delimiter=None)
     if profile_format == "tsv":
-        return TableFormat(name="tsv", kind="csv", example="SELECT count(*) FROM log", delimiter="\t")
+        return TableFormat(name="tsv", kind="csv", delimiter="\t")
     if profile_format == "jsonl":
-        return TableFormat(name="jsonl", kind="jsonl", example="SELECT count(*) FROM log")
+        return TableFormat(name="jsonl", kind="jsonl")
     if profile_format in ("syslog", "log"):
         if _share(rows, _RFC5424_PY) >= 0.6:
             return _syslog_5424()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -41,7 +42,7 @@ __all__ = [
     "sql_helper",
 ]
 
-TABLE_VERSION = 4  # 2: a log stored in parts, current storage format; 3: common values; 4: sshd login events name their method
+TABLE_VERSION = 5  # 2: a log stored in parts, current storage format; 3: common values; 4: sshd login events name their method; 5: example queries
 MAX_RESULT_ROWS = 100_000  # rows sql() hands back; more means the query should aggregate or LIMIT
 SHOWN_ROWS = 20  # rows the REPL echo shows
 SHOWN_CELL_CHARS = 60
@@ -63,6 +64,9 @@ BUILD_MEMORY_MB = 160
 # one thread. Parts need no reordering; each costs its concurrent insert's buffers (measured
 # peak for two parts under 160 MB: about 330 MiB), so the cap allows one part per this much.
 _MB_PER_PART = 80
+# Skipping a line costs a part's reader this share of parsing and storing one (1 GB access
+# log: 0.5 s to skip 2.26 M lines, about 5 s to build them).
+_SKIP_SHARE = 0.1
 # A part is worth its start (a reader skipping to its first line) from this many lines on.
 _PART_MIN_LINES = 100_000
 # Tables are written in DuckDB's current storage format: in the older default, ZSTD (asked for
@@ -101,7 +105,7 @@ def ensure_table(
     """The description of `path`'s table, built now unless the cache holds it; None when DuckDB is missing.
 
     The description is a dict: path, format, columns [[name, type]], rows,
-    parsed, example, note, build_s. Raises TableError when the build fails.
+    parsed, examples, note, values, build_s. Raises TableError when the build fails.
     """
     try:
         import duckdb  # noqa: F401
@@ -233,7 +237,7 @@ def build_table(
         if rows != n_lines:
             raise TableError(f"the table has {rows:,} rows but the file {n_lines:,} lines")
         os.replace(tmp_db, db_path)
-        values = _common_values(duckdb, db_path, columns, fmt.categories)
+        values, examples = _what_columns_hold(duckdb, db_path, columns, fmt)
     except duckdb.Error as exc:
         raise TableError(f"DuckDB could not build the table: {_first_line(exc)}") from None
     finally:
@@ -245,26 +249,31 @@ def build_table(
         "columns": [["line_no", "BIGINT"], ["line", "VARCHAR"], *[[n, t] for n, t in columns]],
         "rows": rows,
         "parsed": parsed,
-        "example": fmt.example if columns else "SELECT count(*) FROM log WHERE line LIKE '%error%'",
+        "examples": examples,
         "note": note,
         "values": values,
         "build_s": round(time.perf_counter() - started, 3),
     }
 
 
-def _common_values(
-    duckdb: Any, db_path: str, columns: list[tuple[str, str]], declared: tuple[str, ...]
-) -> dict[str, list[list[Any]]]:
-    """The profile's common values of the built table's categorical columns (rlm.input.tablevalues)."""
-    from rlm.input.tablevalues import common_values
+def _what_columns_hold(
+    duckdb: Any, db_path: str, columns: list[tuple[str, str]], fmt: Any
+) -> tuple[dict[str, list[list[Any]]], list[str]]:
+    """The profile's common values of the built table's categorical columns, and its example
+    queries (rlm.input.tablevalues)."""
+    from rlm.input.tablevalues import common_values, example_queries, found_measure, reserved_words
 
     if not columns:
-        return {}
+        return {}, example_queries([], {}, [])
     con = duckdb.connect(db_path, read_only=True, config={"memory_limit": f"{_build_memory_mb()}MB"})
     try:
-        return common_values(con, columns, declared)
+        values, entities = common_values(con, columns, fmt.categories, fmt.entities)
+        reserved = reserved_words(con)
     finally:
         con.close()
+    # A log format declares what its totals are of (if anything); CSV and JSON lines have it found.
+    measure = fmt.measure if fmt.categories else found_measure(columns)
+    return values, example_queries(columns, values, entities, measure, reserved)
 
 
 def _copy(path: str, work: str, encoding: str | None) -> str:
@@ -357,7 +366,7 @@ def _create_lines(
     return, which DuckDB reads as a line end, makes the rows more than the file's lines, which
     build_table checks.
     """
-    bounds = [n_lines * i // parts for i in range(parts + 1)]
+    bounds = _part_bounds(n_lines, parts)
     tables = ["log_data"] + [f"log_data_{i}" for i in range(1, parts)]
     # `line` is stored zstd-compressed; the parsed columns as DuckDB chooses (dictionary
     # and FSST: a LIKE over `agent` then reads the dictionary only). Measured on a 1 GB
@@ -390,6 +399,15 @@ def _create_lines(
     first = cols[0][0]
     parsed = con.execute(f'SELECT count("{first}") FROM log').fetchone()[0]
     return cols, parsed
+
+
+def _part_bounds(n_lines: int, parts: int) -> list[int]:
+    """Where each run of lines starts (and the last ends), so that the runs end together: each
+    part's reader first reads past the lines before its run, so later runs are shorter. With
+    r the skip's share of a line's cost, run i is r * (its first line) shorter than run 0."""
+    r = _SKIP_SHARE
+    first = n_lines * r / (1 - (1 - r) ** parts)
+    return [min(n_lines, round(first * (1 - (1 - r) ** i) / r)) for i in range(parts)] + [n_lines]
 
 
 def _lines_select(fmt: Any, source: str, *, skip: int = 0, limit: int | None = None) -> str:
@@ -593,13 +611,18 @@ def _q(name: str) -> str:
     return name.replace('"', '""')
 
 
+def _py_str(text: str) -> str:
+    """`text` as a Python string literal, in double quotes when it can be (SQL quotes values with ')."""
+    return f'"{text}"' if '"' not in text and "\\" not in text else repr(text)
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
 
 def describe_table(info: dict[str, Any], max_chars: int = 420) -> str:
-    """The profile's lines about the table: columns and types, lines parsed, one example query."""
+    """The profile's lines about the table: columns and types, lines parsed, common values, example queries."""
     cols = ", ".join(f"{n} {t}" for n, t in info["columns"])
     if len(cols) > max_chars - 120:
         cols = cols[: max_chars - 121].rsplit(",", 1)[0] + ", …"
@@ -615,7 +638,10 @@ def describe_table(info: dict[str, Any], max_chars: int = 420) -> str:
     values = describe_values(info.get("values") or {})
     if values:
         out.append(values)
-    out.append(f'Example: execute sql("{info["example"]}")')
+    # repr: a query quoting a column name holds double quotes
+    out.append(
+        "Examples, inside execute: " + "; ".join(f"sql({_py_str(q)})" for q in info.get("examples") or [])
+    )
     return "\n".join(out)
 
 
@@ -625,13 +651,16 @@ def describe_table(info: dict[str, Any], max_chars: int = 420) -> str:
 class SqlResult(list[Any]):
     """sql() inside code: a list of row tuples with `.columns`; echoed as a small table."""
 
-    def __init__(self, columns: list[str], rows: list[tuple[Any, ...]], more: bool) -> None:
+    def __init__(
+        self, columns: list[str], rows: list[tuple[Any, ...]], more: bool, limit: int | None = None
+    ) -> None:
         super().__init__(rows)
         self.columns = columns
         self.more = more
+        self.limit = limit  # the query's own final LIMIT, if any
 
     def __repr__(self) -> str:
-        return render_table(self.columns, list(self), more=self.more)
+        return render_table(self.columns, list(self), more=self.more, limit=self.limit)
 
     __str__ = __repr__
 
@@ -642,7 +671,19 @@ def _cell(v: Any) -> str:
     return s if len(s) <= SHOWN_CELL_CHARS else s[: SHOWN_CELL_CHARS - 1] + "…"
 
 
-def render_table(columns: list[str], rows: list[tuple[Any, ...]], *, more: bool = False) -> str:
+# A query's own final LIMIT (and OFFSET): a result that fills it may have been cut by it.
+_FINAL_LIMIT = re.compile(r"\blimit\s+(\d+)(?:\s+offset\s+\d+)?\s*;?\s*$", re.IGNORECASE)
+
+
+def query_limit(query: str) -> int | None:
+    """The LIMIT a query ends with, if any."""
+    m = _FINAL_LIMIT.search(query)
+    return int(m.group(1)) if m else None
+
+
+def render_table(
+    columns: list[str], rows: list[tuple[Any, ...]], *, more: bool = False, limit: int | None = None
+) -> str:
     if not columns:
         return "(no result)"
     shown = rows[:SHOWN_ROWS]
@@ -662,6 +703,12 @@ def render_table(columns: list[str], rows: list[tuple[Any, ...]], *, more: bool 
         lines.append(f"({n:,} rows, the first {SHOWN_ROWS} shown; the returned list holds them all)")
     else:
         lines.append(f"({n} row{'s' if n != 1 else ''})")
+    if limit is not None and n == limit and not more:
+        # Small models read "(10 rows)" of a copied `LIMIT 10` as the number of distinct values.
+        lines[-1] = lines[-1][:-1] + (
+            f"; as many as the query's LIMIT {limit}, so there may be more: "
+            "count them with count(*) or count(DISTINCT …) and no LIMIT)"
+        )
     return "\n".join(lines)
 
 
@@ -856,7 +903,7 @@ class SqlSession:
         finally:
             self.watchdog.disarm()
         more = len(rows) > MAX_RESULT_ROWS
-        return SqlResult(columns, rows[:MAX_RESULT_ROWS], more)
+        return SqlResult(columns, rows[:MAX_RESULT_ROWS], more, query_limit(query))
 
 
 def _explain(exc: BaseException) -> str:

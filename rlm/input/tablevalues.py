@@ -1,11 +1,18 @@
-"""The common values of a table's categorical columns, for the profile.
+"""What a table's columns hold, for the profile: common values and example queries.
 
 A model that sees `event VARCHAR` does not know to write `event = 'failed_password'`
 for "failed passwords"; one that sees `event: 'failed_password' 520, 'failed_none' 4`
 does. A format declares its categorical columns (logformats.TableFormat.
-categories); for CSV and JSON lines they are found: the text and boolean
-columns with at most MAX_DISTINCT values, judged by DuckDB's approximate
-count over the whole table in one scan.
+categories) and its entity columns (what questions count distinct or rank:
+an IP, a user, a path); for CSV and JSON lines they are found: the text and
+boolean columns with at most MAX_DISTINCT values are categories, text columns
+with more are entities, judged by DuckDB's approximate count over the whole
+table in one scan.
+
+The examples are the shapes aggregate questions take (how many, how many
+distinct, which most, how much in total), written on this table's own columns
+and values: small models copy an example's shape, and one example taught them
+one shape (a copied `LIMIT 10` answered "how many distinct" with 10).
 """
 
 from __future__ import annotations
@@ -19,12 +26,24 @@ MAX_SCANNED = 24  # text columns judged at most (one scan computes them all)
 _TEXT_TYPES = ("VARCHAR", "BOOLEAN")
 
 
+_NUMERIC_TYPES = ("DOUBLE", "FLOAT", "DECIMAL", "REAL", "BIGINT", "INTEGER", "HUGEINT", "SMALLINT")
+
+
 def common_values(
-    con: Any, columns: list[tuple[str, str]], declared: tuple[str, ...]
-) -> dict[str, list[list[Any]]]:
-    """{column: [[value, count], ...]} most common first, for the declared columns (those that
-    exist) or, with none declared, the categorical text columns found; NULLs are not values."""
-    names = [n for n in declared if any(n == c for c, _ in columns)] if declared else _found(con, columns)
+    con: Any, columns: list[tuple[str, str]], declared: tuple[str, ...], entities: tuple[str, ...] = ()
+) -> tuple[dict[str, list[list[Any]]], list[str]]:
+    """({column: [[value, count], ...]} most common first, entity columns).
+
+    The values are the declared columns' (those that exist) or, with none declared,
+    the categorical text columns found; NULLs are not values. The entity columns are
+    the declared ones that exist or, with none declared, the text columns found with
+    many distinct values."""
+    exists = {c for c, _ in columns}
+    if declared:
+        names = [n for n in declared if n in exists]
+        found_entities = [n for n in entities if n in exists]
+    else:
+        names, found_entities = _found(con, columns)
     values: dict[str, list[list[Any]]] = {}
     for name in names:
         rows = con.execute(
@@ -33,17 +52,66 @@ def common_values(
         ).fetchall()
         if rows:
             values[name] = [[_plain(v), int(n)] for v, n in rows]
-    return values
+    return values, found_entities
 
 
-def _found(con: Any, columns: list[tuple[str, str]]) -> list[str]:
+def found_measure(columns: list[tuple[str, str]]) -> str | None:
+    """The column a CSV or JSON lines table's totals are likely of: its first fractional
+    column, else its first whole-number one."""
+    numeric = [n for n, t in columns if t.upper().split("(")[0] in _NUMERIC_TYPES]
+    fractional = [n for n, t in columns if t.upper().split("(")[0] in _NUMERIC_TYPES[:4]]
+    chosen = fractional or numeric
+    return chosen[0] if chosen else None
+
+
+def _found(con: Any, columns: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    """(categorical, entity) text columns of a CSV or JSON lines table, by one approximate scan."""
     text = [n for n, t in columns if t.upper() in _TEXT_TYPES][:MAX_SCANNED]
     if not text:
-        return []
+        return [], []
     counts = con.execute(
         "SELECT " + ", ".join(f'approx_count_distinct("{_q(n)}")' for n in text) + " FROM log"
     ).fetchone()
-    return [n for n, k in zip(text, counts, strict=True) if 1 < int(k or 0) <= MAX_DISTINCT][:MAX_FOUND]
+    judged = [(n, int(k or 0)) for n, k in zip(text, counts, strict=True)]
+    categorical = [n for n, k in judged if 1 < k <= MAX_DISTINCT][:MAX_FOUND]
+    entities = [n for n, k in judged if k > MAX_DISTINCT][:2]
+    return categorical, entities
+
+
+def example_queries(
+    columns: list[tuple[str, str]],
+    values: dict[str, list[list[Any]]],
+    entities: list[str],
+    measure: str | None = None,
+    reserved: frozenset[str] = frozenset(),
+) -> list[str]:
+    """Queries of the four shapes aggregate questions take, on this table's columns and its
+    most common value: a count, a distinct count, a ranking, a total."""
+
+    def _ident(name: str) -> str:
+        return _quoted(name, reserved)
+
+    where, cat = "", None
+    for name, pairs in values.items():
+        if pairs:
+            cat, where = name, f" WHERE {_ident(name)} = {_literal(pairs[0][0])}"
+            break
+    out = [
+        f"SELECT count(*) FROM log{where}" if where else "SELECT count(*) FROM log WHERE line LIKE '%error%'"
+    ]
+    if entities:
+        first, ranked = entities[0], entities[1] if len(entities) > 1 else entities[0]
+        out.append(f"SELECT count(DISTINCT {_ident(first)}) FROM log{where}")
+        out.append(
+            f"SELECT {_ident(ranked)}, count(*) AS n FROM log{where} GROUP BY {_ident(ranked)} ORDER BY n DESC LIMIT 5"
+        )
+    elif cat is not None:
+        out.append(f"SELECT {_ident(cat)}, count(*) AS n FROM log GROUP BY {_ident(cat)} ORDER BY n DESC")
+    if measure is not None and cat is not None and any(n == measure for n, _ in columns):
+        out.append(
+            f"SELECT {_ident(cat)}, sum({_ident(measure)}) AS total FROM log GROUP BY {_ident(cat)} ORDER BY total DESC"
+        )
+    return out
 
 
 def describe_values(values: dict[str, list[list[Any]]], max_chars: int = 360) -> str | None:
@@ -64,7 +132,7 @@ def describe_values(values: dict[str, list[list[Any]]], max_chars: int = 360) ->
 def _literal(value: Any) -> str:
     # As SQL would compare it: strings quoted, so the model copies 'failed_password', not failed_password.
     return (
-        f"'{value}'"
+        "'" + value.replace("'", "''") + "'"
         if isinstance(value, str)
         else str(value).lower()
         if isinstance(value, bool)
@@ -78,3 +146,16 @@ def _plain(value: Any) -> Any:
 
 def _q(name: str) -> str:
     return name.replace('"', '""')
+
+
+def reserved_words(con: Any) -> frozenset[str]:
+    """DuckDB's reserved keywords: a column named like one must be quoted."""
+    rows = con.execute(
+        "SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category = 'reserved'"
+    ).fetchall()
+    return frozenset(r[0].lower() for r in rows)
+
+
+def _quoted(name: str, reserved: frozenset[str]) -> str:
+    """A column name as a query names it: bare when it can be (what a model copies), quoted otherwise."""
+    return name if name.isidentifier() and name.lower() not in reserved else f'"{_q(name)}"'
