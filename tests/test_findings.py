@@ -157,7 +157,7 @@ def test_a_copied_template_is_never_an_answer(tmp_path: Path) -> None:
     system, task = calls[0]["messages"][0]["content"], calls[0]["messages"][1]["content"]
     # The input has a table: the example the model may copy counts with sql(), and the profile
     # names the fields instead of a split() hint.
-    assert 'n = sql("SELECT count(*) FROM log")[0][0]' in system and "final(n)" in system
+    assert 'total_lines = sql("SELECT count(*) FROM log")[0][0]' in system and "final(total_lines)" in system
     assert "Table `log`" in task and "line.split()" not in task
 
 

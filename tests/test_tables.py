@@ -819,6 +819,38 @@ def test_the_profile_gives_example_queries_of_each_shape_and_they_run(
     assert "(5 rows; as many as the query's LIMIT 5, so there may be more" in shown, shown
 
 
+def test_a_grep_for_a_value_of_the_parse_says_where_that_value_is(tmp_path: Path) -> None:
+    # A small model saw `event: 'failed_password' 520` in the profile, grepped the log for
+    # "failed_password", found nothing and answered 0. A grep that matches nothing for one of
+    # the table's common values says it is the parse's word, with the query that counts it.
+    failed = len(
+        re.findall(r"sshd\[\d+\]: (?:message repeated \d+ times: \[ )?Failed password for ", AUTH.read_text())
+    )
+    replies = [
+        {"tool": "grep", "args": {"pattern": "failed_password"}},
+        {"tool": "grep", "args": {"pattern": "Failed password for root"}},
+        {
+            "tool": "execute",
+            "args": {"code": "sql(\"SELECT count(*) FROM log WHERE event = 'failed_password'\")"},
+        },
+        {"tool": "final", "args": {"answer": str(failed)}},
+        json.dumps({"answer": str(failed), "explanation": "Counted.", "citations": ["F3"]}),
+    ]
+    model = write_script(tmp_path / "s.json", replies)
+    proc = run_cli(["ask", str(AUTH), "How many failed passwords?", "-m", model], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"{failed}\n"
+    trace = json.loads(next((tmp_path / "traces").glob("*.json")).read_text())
+    shown = [s["observation"]["preview"] for s in trace["steps"]]
+    assert shown[0] == (
+        "no line matches /failed_password/\n('failed_password' is not text of the file: it is a value of "
+        "the table's column event, which the parse sets from the line's own words. Count those lines "
+        "inside execute with sql(\"SELECT count(*) FROM log WHERE event = 'failed_password'\").)"
+    )
+    assert "is not text of the file" not in shown[1] and shown[1].startswith("3")  # a real grep: no hint
+    assert f"\n{failed}\n" in shown[2]
+
+
 def test_a_result_short_of_its_limit_is_not_said_to_be_cut(world: dict) -> None:
     kind, reply = _exec(world["sandbox"], 'sql("SELECT DISTINCT method FROM log ORDER BY 1 LIMIT 10")')
     assert kind == "reply" and reply["output"].endswith("(2 rows)\n"), reply

@@ -110,7 +110,14 @@ class Node:
         }
         self.turns: list[Turn] = []
         self.dropped_turns: list[Turn] = []  # kept for recall("T3")
-        self.runner = ActionRunner(node_id, engine, self.cap, time_left=engine.budget.time_left)
+        table = engine.profile.table if scope.spec.table_path else None
+        self.runner = ActionRunner(
+            node_id,
+            engine,
+            self.cap,
+            time_left=engine.budget.time_left,
+            table_values=(table or {}).get("values"),
+        )
         self.largest_prompt = 0
         self.window = window
         self.fixed_tokens = count_messages([self.system, self.task]) + tools_tokens

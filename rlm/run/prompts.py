@@ -44,21 +44,23 @@ as a result answers the question, call final with it."""
 
 # The text protocol's example is code a model may copy as it is: it must run and compute a real
 # value, never hold a template (a copied "<the answer ...>" became an answer). With a table, the
-# example counts with sql(): small models that split lines themselves pick the wrong field.
+# example counts with sql(): small models that split lines themselves pick the wrong field. Its
+# names say what they hold and its print labels the value: with `n`, a small model that copied
+# the example beside its own query passed final(n), the file's line count, not its answer.
 _TEXT_PROTOCOL = """
 
 Reply format: each turn write exactly ONE fenced block and stop writing after it. The block is Python \
 code, or a single action call. For example, to count lines:
 ```python
 {example}
-print(n)
+print("{name}:", {name})
 ```
-and, once a result answers the question, pass the value itself to final:
+and, once a result answers the question, pass the value that answers it to final:
 ```python
-final(n)
+final({name})
 ```"""
-_EXAMPLE_SQL = 'n = sql("SELECT count(*) FROM log")[0][0]'
-_EXAMPLE_PYTHON = 'n = sum(1 for line in context_lines if "error" in line.lower())'
+_EXAMPLE_SQL = ("total_lines", 'total_lines = sql("SELECT count(*) FROM log")[0][0]')
+_EXAMPLE_PYTHON = ("error_lines", 'error_lines = sum(1 for line in context_lines if "error" in line.lower())')
 
 _TOOLS_PROTOCOL = """
 
@@ -71,7 +73,8 @@ def system_prompt(
     body = _COMMON.format(modules=MODULES, cap=observation_cap, seconds=cell_seconds, memory_mb=memory_mb)
     if protocol == "tools":
         return body + _TOOLS_PROTOCOL
-    return body + _TEXT_PROTOCOL.format(example=_EXAMPLE_SQL if has_table else _EXAMPLE_PYTHON)
+    name, example = _EXAMPLE_SQL if has_table else _EXAMPLE_PYTHON
+    return body + _TEXT_PROTOCOL.format(example=example, name=name)
 
 
 def task_prompt(
@@ -126,6 +129,17 @@ FIRST_FINAL_REFUSED = (
 )
 
 NO_OUTPUT = "(no output — did you forget to print?)"
+
+
+def grep_for_a_table_value(value: str, column: str) -> str:
+    """After a grep that matched nothing for a value the table's parse gives, not the file's text."""
+    literal = "'" + value.replace("'", "''") + "'"
+    return (
+        f"({value!r} is not text of the file: it is a value of the table's column {column}, "
+        f"which the parse sets from the line's own words. Count those lines inside execute with "
+        f'sql("SELECT count(*) FROM log WHERE {column} = {literal}").)'
+    )
+
 
 EXECUTE_IS_NOT_A_FUNCTION = (
     "execute is the action that runs this code, not a function inside it: call sql(...), grep(...) "

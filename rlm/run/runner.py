@@ -86,8 +86,12 @@ class ActionRunner:
         host: ActionHost,
         cap: int,
         time_left: Callable[[], float | None] = lambda: None,
+        table_values: dict[str, list[list[Any]]] | None = None,
     ) -> None:
         self.node_id = node_id
+        # The common values of the table's categorical columns (the profile's): a grep for one
+        # of them finds nothing, as `event = 'failed_password'` is the parse's word, not the log's.
+        self.table_values = table_values or {}
         self.host = host
         self.cap = cap
         self.time_left = time_left
@@ -179,7 +183,18 @@ class ActionRunner:
                 step,
                 topic=what,
             )
+            column = self._column_holding(str(args["pattern"])) if total == 0 else None
+            if column is not None:
+                output += "\n" + prompts.grep_for_a_table_value(str(args["pattern"]), column)
         return Outcome(cap_middle(output, self.cap))
+
+    def _column_holding(self, pattern: str) -> str | None:
+        """The table column one of whose common values `pattern` is, as a model copies it."""
+        wanted = pattern.strip().strip("'\"")
+        for column, pairs in self.table_values.items():
+            if any(isinstance(v, str) and v == wanted for v, _ in pairs):
+                return column
+        return None
 
     def _execute(self, code: str, step: int) -> Outcome:
         seconds = self.cell_seconds()
