@@ -120,7 +120,7 @@ def product_worker(path: Path, cache_dir: Path) -> Any:
     from rlm.sandbox.client import Sandbox
 
     profile = open_source(str(path), cache_dir=str(cache_dir)).profile
-    profile.sha256  # the digest is stored from a thread of its own: let it land before the walk
+    profile.digest.result()  # the digest is stored from a thread of its own: let it land before the walk
     for p in [cache_dir, *cache_dir.rglob("*")]:
         p.chmod(0o755 if p.is_dir() else 0o644)
     sandbox = Sandbox(worker_spec_for(profile, Settings()))

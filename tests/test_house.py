@@ -56,7 +56,7 @@ CALL_TIME_IMPORTS = {
     ("rlm.input.tables", "_utc"): "parent only (the build's connection)",
     ("rlm.input.tables", "_has_cr"): "parent only",
     ("rlm.input.tables", "_transcode"): "parent only",
-    ("rlm.input.tables", "_what_columns_hold"): "parent only (the profile's values and examples, after the build)",
+    ("rlm.input.tables", "_what_columns_hold"): "parent only (the profile's values, examples)",
     ("rlm.input.tables", "describe_table"): "parent only (the profile's text)",
 }
 
