@@ -325,6 +325,44 @@ def test_a_repeated_action_is_not_run_again(tmp_path: Path, apache_log: Path) ->
     assert len(obs) == 3 and trace["status"] == "forced" and trace["stop"] == "stuck"
 
 
+def test_a_plan_of_blocks_runs_its_first_block_not_yet_run(tmp_path: Path) -> None:
+    """A small model writes its whole plan of blocks every turn, starting again with the peek it
+    already ran: the next block of the plan runs instead, and the model is told so. A final
+    written in the same plan is never taken: it was written before the results above it."""
+    peek = "```python\npeek(1, 3)\n```"
+    count = '```python\nn = sql("SELECT count(*) FROM log WHERE status = 404")[0][0]\nprint("n:", n)\n```'
+    plan = f"{peek}\nThen count them:\n{count}\n```python\nfinal(n)\n```"
+    script = {
+        "log": "calls.jsonl",
+        "replies": [
+            peek,
+            plan,
+            plan,
+            "```python\nfinal(n)\n```",
+            json.dumps({"answer": "35", "explanation": "Counted.", "citations": ["F1"]}),
+        ],
+    }
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(
+        ["ask", str(FIXTURES / "access.log"), "how many 404s?", "-m", model, "--protocol", "text"],
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "35\n"
+    steps = latest_trace(tmp_path)["steps"]
+    assert [s["action"]["name"] for s in steps] == ["peek", "execute", "peek", "execute"]
+    assert steps[1]["observation"]["preview"] == (
+        "(the first block of your reply repeated what you already ran, so this is the result of the "
+        "next one)\nn: 35\n"
+    )
+    # The third reply's peek and count both repeat, and its final is not taken: refused as before.
+    assert steps[2]["observation"]["preview"].startswith("not run: you already ran exactly this at step 1")
+    # The model's own turn, as it sees it next: the block that ran, with what it wrote before it.
+    calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    second = [m["content"] for m in calls[2]["messages"] if m["role"] == "assistant"][1]
+    assert second == f"\nThen count them:\n{count}"
+
+
 def test_model_code_mistakes_get_plain_advice(tmp_path: Path, apache_log: Path) -> None:
     model = write_script(
         tmp_path / "s.json",

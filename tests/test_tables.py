@@ -851,6 +851,40 @@ def test_a_grep_for_a_value_of_the_parse_says_where_that_value_is(tmp_path: Path
     assert f"\n{failed}\n" in shown[2]
 
 
+def test_a_grep_or_a_query_for_a_field_the_lines_lack_says_which_query_counts_it(tmp_path: Path) -> None:
+    # A small model grepped a CSV for `payment = "cash"` as if its lines held fields, found
+    # nothing and answered 0; another guessed a column name, was told only DuckDB's nearest
+    # spelling and guessed again. The grep names the column's query; the query error all columns.
+    taxis = DATA / "seaborn" / "taxis.csv"
+    with taxis.open(newline="") as fh:
+        cash = sum(1 for row in csv.DictReader(fh) if row["payment"] == "cash")
+    replies = [
+        {"tool": "grep", "args": {"pattern": 'payment = "cash"'}},
+        {
+            "tool": "execute",
+            "args": {"code": "sql(\"SELECT count(*) FROM log WHERE payment_type = 'cash'\")"},
+        },
+        {"tool": "execute", "args": {"code": "sql(\"SELECT count(*) FROM log WHERE payment = 'cash'\")"}},
+        {"tool": "final", "args": {"answer": str(cash)}},
+        json.dumps({"answer": str(cash), "explanation": "Counted.", "citations": ["F3"]}),
+    ]
+    model = write_script(tmp_path / "s.json", replies)
+    proc = run_cli(["ask", str(taxis), "How many trips were paid in cash?", "-m", model], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"{cash}\n"
+    trace = json.loads(next((tmp_path / "traces").glob("*.json")).read_text())
+    shown = [s["observation"]["preview"] for s in trace["steps"]]
+    assert shown[0] == (
+        'no line matches /payment = "cash"/\n(grep matches the raw text of lines, and no line holds '
+        '/payment = "cash"/; payment is a column of the table `log`. Count the rows with that value '
+        "inside execute with sql(\"SELECT count(*) FROM log WHERE payment = 'cash'\").)"
+    )
+    header = taxis.read_text().splitlines()[0].split(",")
+    assert shown[1].startswith('error: SqlError: Binder Error: Referenced column "payment_type" not found')
+    assert f"(the table `log` has the columns line_no, line, {', '.join(header)}; " in shown[1], shown[1]
+    assert f"\n{cash}\n" in shown[2]
+
+
 def test_a_result_short_of_its_limit_is_not_said_to_be_cut(world: dict) -> None:
     kind, reply = _exec(world["sandbox"], 'sql("SELECT DISTINCT method FROM log ORDER BY 1 LIMIT 10")')
     assert kind == "reply" and reply["output"].endswith("(2 rows)\n"), reply

@@ -798,6 +798,8 @@ class SqlSession:
             + (con.execute("SELECT current_database()").fetchone() or ("",))[0].replace('"', '""')
             + '".main.log'
         )
+        # Named in the error of a query that asks for a column the table does not have.
+        self.columns = [str(r[0]) for r in con.execute(f"DESCRIBE {self._table}").fetchall()]
         self._view: tuple[int, int] | None = None
         if start_line is not None or end_line is not None:
             a = max(1, int(start_line or 1))
@@ -898,7 +900,7 @@ class SqlSession:
                     "aggregate or add LIMIT instead of collecting rows"
                 ) from None
             if isinstance(exc, duckdb.Error):
-                raise SqlError(_explain(exc)) from None
+                raise SqlError(_explain(exc, self.columns)) from None
             raise
         finally:
             self.watchdog.disarm()
@@ -906,7 +908,7 @@ class SqlSession:
         return SqlResult(columns, rows[:MAX_RESULT_ROWS], more, query_limit(query))
 
 
-def _explain(exc: BaseException) -> str:
+def _explain(exc: BaseException, columns: list[str]) -> str:
     text = str(exc).strip()
     lines = [ln for ln in text.splitlines() if ln.strip()]
     msg = "\n".join(lines[:6]) if lines else type(exc).__name__
@@ -917,6 +919,12 @@ def _explain(exc: BaseException) -> str:
         msg += "\n(sql() settings are fixed in the sandbox)"
     elif "read-only" in low or "read only" in low:
         msg += "\n(the table is read-only: select from it; TEMP tables and views are allowed)"
+    elif "referenced column" in low and "not found" in low:
+        # DuckDB names only near spellings; a model guessing a field needs the whole list.
+        msg += (
+            f"\n(the table `log` has the columns {', '.join(columns)}; a field it lacks can be taken "
+            "from `line`, e.g. regexp_extract(line, 'id=(\\d+)', 1))"
+        )
     return msg
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,7 +87,8 @@ class Action:
     name: str
     args: dict[str, Any]
     call_id: str | None = None
-    # Where the action ends in a text reply; what the model wrote after it is ignored.
+    # Where the action's part of a text reply starts and ends (the text before it included).
+    source_start: int = 0
     source_end: int | None = None
 
     def to_dict(self) -> ActionRecord:
@@ -315,11 +317,25 @@ def _call_at(text: str, start: int) -> tuple[str, list[Any], dict[str, Any], int
 
 
 def parse_text(content: str | None) -> Action | ParseError:
-    """The first action in a text reply; anything generated after it is ignored."""
-    result, end = _parse_text(content)
-    if isinstance(result, Action):
-        result.source_end = end
-    return result
+    """The first action in a text reply."""
+    return next(text_actions(content, limit=1))
+
+
+def text_actions(content: str | None, limit: int = 8) -> Iterator[Action | ParseError]:
+    """The actions of a text reply in the order written: the first, then each one written
+    after it, up to `limit` in all. Small models often write a whole plan of blocks in one
+    reply and write it again next turn; the node takes a later block when an earlier one repeats."""
+    text = content or ""
+    offset = 0
+    for n in range(limit):
+        result, end = _parse_text(text[offset:])
+        if not isinstance(result, Action) or end is None:
+            if n == 0:
+                yield result
+            return
+        result.source_start, result.source_end = offset, offset + end
+        yield result
+        offset += end
 
 
 def _parse_text(content: str | None) -> tuple[Action | ParseError, int | None]:

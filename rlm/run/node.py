@@ -10,6 +10,7 @@ itself, synthesis does.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,7 @@ from rlm.model.budget import BudgetExceeded
 from rlm.model.client import Reply
 from rlm.model.tokens import count_message, count_messages, count_text
 from rlm.run import prompts
-from rlm.run.actions import Action, ParseError, parse_text, parse_tool_call, tool_schemas
+from rlm.run.actions import Action, ParseError, parse_tool_call, text_actions, tool_schemas
 from rlm.run.ledger import Finding
 from rlm.run.routing import SPECS, CallKind, Payload, Router, weight_of
 from rlm.run.runner import ActionRunner, Outcome
@@ -283,7 +284,7 @@ class Node:
                 e.usage_for(self.id).add(reply.prompt_tokens, reply.completion_tokens, reply.cost)
                 if reply.prompt_tokens and est and self.model.measures_usage:
                     self.token_ratio = min(3.0, max(1.0, reply.prompt_tokens / est))
-                action = self._parse(reply)
+                action, skipped = self._parse(reply)
                 stopped: BudgetExceeded | None = None
                 try:
                     if isinstance(action, Action):
@@ -292,6 +293,8 @@ class Node:
                 except BudgetExceeded as exc:  # a sub-call hit a limit: this step is the last
                     stopped = exc
                     outcome = Outcome(f"stopped: {exc.detail}", ok=False)
+                if skipped:
+                    outcome.observation = prompts.ran_a_later_block(skipped) + outcome.observation
                 self._remember(reply, action, outcome.observation, step, max_steps)
                 e.record_step(self, step, messages, est, reply, action, outcome, time.monotonic() - started)
                 if stopped is not None:
@@ -319,11 +322,23 @@ class Node:
     def _result(self, draft: str | None, stop: StopReason, steps: int, detail: str = "") -> NodeResult:
         return NodeResult(self.id, draft, stop, steps, detail, self.largest_prompt)
 
-    def _parse(self, reply: Reply) -> Action | ParseError:
+    def _parse(self, reply: Reply) -> tuple[Action | ParseError, int]:
+        """The action to run, and how many blocks written before it were passed over.
+
+        A reply of several blocks is a plan written before any of its results were seen; when
+        its first action repeats one already run, the first later block that does not is run
+        instead (never a later final: it was written without the results before it)."""
         if reply.tool_calls:
             call = reply.tool_calls[0]
-            return parse_tool_call(call.name, call.arguments, call.id)
-        return parse_text(reply.content)
+            return parse_tool_call(call.name, call.arguments, call.id), 0
+        actions = list(text_actions(reply.content))
+        visible_from = self.turns[0].step if self.turns else 0
+        for n, action in enumerate(actions):
+            if not isinstance(action, Action) or (n > 0 and _answers(action)):
+                break
+            if action.name == "final" or not self.runner.repeats(action.name, action.args, visible_from):
+                return action, n
+        return actions[0], 0
 
     def _remember(
         self, reply: Reply, action: Action | ParseError, observation: str, step: int, max_steps: int
@@ -350,7 +365,7 @@ class Node:
             # Text after the first action is the model's own invention: keep only up to the action.
             content = reply.content or ""
             if isinstance(action, Action) and action.source_end:
-                content = content[: action.source_end]
+                content = content[action.source_start : action.source_end]
             if reply.tool_calls:
                 content = content or f"{reply.tool_calls[0].name}({reply.tool_calls[0].arguments})"
             assistant = {"role": "assistant", "content": content or "(empty reply)"}
@@ -375,6 +390,12 @@ class Node:
         if name == "llm_query":
             return self.engine.llm_query(self, args, step)
         return str(self.engine.partition_map(self, args, step))
+
+
+def _answers(action: Action) -> bool:
+    """Whether the action gives an answer: final, or a cell that calls final()."""
+    code = str(action.args.get("code", "")) if action.name == "execute" else ""
+    return action.name == "final" or re.search(r"\bfinal\s*\(", code) is not None
 
 
 def _step_of(evidence: str, node_id: str) -> int | None:

@@ -116,6 +116,11 @@ def repeated_action(step: int, shown: str) -> str:
     )
 
 
+def ran_a_later_block(skipped: int) -> str:
+    first = "the first block" if skipped == 1 else f"the first {skipped} blocks"
+    return f"({first} of your reply repeated what you already ran, so this is the result of the next one)\n"
+
+
 def repeated_failure(action: str, step: int, error: str) -> str:
     return (
         f"not run: this exact {action} failed at step {step} ({error}) and nothing has changed since, so it "
@@ -138,6 +143,22 @@ def grep_for_a_table_value(value: str, column: str) -> str:
         f"({value!r} is not text of the file: it is a value of the table's column {column}, "
         f"which the parse sets from the line's own words. Count those lines inside execute with "
         f'sql("SELECT count(*) FROM log WHERE {column} = {literal}").)'
+    )
+
+
+def grep_for_a_column(pattern: str, column: str, value: str | None) -> str:
+    """After a grep that matched nothing for a pattern that names a column of the table."""
+    name = column if column.isidentifier() else '\\"' + column.replace('"', '""') + '\\"'
+    if value is not None:
+        literal = "'" + value.replace("'", "''").replace('"', '\\"') + "'"
+        query = f"SELECT count(*) FROM log WHERE {name} = {literal}"
+        what = "Count the rows with that value"
+    else:
+        query = f"SELECT {name}, count(*) AS n FROM log GROUP BY {name} ORDER BY n DESC LIMIT 20"
+        what = "See its values and how many rows hold each"
+    return (
+        f"(grep matches the raw text of lines, and no line holds /{pattern}/; {column} is a column of the "
+        f'table `log`. {what} inside execute with sql("{query}").)'
     )
 
 

@@ -74,6 +74,15 @@ class Done:
     state: int  # the worker state it left behind (ActionRunner.state after it ran)
 
 
+def _says(text: str, word: str) -> bool:
+    """Whether `word` occurs in `text` as a whole word, in any case."""
+    return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text, re.I) is not None
+
+
+def _key(name: str, args: dict[str, Any]) -> str:
+    return json.dumps([name, args], sort_keys=True)
+
+
 SubcallRunner = Callable[[str, dict[str, Any], int], str]
 
 
@@ -111,7 +120,7 @@ class ActionRunner:
 
         `visible_from` is the first step whose result is still in the model's conversation.
         """
-        key = json.dumps([name, args], sort_keys=True)
+        key = _key(name, args)
         before = self.done.get(key)
         if before is not None and not before.ok and self.failures.get(key, 0) >= REPEATED_FAILURES_STOP:
             # Failing cells alternating (A fails, B fails, A again...) change the state each time,
@@ -131,6 +140,15 @@ class ActionRunner:
         if not outcome.ok:
             self.failures[key] = self.failures.get(key, 0) + 1
         return outcome
+
+    def repeats(self, name: str, args: dict[str, Any], visible_from: int) -> bool:
+        """Whether `act` would refuse this action as a repeat of one already run."""
+        before = self.done.get(_key(name, args))
+        if before is None:
+            return False
+        if not before.ok and self.failures.get(_key(name, args), 0) >= REPEATED_FAILURES_STOP:
+            return True
+        return self._would_repeat(name, before, visible_from)
 
     def _would_repeat(self, name: str, before: Done, visible_from: int) -> bool:
         """True when running the action again would show what the model can still see."""
@@ -183,17 +201,26 @@ class ActionRunner:
                 step,
                 topic=what,
             )
-            column = self._column_holding(str(args["pattern"])) if total == 0 else None
-            if column is not None:
-                output += "\n" + prompts.grep_for_a_table_value(str(args["pattern"]), column)
+            hint = self._table_hint(str(args["pattern"])) if total == 0 else None
+            if hint is not None:
+                output += "\n" + hint
         return Outcome(cap_middle(output, self.cap))
 
-    def _column_holding(self, pattern: str) -> str | None:
-        """The table column one of whose common values `pattern` is, as a model copies it."""
+    def _table_hint(self, pattern: str) -> str | None:
+        """For a grep that matched nothing: the query that finds in the table what it looked for.
+
+        Either the pattern is one of a column's common values, as a model copies it from the
+        profile (`failed_password` is the parse's word, not the log's), or it names a column
+        as if the lines held fields (`payment = "cash"` in a CSV).
+        """
         wanted = pattern.strip().strip("'\"")
         for column, pairs in self.table_values.items():
             if any(isinstance(v, str) and v == wanted for v, _ in pairs):
-                return column
+                return prompts.grep_for_a_table_value(wanted, column)
+        for column, pairs in self.table_values.items():
+            if _says(pattern, column):
+                value = next((v for v, _ in pairs if isinstance(v, str) and _says(pattern, v)), None)
+                return prompts.grep_for_a_column(pattern, column, value)
         return None
 
     def _execute(self, code: str, step: int) -> Outcome:
