@@ -854,7 +854,8 @@ def test_a_grep_for_a_value_of_the_parse_says_where_that_value_is(tmp_path: Path
 def test_a_grep_or_a_query_for_a_field_the_lines_lack_says_which_query_counts_it(tmp_path: Path) -> None:
     # A small model grepped a CSV for `payment = "cash"` as if its lines held fields, found
     # nothing and answered 0; another guessed a column name, was told only DuckDB's nearest
-    # spelling and guessed again. The grep names the column's query; the query error all columns.
+    # spelling and guessed again; another guessed a value and counted 0. The grep names the
+    # column's query, the query's error all columns, and a count of nothing the column's values.
     taxis = DATA / "seaborn" / "taxis.csv"
     with taxis.open(newline="") as fh:
         cash = sum(1 for row in csv.DictReader(fh) if row["payment"] == "cash")
@@ -864,9 +865,13 @@ def test_a_grep_or_a_query_for_a_field_the_lines_lack_says_which_query_counts_it
             "tool": "execute",
             "args": {"code": "sql(\"SELECT count(*) FROM log WHERE payment_type = 'cash'\")"},
         },
+        {
+            "tool": "execute",
+            "args": {"code": "print(sql(\"SELECT count(*) FROM log WHERE payment = 'Cash'\")[0][0])"},
+        },
         {"tool": "execute", "args": {"code": "sql(\"SELECT count(*) FROM log WHERE payment = 'cash'\")"}},
         {"tool": "final", "args": {"answer": str(cash)}},
-        json.dumps({"answer": str(cash), "explanation": "Counted.", "citations": ["F3"]}),
+        json.dumps({"answer": str(cash), "explanation": "Counted.", "citations": ["F4"]}),
     ]
     model = write_script(tmp_path / "s.json", replies)
     proc = run_cli(["ask", str(taxis), "How many trips were paid in cash?", "-m", model], cwd=tmp_path)
@@ -882,7 +887,13 @@ def test_a_grep_or_a_query_for_a_field_the_lines_lack_says_which_query_counts_it
     header = taxis.read_text().splitlines()[0].split(",")
     assert shown[1].startswith('error: SqlError: Binder Error: Referenced column "payment_type" not found')
     assert f"(the table `log` has the columns line_no, line, {', '.join(header)}; " in shown[1], shown[1]
-    assert f"\n{cash}\n" in shown[2]
+    # A guessed spelling counts 0: the note says no row holds it, the same word in its case first.
+    payments = Counter(p for row in taxis.read_text().splitlines()[1:] if (p := row.split(",")[9]))
+    listed = ", ".join(
+        f"'{v}' {n:,}" for v, n in sorted(payments.items(), key=lambda p: (p[0] != "cash", -p[1]))
+    )
+    assert shown[2] == f"(sql: no row has payment = 'Cash'; its most common values: {listed})\n0\n", shown[2]
+    assert f"\n{cash}\n" in shown[3] and "sql: no row" not in shown[3]
 
 
 def test_a_result_short_of_its_limit_is_not_said_to_be_cut(world: dict) -> None:

@@ -799,7 +799,10 @@ class SqlSession:
             + '".main.log'
         )
         # Named in the error of a query that asks for a column the table does not have.
-        self.columns = [str(r[0]) for r in con.execute(f"DESCRIBE {self._table}").fetchall()]
+        described = con.execute(f"DESCRIBE {self._table}").fetchall()
+        self.columns = [str(r[0]) for r in described]
+        self._text_columns = {str(r[0]).lower(): str(r[0]) for r in described if r[1] == "VARCHAR"}
+        self._absent_said: set[tuple[str, str]] = set()
         self._view: tuple[int, int] | None = None
         if start_line is not None or end_line is not None:
             a = max(1, int(start_line or 1))
@@ -902,10 +905,57 @@ class SqlSession:
             if isinstance(exc, duckdb.Error):
                 raise SqlError(_explain(exc, self.columns)) from None
             raise
+        else:
+            if _finds_nothing(rows):
+                self._say_absent_values(query)  # still under the watchdog: its queries scan too
         finally:
             self.watchdog.disarm()
         more = len(rows) > MAX_RESULT_ROWS
         return SqlResult(columns, rows[:MAX_RESULT_ROWS], more, query_limit(query))
+
+    def _say_absent_values(self, query: str) -> None:
+        """Print a note for each `column = 'value'` of a query that found nothing whose value no
+        row holds: a guessed value (`event = 'auth_success'`, `payment = 'Cash'`) counts 0 and
+        reads as an answer. The note names the column's values, the same spelling in another
+        case first. Printed, so a `sql(...)[0][0]` shows it too; once per column and value."""
+        duckdb = self._duckdb
+        for name, literal in _EQUALS_TEXT.findall(query):
+            column = self._text_columns.get(name.lower())
+            value = literal.replace("''", "'")
+            if column is None or column in ("line", "message") or (column, value) in self._absent_said:
+                continue
+            ident = '"' + column.replace('"', '""') + '"'
+            try:
+                if self.con.execute(
+                    f"SELECT count(*) FROM {self._table} WHERE {ident} = ?", [value]
+                ).fetchone() != (0,):
+                    continue
+                top = self.con.execute(
+                    f"SELECT {ident}, count(*) AS n FROM {self._table} WHERE {ident} IS NOT NULL "
+                    f"GROUP BY {ident} ORDER BY lower({ident}) = lower(?) DESC, n DESC LIMIT 8",
+                    [value],
+                ).fetchall()
+            except duckdb.Error:
+                return
+            self._absent_said.add((column, value))
+            listed = ", ".join(f"{_sql_literal(v)} {n:,}" for v, n in top)
+            print(
+                f"(sql: no row has {column} = {_sql_literal(value)}; "
+                + (f"its most common values: {listed})" if top else "the column is empty)")
+            )
+
+
+# `column = 'text'` in a query, the column bare or double-quoted.
+_EQUALS_TEXT = re.compile(r'(?<![\w.])"?([A-Za-z_]\w*)"?\s*==?\s*\'((?:[^\']|\'\')*)\'')
+
+
+def _finds_nothing(rows: list[tuple[Any, ...]]) -> bool:
+    """No rows, or one row of zeros and NULLs (a count or a sum over nothing)."""
+    return not rows or (len(rows) == 1 and all(v is None or v == 0 for v in rows[0]))
+
+
+def _sql_literal(value: Any) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
 
 
 def _explain(exc: BaseException, columns: list[str]) -> str:
