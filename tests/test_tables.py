@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -819,6 +820,24 @@ def test_the_profile_gives_example_queries_of_each_shape_and_they_run(
     assert "(5 rows; as many as the query's LIMIT 5, so there may be more" in shown, shown
 
 
+def _observations_of_a_run(
+    tmp_path: Path, path: Path, question: str, actions: list[dict[str, Any]], answer: str
+) -> list[str]:
+    """`rlm ask` over `path` with a scripted model that takes `actions`, then answers `answer` from
+    the last step's finding; checks the answer printed. Returns what each step showed the model."""
+    replies = [
+        *actions,
+        {"tool": "final", "args": {"answer": answer}},
+        json.dumps({"answer": answer, "explanation": "Counted.", "citations": [f"F{len(actions)}"]}),
+    ]
+    model = write_script(tmp_path / "s.json", replies)
+    proc = run_cli(["ask", str(path), question, "-m", model], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"{answer}\n"
+    trace = json.loads(next((tmp_path / "traces").glob("*.json")).read_text())
+    return [s["observation"]["preview"] for s in trace["steps"]]
+
+
 def test_a_grep_for_a_value_of_the_parse_says_where_that_value_is(tmp_path: Path) -> None:
     # A small model saw `event: 'failed_password' 520` in the profile, grepped the log for
     # "failed_password", found nothing and answered 0. A grep that matches nothing for one of
@@ -826,22 +845,15 @@ def test_a_grep_for_a_value_of_the_parse_says_where_that_value_is(tmp_path: Path
     failed = len(
         re.findall(r"sshd\[\d+\]: (?:message repeated \d+ times: \[ )?Failed password for ", AUTH.read_text())
     )
-    replies = [
+    actions = [
         {"tool": "grep", "args": {"pattern": "failed_password"}},
         {"tool": "grep", "args": {"pattern": "Failed password for root"}},
         {
             "tool": "execute",
             "args": {"code": "sql(\"SELECT count(*) FROM log WHERE event = 'failed_password'\")"},
         },
-        {"tool": "final", "args": {"answer": str(failed)}},
-        json.dumps({"answer": str(failed), "explanation": "Counted.", "citations": ["F3"]}),
     ]
-    model = write_script(tmp_path / "s.json", replies)
-    proc = run_cli(["ask", str(AUTH), "How many failed passwords?", "-m", model], cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == f"{failed}\n"
-    trace = json.loads(next((tmp_path / "traces").glob("*.json")).read_text())
-    shown = [s["observation"]["preview"] for s in trace["steps"]]
+    shown = _observations_of_a_run(tmp_path, AUTH, "How many failed passwords?", actions, str(failed))
     assert shown[0] == (
         "no line matches /failed_password/\n('failed_password' is not text of the file: it is a value of "
         "the table's column event, which the parse sets from the line's own words. Count those lines "
@@ -858,8 +870,9 @@ def test_a_grep_or_a_query_for_a_field_the_lines_lack_says_which_query_counts_it
     # column's query, the query's error all columns, and a count of nothing the column's values.
     taxis = DATA / "seaborn" / "taxis.csv"
     with taxis.open(newline="") as fh:
-        cash = sum(1 for row in csv.DictReader(fh) if row["payment"] == "cash")
-    replies = [
+        payments = Counter(row["payment"] for row in csv.DictReader(fh) if row["payment"])
+    cash = payments["cash"]
+    actions = [
         {"tool": "grep", "args": {"pattern": 'payment = "cash"'}},
         {
             "tool": "execute",
@@ -870,15 +883,8 @@ def test_a_grep_or_a_query_for_a_field_the_lines_lack_says_which_query_counts_it
             "args": {"code": "print(sql(\"SELECT count(*) FROM log WHERE payment = 'Cash'\")[0][0])"},
         },
         {"tool": "execute", "args": {"code": "sql(\"SELECT count(*) FROM log WHERE payment = 'cash'\")"}},
-        {"tool": "final", "args": {"answer": str(cash)}},
-        json.dumps({"answer": str(cash), "explanation": "Counted.", "citations": ["F4"]}),
     ]
-    model = write_script(tmp_path / "s.json", replies)
-    proc = run_cli(["ask", str(taxis), "How many trips were paid in cash?", "-m", model], cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == f"{cash}\n"
-    trace = json.loads(next((tmp_path / "traces").glob("*.json")).read_text())
-    shown = [s["observation"]["preview"] for s in trace["steps"]]
+    shown = _observations_of_a_run(tmp_path, taxis, "How many trips were paid in cash?", actions, str(cash))
     assert shown[0] == (
         'no line matches /payment = "cash"/\n(grep matches the raw text of lines, and no line holds '
         '/payment = "cash"/; payment is a column of the table `log`. Count the rows with that value '
@@ -888,7 +894,6 @@ def test_a_grep_or_a_query_for_a_field_the_lines_lack_says_which_query_counts_it
     assert shown[1].startswith('error: SqlError: Binder Error: Referenced column "payment_type" not found')
     assert f"(the table `log` has the columns line_no, line, {', '.join(header)}; " in shown[1], shown[1]
     # A guessed spelling counts 0: the note says no row holds it, the same word in its case first.
-    payments = Counter(p for row in taxis.read_text().splitlines()[1:] if (p := row.split(",")[9]))
     listed = ", ".join(
         f"'{v}' {n:,}" for v, n in sorted(payments.items(), key=lambda p: (p[0] != "cash", -p[1]))
     )
