@@ -444,6 +444,36 @@ def test_two_failing_cells_taking_turns_end_the_run_instead_of_burning_every_ste
     assert proc.returncode == 1 and proc.stdout == ""
 
 
+def test_a_failing_cell_asked_again_unchanged_ends_the_run_after_three_refusals(tmp_path: Path) -> None:
+    """A small model computed its answer, then called note() as it calls print, got a TypeError,
+    and asked the same cell 18 more times (11 minutes). note() now takes what print takes; a cell
+    that still fails and is asked again unchanged is refused, and the third refusal in a row ends
+    the loop: the answer comes from what the first cell printed."""
+    counted = {
+        "tool": "execute",
+        "args": {
+            "code": 'n = sql("SELECT count(*) FROM log WHERE status = 404")[0][0]\nprint("n:", n)\nnote("404s:", n)'
+        },
+    }
+    broken = {"tool": "execute", "args": {"code": "note(n, sep=None)"}}
+    script = {
+        "replies": [counted, *[broken] * 8],
+        "rules": [{"match": "final answer to a question", "reply": "35 [F1]"}],
+    }
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(["ask", str(FIXTURES / "access.log"), "how many 404s?", "-m", model], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "35\n"
+    trace = latest_trace(tmp_path)
+    obs = [s["observation"]["preview"] for s in trace["steps"]]
+    assert obs[0] == "n: 35\nnoted: 404s: 35\n", obs[0]
+    assert "404s: 35" in [f["text"] for f in trace["ledger"]]
+    assert "TypeError" in obs[1] and all(
+        o.startswith("not run: this exact execute failed at step 2") for o in obs[2:]
+    )
+    assert len(obs) == 5 and trace["stop"] == "stuck"
+
+
 def test_the_summary_line_counts_in_words_a_reader_expects(tmp_path: Path) -> None:
     replies = [
         {"tool": "peek", "args": {"start": 1, "length": 2}, "error": "server", "error_times": 1},

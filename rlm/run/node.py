@@ -23,7 +23,7 @@ from rlm.run import prompts
 from rlm.run.actions import Action, ParseError, parse_tool_call, text_actions, tool_schemas
 from rlm.run.ledger import Finding
 from rlm.run.routing import SPECS, CallKind, Payload, Router, weight_of
-from rlm.run.runner import ActionRunner, Outcome
+from rlm.run.runner import REPEATS_STOP, ActionRunner, Outcome
 from rlm.run.settings import sizing_for
 from rlm.sandbox.client import WorkerLost, WorkerSpec
 from rlm.trace.schema import StopReason
@@ -309,8 +309,7 @@ class Node:
                         None, "stuck", step, f"the model gave an empty reply {self.empties} times in a row"
                     )
                 self.repeats = self.repeats + 1 if outcome.repeated else 0
-                if self.repeats >= 2:
-                    # Told twice to use the result it has; more turns only burn tokens.
+                if outcome.repeated and self.repeats >= REPEATS_STOP[outcome.repeated]:
                     return self._result(
                         None, "stuck", step, "the model kept repeating an action it had already run"
                     )
@@ -336,7 +335,7 @@ class Node:
         for n, action in enumerate(actions):
             if not isinstance(action, Action) or (n > 0 and _answers(action)):
                 break
-            if action.name == "final" or not self.runner.repeats(action.name, action.args, visible_from):
+            if action.name == "final" or not self.runner.would_refuse(action.name, action.args, visible_from):
                 return action, n
         return actions[0], 0
 

@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from rlm.model.budget import BudgetExceeded
 from rlm.run import prompts
@@ -27,6 +27,10 @@ GREP_FINDING_LINES = 3
 GREP_FINDING_LINE_CHARS = 160
 
 REPEATED_FAILURES_STOP = 2  # the same exact call failing this often is not run again
+# Refused repeats in a row that end a node's loop. Told twice to use a result it has, a model
+# gains nothing from more turns; a failing call asked again unchanged gets one more telling,
+# as it may be the model's way to see the error again, but one that asked 18 times burnt 11 minutes.
+REPEATS_STOP = {"result": 2, "failure": 3}
 
 # Actions whose result depends on the file and the code only: what --verify re-runs.
 WORKER_ACTIONS = ("peek", "grep", "execute")
@@ -61,7 +65,7 @@ class Outcome:
     ok: bool = True
     final: str | None = None
     fatal: str | None = None
-    repeated: bool = False
+    repeated: Literal["result", "failure"] | None = None  # refused: what it would have repeated
 
 
 @dataclass(frozen=True)
@@ -125,13 +129,19 @@ class ActionRunner:
         if before is not None and not before.ok and self.failures.get(key, 0) >= REPEATED_FAILURES_STOP:
             # Failing cells alternating (A fails, B fails, A again...) change the state each time,
             # yet nothing is learnt: the third failure of the same call is the last.
-            return Outcome(prompts.repeated_failure(name, before.step, before.shown), ok=False, repeated=True)
+            return Outcome(
+                prompts.repeated_failure(name, before.step, before.shown), ok=False, repeated="result"
+            )
         if before is not None and self._would_repeat(name, before, visible_from):
             if before.ok:
                 # Small models loop on one action; running it again would show them the same thing.
-                return Outcome(prompts.repeated_action(before.step, before.shown), ok=False, repeated=True)
-            # The same failing call, nothing changed since: say so, and do not end the run for it.
-            return Outcome(prompts.repeated_failure(name, before.step, before.shown), ok=False)
+                return Outcome(
+                    prompts.repeated_action(before.step, before.shown), ok=False, repeated="result"
+                )
+            # The same failing call, nothing changed since: say so (see REPEATS_STOP).
+            return Outcome(
+                prompts.repeated_failure(name, before.step, before.shown), ok=False, repeated="failure"
+            )
         self.observed = True
         outcome = self._run(name, args, step, subcall)
         if name in ("execute", "partition_map"):
@@ -141,7 +151,7 @@ class ActionRunner:
             self.failures[key] = self.failures.get(key, 0) + 1
         return outcome
 
-    def repeats(self, name: str, args: dict[str, Any], visible_from: int) -> bool:
+    def would_refuse(self, name: str, args: dict[str, Any], visible_from: int) -> bool:
         """Whether `act` would refuse this action as a repeat of one already run."""
         before = self.done.get(_key(name, args))
         if before is None:

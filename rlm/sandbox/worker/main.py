@@ -123,8 +123,9 @@ class Worker:
         ) -> list[Any]:
             return self.partition_map(question, chunk_lines, chunk_chars, result_var)
 
-        def note(text: Any) -> str:
-            return self.note(text)
+        def note(*parts: Any) -> str:
+            # Small models call it as they call print: note("total:", n).
+            return self.note(" ".join(str(p) for p in parts))
 
         def recall(ref: Any) -> str:
             return Shown(str(self._bridge("recall", {"ref": str(ref)})))
