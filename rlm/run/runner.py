@@ -124,24 +124,10 @@ class ActionRunner:
 
         `visible_from` is the first step whose result is still in the model's conversation.
         """
+        refused = self._refusal(name, args, visible_from)
+        if refused is not None:
+            return refused
         key = _key(name, args)
-        before = self.done.get(key)
-        if before is not None and not before.ok and self.failures.get(key, 0) >= REPEATED_FAILURES_STOP:
-            # Failing cells alternating (A fails, B fails, A again...) change the state each time,
-            # yet nothing is learnt: the third failure of the same call is the last.
-            return Outcome(
-                prompts.repeated_failure(name, before.step, before.shown), ok=False, repeated="result"
-            )
-        if before is not None and self._would_repeat(name, before, visible_from):
-            if before.ok:
-                # Small models loop on one action; running it again would show them the same thing.
-                return Outcome(
-                    prompts.repeated_action(before.step, before.shown), ok=False, repeated="result"
-                )
-            # The same failing call, nothing changed since: say so (see REPEATS_STOP).
-            return Outcome(
-                prompts.repeated_failure(name, before.step, before.shown), ok=False, repeated="failure"
-            )
         self.observed = True
         outcome = self._run(name, args, step, subcall)
         if name in ("execute", "partition_map"):
@@ -153,12 +139,28 @@ class ActionRunner:
 
     def would_refuse(self, name: str, args: dict[str, Any], visible_from: int) -> bool:
         """Whether `act` would refuse this action as a repeat of one already run."""
-        before = self.done.get(_key(name, args))
+        return self._refusal(name, args, visible_from) is not None
+
+    def _refusal(self, name: str, args: dict[str, Any], visible_from: int) -> Outcome | None:
+        key = _key(name, args)
+        before = self.done.get(key)
         if before is None:
-            return False
-        if not before.ok and self.failures.get(_key(name, args), 0) >= REPEATED_FAILURES_STOP:
-            return True
-        return self._would_repeat(name, before, visible_from)
+            return None
+        if not before.ok and self.failures.get(key, 0) >= REPEATED_FAILURES_STOP:
+            # Failing cells alternating (A fails, B fails, A again...) change the state each time,
+            # yet nothing is learnt: the third failure of the same call is the last.
+            return Outcome(
+                prompts.repeated_failure(name, before.step, before.shown), ok=False, repeated="result"
+            )
+        if not self._would_repeat(name, before, visible_from):
+            return None
+        if before.ok:
+            # Small models loop on one action; running it again would show them the same thing.
+            return Outcome(prompts.repeated_action(before.step, before.shown), ok=False, repeated="result")
+        # The same failing call, nothing changed since: say so (see REPEATS_STOP).
+        return Outcome(
+            prompts.repeated_failure(name, before.step, before.shown), ok=False, repeated="failure"
+        )
 
     def _would_repeat(self, name: str, before: Done, visible_from: int) -> bool:
         """True when running the action again would show what the model can still see."""
