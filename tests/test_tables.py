@@ -511,6 +511,7 @@ def world() -> Iterator[dict]:
         os.chmod(p, 0o644)
     cache = base / "cache"
     profile = open_source(str(data), cache_dir=str(cache)).profile
+    profile.digest.result()  # stored from a thread of its own: let it land before the walk
     os.chmod(cache, 0o755)
     for p in cache.iterdir():
         os.chmod(p, 0o644)
@@ -897,8 +898,34 @@ def test_a_grep_or_a_query_for_a_field_the_lines_lack_says_which_query_counts_it
     listed = ", ".join(
         f"'{v}' {n:,}" for v, n in sorted(payments.items(), key=lambda p: (p[0] != "cash", -p[1]))
     )
-    assert shown[2] == f"(sql: no row has payment = 'Cash'; its most common values: {listed})\n0\n", shown[2]
+    assert shown[2] == f"(sql: no row has payment = 'Cash'; its values: {listed})\n0\n", shown[2]
     assert f"\n{cash}\n" in shown[3] and "sql: no row" not in shown[3]
+
+
+def test_a_count_of_nothing_lists_a_short_vocabulary_whole_and_a_long_one_cut(world: dict) -> None:
+    # A small model counted `event = 'auth_success'` (0) and answered 0: the one accepted login
+    # was 'accepted_password', the rarest value, so a short vocabulary is listed whole.
+    rows = [m.groups() for m in re.finditer(r'"([A-Z]+) (\S+) [^"]*" \d{3}', ACCESS.read_text())]
+    methods = Counter(method for method, _ in rows)
+    kind, reply = _exec(
+        world["sandbox"], "print(sql(\"SELECT count(*) FROM log WHERE method = 'FETCH'\")[0][0])"
+    )
+    listed = ", ".join(f"'{m}' {n:,}" for m, n in sorted(methods.items(), key=lambda p: -p[1]))
+    assert (
+        kind == "reply"
+        and reply["output"] == f"(sql: no row has method = 'FETCH'; its values: {listed})\n0\n"
+    )
+    # Paths are many: the most common ones, then "…"; and each column and value is said once.
+    code = "sql(\"SELECT sum(bytes) FROM log WHERE path = '/nope'\")"
+    kind, reply = _exec(world["sandbox"], code)
+    top = Counter(path for _, path in rows).most_common(1)[0]
+    note = reply["output"].splitlines()[0]
+    assert note.startswith(
+        f"(sql: no row has path = '/nope'; its most common values: '{top[0]}' {top[1]:,}, "
+    )
+    assert note.endswith(", …)") and len(re.findall(r"'[^']*' [\d,]+", note)) == 8, note
+    kind, reply = _exec(world["sandbox"], code + "\n")
+    assert "sql: no row" not in reply["output"] and "NULL" in reply["output"]
 
 
 def test_a_result_short_of_its_limit_is_not_said_to_be_cut(world: dict) -> None:

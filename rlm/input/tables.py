@@ -932,18 +932,26 @@ class SqlSession:
                     continue
                 top = self.con.execute(
                     f"SELECT {ident}, count(*) AS n FROM {self._table} WHERE {ident} IS NOT NULL "
-                    f"GROUP BY {ident} ORDER BY lower({ident}) = lower(?) DESC, n DESC LIMIT 8",
+                    f"GROUP BY {ident} ORDER BY lower({ident}) = lower(?) DESC, n DESC LIMIT {_ALL_VALUES + 1}",
                     [value],
                 ).fetchall()
             except duckdb.Error:
                 return
             self._absent_said.add((column, value))
-            listed = ", ".join(f"{_sql_literal(v)} {n:,}" for v, n in top)
+            # A short vocabulary (an event column) is listed whole: the value a question needs
+            # may be its rarest (one 'accepted_password' among 520 'failed_password').
+            shown = top if len(top) <= _ALL_VALUES else top[:_SOME_VALUES]
+            listed = ", ".join(f"{_sql_literal(v)} {n:,}" for v, n in shown)
+            which = "its values" if len(top) <= _ALL_VALUES else "its most common values"
+            more = "" if len(top) <= _ALL_VALUES else ", …"
             print(
                 f"(sql: no row has {column} = {_sql_literal(value)}; "
-                + (f"its most common values: {listed})" if top else "the column is empty)")
+                + (f"{which}: {listed}{more})" if top else "the column is empty)")
             )
 
+
+_ALL_VALUES = 30  # a column of at most this many values is listed whole in the note of nothing found
+_SOME_VALUES = 8  # else its most common ones
 
 # `column = 'text'` in a query, the column bare or double-quoted.
 _EQUALS_TEXT = re.compile(r'(?<![\w.])"?([A-Za-z_]\w*)"?\s*==?\s*\'((?:[^\']|\'\')*)\'')
