@@ -369,7 +369,8 @@ def test_model_code_mistakes_get_plain_advice(tmp_path: Path, apache_log: Path) 
         [
             {"tool": "execute", "args": {"code": "The busiest client is 66.249.73.135 with many requests"}},
             {"tool": "execute", "args": {"code": "print(grep('HEAD', context_lines))"}},
-            {"tool": "final", "args": {"answer": "x"}},
+            {"tool": "execute", "args": {"code": "a, b = 1, 2\nfinal(a, b)"}},
+            {"tool": "execute", "args": {"code": "final(answer=a)"}},
             "x",
         ],
     )
@@ -380,6 +381,9 @@ def test_model_code_mistakes_get_plain_advice(tmp_path: Path, apache_log: Path) 
     # The text passed along is understood (grep always searches the whole file), not a TypeError.
     total = sum(1 for line in apache_log.read_text().splitlines() if "HEAD" in line)
     assert obs[1].startswith(f"{total} lines match /HEAD/"), obs[1]
+    # Every variable passed to final: one error in the model's words, then final(answer=...) works.
+    assert "final takes one value, the answer to the question; you passed 2" in obs[2], obs[2]
+    assert "final answer recorded" in obs[3]
 
 
 def test_help_reads_well_and_lists_the_exit_codes(tmp_path: Path) -> None:

@@ -15,14 +15,19 @@ from rlm.cli.evaluate import Task, normalize, score
 EVAL = FIXTURES / "eval"
 
 
-def test_the_dev_set_answers_are_the_ones_its_script_computes() -> None:
+@pytest.mark.parametrize(
+    ("name", "made_by", "at_least"), [("tasks", "tasks", 20), ("heldout", "heldout", 15)]
+)
+def test_the_dev_and_held_out_answers_are_the_ones_their_script_computes(
+    name: str, made_by: str, at_least: int
+) -> None:
     spec = importlib.util.spec_from_file_location("make_tasks", EVAL / "make_tasks.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    stored = [json.loads(line) for line in (EVAL / "tasks.jsonl").read_text().splitlines()]
-    assert stored == module.tasks()
-    assert len(stored) >= 20
+    stored = [json.loads(line) for line in (EVAL / f"{name}.jsonl").read_text().splitlines()]
+    assert stored == getattr(module, made_by)()
+    assert len(stored) >= at_least
     for task in stored:
         assert (EVAL / task["file"]).is_file(), task
 

@@ -42,7 +42,7 @@ __all__ = [
     "sql_helper",
 ]
 
-TABLE_VERSION = 5  # 2: a log stored in parts, current storage format; 3: common values; 4: sshd login events name their method; 5: example queries
+TABLE_VERSION = 6  # 2: a log stored in parts, current storage format; 3: common values; 4: sshd login events name their method; 5: example queries; 6: up to 40 values a column
 MAX_RESULT_ROWS = 100_000  # rows sql() hands back; more means the query should aggregate or LIMIT
 SHOWN_ROWS = 20  # rows the REPL echo shows
 SHOWN_CELL_CHARS = 60

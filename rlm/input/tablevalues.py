@@ -20,8 +20,11 @@ from __future__ import annotations
 from typing import Any
 
 MAX_DISTINCT = 12  # a column with more distinct values is not shown as categories
-TOP = 6  # values shown per column
-MAX_FOUND = 4  # columns found in a CSV / JSON lines table
+TOP = 6  # values shown per column in the profile
+# Values kept per column in the table's description: the profile shows the TOP, the rest is what a
+# question's words are matched against (rlm.run.queryhint: 'POST' is the third method of ten).
+VOCABULARY = 40
+MAX_FOUND = 6  # columns found in a CSV / JSON lines table
 MAX_SCANNED = 24  # text columns judged at most (one scan computes them all)
 _TEXT_TYPES = ("VARCHAR", "BOOLEAN")
 
@@ -48,7 +51,7 @@ def common_values(
     for name in names:
         rows = con.execute(
             f'SELECT "{_q(name)}" AS v, count(*) AS n FROM log WHERE v IS NOT NULL '
-            f"GROUP BY v ORDER BY n DESC, v LIMIT {TOP + 1}"
+            f"GROUP BY v ORDER BY n DESC, v LIMIT {VOCABULARY}"
         ).fetchall()
         if rows:
             values[name] = [[_plain(v), int(n)] for v, n in rows]

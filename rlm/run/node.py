@@ -22,6 +22,7 @@ from rlm.model.tokens import count_message, count_messages, count_text
 from rlm.run import prompts
 from rlm.run.actions import Action, ParseError, parse_tool_call, text_actions, tool_schemas
 from rlm.run.ledger import Finding
+from rlm.run.queryhint import hint_for
 from rlm.run.routing import SPECS, CallKind, Payload, Router, weight_of
 from rlm.run.runner import REPEATS_STOP, ActionRunner, Outcome
 from rlm.run.settings import sizing_for
@@ -77,6 +78,9 @@ class Node:
         window = self.model.context_window()
         self.sizing = sizing_for(s, window)
         self.cap = self.sizing.observation_chars
+        table = engine.profile.table if scope.spec.table_path else None
+        # The text protocol shows it as the reply format's example; a tools model gets it in the task.
+        hint = hint_for(question, table)
         self.system = {
             "role": "system",
             "content": prompts.system_prompt(
@@ -85,10 +89,12 @@ class Node:
                 engine.cell_seconds,
                 s.memory_headroom_mb,
                 has_table=scope.spec.table_path is not None,
+                hint=hint,
             ),
         }
+        task_hint = hint if self.protocol == "tools" else None
         tools_tokens = self.model.estimate_prompt_tokens([], self.tools) if self.tools else 0
-        bare = prompts.task_prompt(question, scope.profile_block, scope.description)
+        bare = prompts.task_prompt(question, scope.profile_block, scope.description, hint=task_hint)
         kind: CallKind = "root_turn" if depth == 0 else "child_turn"
         room = (
             window
@@ -107,11 +113,12 @@ class Node:
         )
         self.task = {
             "role": "user",
-            "content": prompts.task_prompt(question, scope.profile_block, scope.description, established),
+            "content": prompts.task_prompt(
+                question, scope.profile_block, scope.description, established, hint=task_hint
+            ),
         }
         self.turns: list[Turn] = []
         self.dropped_turns: list[Turn] = []  # kept for recall("T3")
-        table = engine.profile.table if scope.spec.table_path else None
         self.runner = ActionRunner(
             node_id,
             engine,

@@ -6,6 +6,7 @@ and limit it can meet is spelled out here.
 
 from __future__ import annotations
 
+from rlm.run.queryhint import QueryHint
 from rlm.sandbox.worker.modules import ALLOWED_MODULES
 
 MODULES = ", ".join(ALLOWED_MODULES)
@@ -61,6 +62,20 @@ final({name})
 ```"""
 _EXAMPLE_SQL = ("total_lines", 'total_lines = sql("SELECT count(*) FROM log")[0][0]')
 _EXAMPLE_PYTHON = ("error_lines", 'error_lines = sum(1 for line in context_lines if "error" in line.lower())')
+# With a query of the question's shape (rlm.run.queryhint), the example is that query: what a small
+# model copies is then the step the question needs, not a count of every line.
+_HINT_PROTOCOL = """
+
+Reply format: each turn write exactly ONE fenced block and stop writing after it. The block is Python \
+code, or a single action call. For this question, a first step is this query on the table's own columns \
+(check that its result answers the question; change it if not):
+```python
+{code}
+```
+and, once a result answers the question, pass the value that answers it to final:
+```python
+final({answer})
+```"""
 
 _TOOLS_PROTOCOL = """
 
@@ -68,21 +83,39 @@ Each turn call exactly one of the tools peek, grep, execute, llm_query, partitio
 
 
 def system_prompt(
-    protocol: str, observation_cap: int, cell_seconds: float, memory_mb: int, *, has_table: bool = False
+    protocol: str,
+    observation_cap: int,
+    cell_seconds: float,
+    memory_mb: int,
+    *,
+    has_table: bool = False,
+    hint: QueryHint | None = None,
 ) -> str:
     body = _COMMON.format(modules=MODULES, cap=observation_cap, seconds=cell_seconds, memory_mb=memory_mb)
     if protocol == "tools":
         return body + _TOOLS_PROTOCOL
+    if hint is not None:
+        return body + _HINT_PROTOCOL.format(code=hint.code(), answer=hint.answer)
     name, example = _EXAMPLE_SQL if has_table else _EXAMPLE_PYTHON
     return body + _TEXT_PROTOCOL.format(example=example, name=name)
 
 
 def task_prompt(
-    question: str, profile_block: str, scope: str | None = None, established: str | None = None
+    question: str,
+    profile_block: str,
+    scope: str | None = None,
+    established: str | None = None,
+    hint: QueryHint | None = None,
 ) -> str:
     where = f"\n{scope}" if scope else ""
     earlier = f"\n\n{established}" if established else ""
-    return f"Question: {question}{where}\n\nFile profile:\n{profile_block}{earlier}\n\nStart investigating."
+    first = (
+        f"\n\nA query of this question's shape on the table's own columns, to run with execute (check that "
+        f"its result answers the question; the answer is then {hint.answer}):\n```python\n{hint.code()}\n```"
+        if hint is not None
+        else ""
+    )
+    return f"Question: {question}{where}\n\nFile profile:\n{profile_block}{earlier}{first}\n\nStart investigating."
 
 
 def established_earlier(block: str) -> str:

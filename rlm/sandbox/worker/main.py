@@ -41,6 +41,7 @@ LLM_QUERY_TEXT_MAX_CHARS = 16_000_000
 # The parent's cap on one message from the worker (kept equal to client.MAX_REPLY_BYTES).
 MAX_MESSAGE_BYTES = 64_000_000
 INTERNAL = "internal error in the sandbox"
+_NOTHING = object()  # final() called with no value
 
 
 def _is_text(value: Any) -> bool:
@@ -130,7 +131,13 @@ class Worker:
         def recall(ref: Any) -> str:
             return Shown(str(self._bridge("recall", {"ref": str(ref)})))
 
-        def final(answer: Any) -> str:
+        def final(answer: Any = _NOTHING, *more: Any) -> str:
+            if more or answer is _NOTHING:
+                # A small model passes every variable it made (final(total_lines, distinct_ips, top)).
+                raise TypeError(
+                    f"final takes one value, the answer to the question; you passed {len(more) + 1 if more else 0}: "
+                    "call final with the one variable that answers it"
+                )
             return self.final(answer)
 
         return {
