@@ -80,13 +80,80 @@ def test_times_of_day_and_dates_without_a_year(tmp_path: Path) -> None:
     assert hint is not None
     assert hint.sql == (
         "SELECT count(*) AS n FROM log WHERE event = 'failed_password' AND strftime(ts, '%m-%d') = '12-10' "
-        "AND CAST(ts AS TIME) > TIME '07:00:00'"
+        "AND strftime(ts, '%H:%M:%S') > '07:00:00'"
     )
-    between = hint_for("How many lines were logged between 06:00 and 07:30 on Dec 10?", table)
-    assert (
-        between is not None
-        and "CAST(ts AS TIME) >= TIME '06:00:00' AND CAST(ts AS TIME) < TIME '07:30:00'" in (between.sql)
+    # an end with :59 is the whole minute; a round end is not included
+    between = hint_for("How many lines were logged between 06:00 and 07:59 on Dec 10?", table)
+    assert between is not None and "'%H:%M:%S') >= '06:00:00' AND strftime(ts, '%H:%M:%S') <= '07:59:59'" in (
+        between.sql
     )
+    hour = hint_for("How many lines were logged between 06:00 and 07:00 on Dec 10?", table)
+    assert hour is not None and "<= '07:00:00'" not in hour.sql and "< '07:00:00'" in hour.sql
+
+
+def test_a_time_of_day_on_a_timestamp_with_a_zone_runs(tmp_path: Path) -> None:
+    """ts of an access log is TIMESTAMPTZ, which DuckDB does not cast to TIME."""
+    import duckdb
+
+    table = _table(FIXTURES / "access.log", tmp_path)
+    hint = hint_for("How many requests were made between 10:00 and 10:30 on 17 May 2015?", table)
+    assert hint is not None
+    con = duckdb.connect(table["path"], read_only=True)
+    con.execute("SET TimeZone = 'UTC'")
+    (count,) = con.execute(hint.sql).fetchone()
+    lines = (FIXTURES / "access.log").read_text().splitlines()
+    assert count == sum(1 for ln in lines if "[17/May/2015:10:" in ln and ln.split(":")[2] < "30") > 0
+
+
+@pytest.mark.parametrize(
+    ("path", "question", "sql"),
+    [
+        # a value of two columns is the one the words before it name
+        (
+            FIXTURES / "data" / "seaborn" / "taxis.csv",
+            "How many trips were picked up in Queens with pickup_borough Queens and dropoff_borough Manhattan?",
+            "SELECT count(*) AS n FROM log WHERE pickup_borough = 'Queens' AND dropoff_borough = 'Manhattan'",
+        ),
+        # a month and its year
+        (
+            FIXTURES / "data" / "loghub" / "Zookeeper_2k.log",
+            "How many lines have the level WARN in August 2015?",
+            "SELECT count(*) AS n FROM log WHERE level = 'WARN' AND strftime(ts, '%Y-%m') = '2015-08'",
+        ),
+        # a quoted phrase is searched whole, not linked by one of its words
+        (
+            FIXTURES / "auth.log",
+            "How many 'Received disconnect' lines are there?",
+            "SELECT count(*) AS n FROM log WHERE line ILIKE '%Received disconnect%'",
+        ),
+    ],
+)
+def test_values_are_linked_to_the_column_the_question_means(
+    tmp_path: Path, path: Path, question: str, sql: str
+) -> None:
+    hint = hint_for(question, _table(path, tmp_path))
+    assert hint is not None and hint.sql == sql
+
+
+@pytest.mark.parametrize(
+    ("path", "question"),
+    [
+        # Queens of which borough? Said nowhere: no guess.
+        (FIXTURES / "data" / "seaborn" / "taxis.csv", "How many trips were there in Queens?"),
+        # both values of one column at once: no row holds them
+        (FIXTURES / "data" / "seaborn" / "taxis.csv", "How many trips were paid by cash and credit card?"),
+        # a figure the query would drop
+        (FIXTURES / "access.log", "Which 3 client IP addresses made the most requests?"),
+        (FIXTURES / "access.log", "How many 404 responses were there before 2016?"),
+        # a total of a field the table does not have is not a count of lines
+        (
+            FIXTURES / "data" / "loghub" / "Spark_2k.log",
+            "Summed over all 'Finished task' lines, how many bytes?",
+        ),
+    ],
+)
+def test_a_query_that_could_mislead_is_not_offered(tmp_path: Path, path: Path, question: str) -> None:
+    assert hint_for(question, _table(path, tmp_path)) is None
 
 
 def _copying_model(tmp_path: Path) -> str:

@@ -91,9 +91,14 @@ _PHRASES = (
     (r"\bsource addresse?s?\b", "source ip"),
 )
 _MONTHS = {m: i for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split(), start=1)}
-_MONTH = r"(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
+_MONTH = (
+    r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?"
+    r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b\.?"
+)
 _DATE_PATTERNS = (
     (re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b"), "ymd"),
+    (re.compile(rf"\b(?:in|during) {_MONTH},? (\d{{4}})\b"), "my"),
+    (re.compile(rf"\b(?:in|during) {_MONTH}(?! \d)"), "m"),
     (re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?{_MONTH},? (\d{{4}})\b"), "dmy"),
     (re.compile(rf"\b{_MONTH} (\d{{1,2}})(?:st|nd|rd|th)?,? (\d{{4}})\b"), "mdy"),
     (re.compile(rf"\b{_MONTH} (\d{{1,2}})(?:st|nd|rd|th)?\b"), "md"),
@@ -121,16 +126,32 @@ def hint_for(question: str, table: dict[str, Any] | None) -> QueryHint | None:
     schema = _Schema(table)
     q = _normalise(question)
     words = _words(q)
-    where, used = _conditions(question, q, words, schema)
+    linked = _conditions(question, q, words, schema)
     shape = _shape(q)
-    if shape is None:
+    if shape is None or linked is None:
         return None
+    where, used = linked
+    hint = _query(shape, q, words, schema, where, used)
+    # Every figure the question gives must be in the query (a number, a year, a time): a query that
+    # dropped one ('in August 2015', 'top 3') counts something else and would read as the answer.
+    if hint is None or any(n not in hint.sql for n in re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", q)):
+        return None
+    if re.search(rf"\b{_MONTH}\b", q) and "strftime" not in hint.sql and "DATE '" not in hint.sql:
+        return None
+    return hint
+
+
+def _query(
+    shape: str, q: str, words: list[str], schema: _Schema, where: list[str], used: set[str]
+) -> QueryHint | None:
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     if shape in ("count", "exists"):
         if not where:
             return None  # "how many lines" needs no hint; a count of everything is rarely the question
+        if shape == "count" and _SUMS.search(q):
+            return None  # 'how many bytes were sent': a total of a field the table does not have
         sql = f"SELECT count(*) AS n FROM log{clause}"
-        answer = "result[0][0]" if shape == "count" else "result[0][0] > 0"
+        answer = "result[0][0]" if shape == "count" else '["no", "yes"][result[0][0] > 0]'
         return QueryHint(shape, sql, answer)
     if shape in ("sum", "avg", "max", "min"):
         measure = _measure(words, schema, used)
@@ -196,7 +217,7 @@ class _Schema:
     def temporal(self) -> str | None:
         timed = [n for n, t in self.types.items() if t.startswith(_TEMPORAL)]
         preferred = [n for n in timed if n in ("ts", "timestamp", "time", "date", "datetime")]
-        return (preferred or timed or [None])[0]
+        return (preferred or timed)[0] if timed else None
 
 
 def _struct_fields(typ: str) -> list[tuple[str, str]]:
@@ -246,7 +267,8 @@ def _stem(word: str) -> str:
 
 
 def _words(q: str) -> list[str]:
-    return [_SYNONYMS.get(_stem(w), _stem(w)) for w in re.findall(r"[a-z0-9_]+(?:\.[a-z0-9_]+)*", q)]
+    # 'pickup_borough' and 'requests.total' are the words of the column they name
+    return [_SYNONYMS.get(_stem(w), _stem(w)) for w in re.findall(r"[a-z0-9]+", q)]
 
 
 def _shape(q: str) -> str | None:
@@ -273,7 +295,9 @@ def _shape(q: str) -> str | None:
             return "list"
     if re.search(r"\b(per|for each|by each|broken down by)\b", q) and counting:
         return "group"
-    if re.search(r"\b(total|sum)\b", q) and not re.search(r"\btotal (number|count)\b", q):
+    if re.match(r"(list|show|give)\b", q):
+        return "list"
+    if _SUMS.search(q):
         return "sum"
     if re.search(r"\b(maximum|largest|highest|biggest|peak)\b", q):
         return "max"
@@ -282,6 +306,12 @@ def _shape(q: str) -> str | None:
     if counting:
         return "count"
     return None
+
+
+# A total of a field: 'in total', 'summed over', 'how many bytes' (a unit is a field's, not a count of lines).
+_SUMS = re.compile(
+    r"\b(sum|summed|totals?|total of)\b(?! (number|count))|\bhow many (bytes|seconds|minutes|hours|ms|milliseconds|kb|mb|gb)\b"
+)
 
 
 def _decimals(q: str) -> int | None:
@@ -313,11 +343,20 @@ def _find(seq: list[str], sub: tuple[str, ...] | list[str]) -> int:
     return -1
 
 
-def _conditions(question: str, q: str, words: list[str], schema: _Schema) -> tuple[list[str], set[str]]:
-    """The WHERE terms the question's words name, and the columns they use."""
+def _find_all(seq: list[str], sub: tuple[str, ...]) -> list[int]:
+    n = len(sub)
+    return [i for i in range(len(seq) - n + 1) if n and tuple(seq[i : i + n]) == sub]
+
+
+def _conditions(
+    question: str, q: str, words: list[str], schema: _Schema
+) -> tuple[list[str], set[str]] | None:
+    """The WHERE terms the question's words name and the columns they use; None when a value
+    could be more than one column's and the question does not say which."""
     where: list[str] = []
     used: set[str] = set()
     taken: list[tuple[int, int]] = []  # spans of words already linked
+    quoted = _quoted_spans(question, words)
 
     # A column's value named by its words: 'failed password' -> event = 'failed_password'.
     found: list[tuple[int, int, str, Any]] = []
@@ -326,23 +365,48 @@ def _conditions(question: str, q: str, words: list[str], schema: _Schema) -> tup
             tokens = _value_tokens(value)
             if not tokens or (len(tokens) == 1 and (tokens[0] in _STOP or len(tokens[0]) < 2)):
                 continue
-            at = _find(words, tokens)
-            if at >= 0:
-                found.append((at, at + len(tokens), column, value))
+            for at in _find_all(words, tokens):
+                end = at + len(tokens)
+                # Inside quotes only the whole quoted text is a value ('Received disconnect' is not
+                # event = 'disconnect'): the rest of a quote is text to search for.
+                if not any(s < end and at < e and (s, e) != (at, end) for s, e in quoted):
+                    found.append((at, end, column, value))
     # The longest match wins where two overlap ('invalid user request' over 'invalid user').
     found.sort(key=lambda f: (-(f[1] - f[0]), f[0]))
-    chosen: dict[str, list[Any]] = {}
+    chosen: dict[str, list[tuple[int, Any]]] = {}
     for start, end, column, value in found:
+        if (start, end) in taken:
+            continue  # the same words are a value of another column too: settled below
         if any(start < e and s < end for s, e in taken):
             continue
+        columns = [c for a, b, c, v in found if (a, b) == (start, end)]
+        if len(columns) > 1:
+            # Queens is a pickup_borough and a dropoff_borough: the words just before it must say
+            # which; where they do not, another mention of it may ('pickup_borough = Queens').
+            column = _named(words[max(0, start - 3) : start], schema, set(), among=columns) or ""
+            if not column:
+                if any(
+                    _named(words[max(0, a - 3) : a], schema, set(), among=columns)
+                    for a, *_ in found
+                    if a != start
+                ):
+                    continue
+                return None
+            value = next(v for a, b, c, v in found if (a, b) == (start, end) and c == column)
         taken.append((start, end))
-        chosen.setdefault(column, []).append(value)
-    for column, values in chosen.items():
+        chosen.setdefault(column, []).append((start, value))
+    for column, hits in chosen.items():
         ident = schema.sql(column)
-        if len(values) == 1:
-            where.append(f"{ident} = {_sql_value(values[0])}")
-        else:
-            where.append(f"{ident} IN ({', '.join(_sql_value(v) for v in values)})")
+        if len(hits) == 1:
+            where.append(f"{ident} = {_sql_value(hits[0][1])}")
+            used.add(column)
+            continue
+        # Two values of one column: 'status 500 or 503' is either; 'Queens and Manhattan' is not a
+        # condition one row can meet, so no hint.
+        first, last = min(h[0] for h in hits), max(h[0] for h in hits)
+        if "or" not in words[first:last] and "either" not in words[:last]:
+            return None
+        where.append(f"{ident} IN ({', '.join(_sql_value(v) for _, v in hits)})")
         used.add(column)
 
     # A class of HTTP statuses: '5xx', '4xx errors'.
@@ -358,10 +422,10 @@ def _conditions(question: str, q: str, words: list[str], schema: _Schema) -> tup
         op, number = _COMPARE[m.group(1)], m.group(2)
         after = _words(q[m.end() :])[:2]
         before = _words(q[: m.start()])[-3:]
-        column = _numeric_named(after, schema, used) or _numeric_named(list(reversed(before)), schema, used)
-        if column:
-            where.append(f"{schema.sql(column)} {op} {number}")
-            used.add(column)
+        compared = _numeric_named(after, schema, used) or _numeric_named(list(reversed(before)), schema, used)
+        if compared:
+            where.append(f"{schema.sql(compared)} {op} {number}")
+            used.add(compared)
 
     # A date or a time of day, on the table's timestamp.
     ts = schema.temporal()
@@ -370,16 +434,26 @@ def _conditions(question: str, q: str, words: list[str], schema: _Schema) -> tup
 
     # Text the question quotes or says a field contains, not linked above.
     for text, column_words in _contained(question):
-        if _find(words, _value_tokens(text)) >= 0 and any(
-            s <= _find(words, _value_tokens(text)) < e for s, e in taken
-        ):
+        at = _find(words, _value_tokens(text))
+        if at >= 0 and (at, at + len(_value_tokens(text))) in taken:
             continue
-        column = _named(column_words, schema, used, text_only=True) if column_words else None
-        target = schema.sql(column) if column else "line"
+        field = _named(column_words, schema, used, text_only=True) if column_words else None
+        target = schema.sql(field) if field else "line"
         where.append(f"{target} ILIKE {_sql_value('%' + text + '%')}")
-        if column:
-            used.add(column)
+        if field:
+            used.add(field)
     return where, used
+
+
+def _quoted_spans(question: str, words: list[str]) -> list[tuple[int, int]]:
+    """Where the question's quoted texts stand among its words."""
+    spans = []
+    for text, _ in _contained(question):
+        tokens = _value_tokens(text)
+        at = _find(words, tokens)
+        if at >= 0:
+            spans.append((at, at + len(tokens)))
+    return spans
 
 
 def _value_tokens(value: Any) -> tuple[str, ...]:
@@ -395,10 +469,20 @@ def _numeric_named(words: list[str], schema: _Schema, used: set[str]) -> str | N
     return None
 
 
-def _named(words: list[str], schema: _Schema, used: set[str], *, text_only: bool = False) -> str | None:
+def _named(
+    words: list[str],
+    schema: _Schema,
+    used: set[str],
+    *,
+    text_only: bool = False,
+    among: list[str] | None = None,
+) -> str | None:
+    """The column whose name's words are all in `words`, the one of most words."""
     best, score = None, 0
     for column, tokens in schema.tokens.items():
         if column in used or (text_only and schema.types[column] != "VARCHAR"):
+            continue
+        if among is not None and column not in among:
             continue
         hits = sum(t in words for t in tokens)
         if hits == len(tokens) and hits > score:
@@ -414,15 +498,17 @@ def _contained(question: str) -> list[tuple[str, list[str]]]:
         out.append((m.group(1), before))
     if out:
         return out
-    m = re.search(
+    said = re.search(
         r"\b(?:contain|contains|containing|mention|mentions|mentioning|with the (?:text|word|phrase))\s+"
         r"(?:an? |the )?(.+?)(?:[?.!](?:\s|$)|$)",
         question,
         re.IGNORECASE,
     )
-    if m:
-        before = _words(_normalise(question[: m.start()]))[-3:]
-        text = re.sub(r"\s+(?:in (?:it|them|the \w+)|at all)$", "", m.group(1).strip(), flags=re.IGNORECASE)
+    if said:
+        before = _words(_normalise(question[: said.start()]))[-3:]
+        text = re.sub(
+            r"\s+(?:in (?:it|them|the \w+)|at all)$", "", said.group(1).strip(), flags=re.IGNORECASE
+        )
         out.append((text, before))
     return out
 
@@ -430,7 +516,7 @@ def _contained(question: str) -> list[tuple[str, list[str]]]:
 def _entity(q: str, words: list[str], schema: _Schema, used: set[str]) -> str | None:
     """The column the question counts distinct, ranks or lists: the one its words name fully,
     nearest after 'which' / 'what' / 'distinct'."""
-    anchor = re.search(r"\b(which|what|who|distinct|unique|different|per|each|by)\b", q)
+    anchor = re.search(r"\b(which|what|who|distinct|unique|different|per|each|by|list|show)\b", q)
     start = len(_words(q[: anchor.start()])) if anchor else 0
     best: tuple[int, int, str] | None = None
     for column, tokens in schema.tokens.items():
@@ -482,6 +568,10 @@ def _time_terms(q: str, ts: str) -> list[str]:
             day = f"{g[2]}-{_MONTHS[g[1][:3]]:02d}-{int(g[0]):02d}"
         elif form == "mdy":
             day = f"{g[2]}-{_MONTHS[g[0][:3]]:02d}-{int(g[1]):02d}"
+        elif form == "my":
+            terms.append(f"strftime({ts}, '%Y-%m') = '{g[1]}-{_MONTHS[g[0][:3]]:02d}'")
+        elif form == "m":
+            terms.append(f"strftime({ts}, '%m') = '{_MONTHS[g[0][:3]]:02d}'")
         elif form == "md":
             terms.append(f"strftime({ts}, '%m-%d') = '{_MONTHS[g[0][:3]]:02d}-{int(g[1]):02d}'")
         else:
@@ -489,21 +579,28 @@ def _time_terms(q: str, ts: str) -> list[str]:
         break
     if day is not None:
         terms.append(f"CAST({ts} AS DATE) = DATE '{day}'")
-    clock = f"CAST({ts} AS TIME)"
-    m = re.search(rf"\bbetween {_CLOCK} and {_CLOCK}", q)
+    # The time of day as text: a cast to TIME is not defined for TIMESTAMPTZ, and zero-padded
+    # 'HH:MM:SS' compares as the clock does.
+    clock = f"strftime({ts}, '%H:%M:%S')"
+    m = re.search(rf"\b(?:between|from) {_CLOCK} (?:and|to|until) {_CLOCK}", q)
     if m:
-        terms.append(f"{clock} >= TIME '{_hms(m.group(1))}' AND {clock} < TIME '{_hms(m.group(2))}'")
+        end = _hms(m.group(2), end=True)
+        # 'between 10:00 and 11:00' ends before 11:00; 'between 10:00:00 and 10:59:59' at 10:59:59.
+        last = "<=" if end.endswith(":59") else "<"
+        terms.append(f"{clock} >= '{_hms(m.group(1))}' AND {clock} {last} '{end}'")
         return terms
     m = re.search(rf"\b(after|since|from|before|until|by) {_CLOCK}", q)
     if m:
         op = {"after": ">", "since": ">=", "from": ">=", "before": "<", "until": "<=", "by": "<="}[m.group(1)]
-        terms.append(f"{clock} {op} TIME '{_hms(m.group(2))}'")
+        terms.append(f"{clock} {op} '{_hms(m.group(2))}'")
     return terms
 
 
-def _hms(clock: str) -> str:
+def _hms(clock: str, *, end: bool = False) -> str:
+    """'9:30' as '09:30:00'; as the end of a span, '10:59' is '10:59:59' (the whole minute)."""
     parts = clock.split(":")
-    return f"{int(parts[0]):02d}:{parts[1]}:{parts[2] if len(parts) > 2 else '00'}"
+    seconds = parts[2] if len(parts) > 2 else ("59" if end and parts[1] == "59" else "00")
+    return f"{int(parts[0]):02d}:{parts[1]}:{seconds}"
 
 
 # --------------------------------------------------------------------------- SQL text
