@@ -135,6 +135,23 @@ def test_values_are_linked_to_the_column_the_question_means(
     assert hint is not None and hint.sql == sql
 
 
+def test_a_time_slot_stands_for_a_column(tmp_path: Path) -> None:
+    import duckdb
+
+    table = _table(FIXTURES / "access.log", tmp_path)
+    per_hour = hint_for("How many requests were made per hour?", table)
+    busiest = hint_for("Which hour of the day had the most requests?", table)
+    assert per_hour is not None and busiest is not None
+    assert "strftime(ts, '%Y-%m-%d %H:00') AS hour" in per_hour.sql and per_hour.answer == "result"
+    assert "strftime(ts, '%H') AS hour" in busiest.sql and busiest.shape == "rank"
+    con = duckdb.connect(table["path"], read_only=True)
+    con.execute("SET TimeZone = 'UTC'")
+    slots = con.execute(per_hour.sql).fetchall()
+    lines = (FIXTURES / "access.log").read_text().splitlines()
+    assert sum(n for _, n in slots) == len(lines)
+    assert slots[0] == ("2015-05-17 10:00", sum("[17/May/2015:10:" in ln for ln in lines))
+
+
 @pytest.mark.parametrize(
     ("path", "question"),
     [

@@ -164,9 +164,11 @@ def _query(
         alias = {"sum": "total", "avg": "average", "max": "largest", "min": "smallest"}[shape]
         return QueryHint(shape, f"SELECT {value} AS {alias} FROM log{clause}", "result[0][0]")
     entity = _entity(q, words, schema, used)
-    if entity is None:
+    bucket = _time_bucket(q, schema) if entity is None else None
+    if entity is None and bucket is None:
         return None
-    ident = schema.sql(entity)
+    ident = bucket[1] if bucket else schema.sql(entity or "")
+    entity = bucket[0] if bucket else entity or ""
     if shape == "distinct":
         return QueryHint(shape, f"SELECT count(DISTINCT {ident}) AS n FROM log{clause}", "result[0][0]")
     not_null = f"{ident} IS NOT NULL"
@@ -529,6 +531,29 @@ def _entity(q: str, words: list[str], schema: _Schema, used: set[str]) -> str | 
         if best is None or key < best:
             best = key
     return best[2] if best else None
+
+
+# 'per hour', 'the busiest day': a time slot of the timestamp stands for a column. Named by its
+# unit alone it is the slot in the calendar (an hour of one day); 'hour of the day' is the clock's.
+_BUCKETS = (
+    (r"\bhour of (?:the )?day\b", "hour", "%H"),
+    (r"\bday of (?:the )?week\b|\bweekday\b", "weekday", "%A"),
+    (r"\bminutes?\b", "minute", "%Y-%m-%d %H:%M"),
+    (r"\bhours?\b|\bhourly\b", "hour", "%Y-%m-%d %H:00"),
+    (r"\bdays?\b|\bdates?\b|\bdaily\b", "day", "%Y-%m-%d"),
+    (r"\bmonths?\b|\bmonthly\b", "month", "%Y-%m"),
+)
+
+
+def _time_bucket(q: str, schema: _Schema) -> tuple[str, str] | None:
+    """(name, SQL) of the time slot a question ranks, lists or groups by, if it names one."""
+    ts = schema.temporal()
+    if ts is None:
+        return None
+    for pattern, name, fmt in _BUCKETS:
+        if re.search(pattern, q):
+            return name, f"strftime({_ident(ts)}, '{fmt}')"
+    return None
 
 
 def _measure(words: list[str], schema: _Schema, used: set[str]) -> str | None:
