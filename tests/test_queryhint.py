@@ -219,6 +219,10 @@ def test_a_model_that_copies_the_hint_answers_right_through_the_cli(tmp_path: Pa
     assert steps[0]["observation"]["ok"] and "error" not in steps[0]["observation"]["preview"].lower()
     drafts = [f for f in trace["ledger"] if f["kind"] == "final_draft"]
     assert [d["text"] for d in drafts] == [got]
+    hint = trace["nodes"][0]["query_hint"]
+    assert hint["sql"] in steps[0]["action"]["args"]["code"] and hint["answer"] == "result[0][0]"
+    shown = run_cli(["replay", "last"], cwd=tmp_path)
+    assert shown.returncode == 0 and "shown first: SELECT" in shown.stdout, shown.stdout
 
 
 def test_without_a_hint_the_generic_example_stays(tmp_path: Path) -> None:

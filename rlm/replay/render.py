@@ -321,6 +321,9 @@ class _Drawer:
         if node.get("parent"):
             t.append("\n")
             t.append(cap_line(str(node.get("question")), 200), style="italic")
+        hint = node.get("query_hint")
+        if isinstance(hint, dict) and hint.get("sql"):
+            t.append(f"\nshown first: {cap_line(str(hint['sql']), 200)}", style="dim")
         return t
 
     def add_node(self, parent_tree: Any, node: dict[str, Any]) -> None:

@@ -81,6 +81,7 @@ class Node:
         table = engine.profile.table if scope.spec.table_path else None
         # The text protocol shows it as the reply format's example; a tools model gets it in the task.
         hint = hint_for(question, table)
+        self.hint = hint
         self.system = {
             "role": "system",
             "content": prompts.system_prompt(

@@ -105,6 +105,7 @@ class NodeRecord(TypedDict, total=False):
     answer: str
     answer_source: AnswerSource
     synthesis_payload: dict[str, Any]  # a child's synthesis context (the root's is in `synthesis`)
+    query_hint: dict[str, str] | None  # the question's own query shown to the model (rlm.run.queryhint)
 
 
 class SubcallRecord(TypedDict, total=False):
