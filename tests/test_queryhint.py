@@ -219,6 +219,8 @@ def test_a_model_that_copies_the_hint_answers_right_through_the_cli(tmp_path: Pa
     assert steps[0]["observation"]["ok"] and "error" not in steps[0]["observation"]["preview"].lower()
     drafts = [f for f in trace["ledger"] if f["kind"] == "final_draft"]
     assert [d["text"] for d in drafts] == [got]
+    calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    assert "Examples, inside execute" not in calls[0]["messages"][1]["content"]  # the generic ones compete
     hint = trace["nodes"][0]["query_hint"]
     assert hint["sql"] in steps[0]["action"]["args"]["code"] and hint["answer"] == "result[0][0]"
     shown = run_cli(["replay", "last"], cwd=tmp_path)
@@ -237,6 +239,7 @@ def test_without_a_hint_the_generic_example_stays(tmp_path: Path) -> None:
     calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
     system = calls[0]["messages"][0]["content"]
     assert "a first step is this query" not in system and 'sql("SELECT count(*) FROM log")' in system
+    assert "Examples, inside execute" in calls[0]["messages"][1]["content"]
 
 
 def test_a_tools_model_gets_the_hint_in_its_task(tmp_path: Path) -> None:

@@ -621,6 +621,9 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+EXAMPLES_LINE = "Examples, inside execute: "  # how the profile's line of example queries starts
+
+
 def describe_table(info: dict[str, Any], max_chars: int = 420) -> str:
     """The profile's lines about the table: columns and types, lines parsed, common values, example queries."""
     cols = ", ".join(f"{n} {t}" for n, t in info["columns"])
@@ -640,7 +643,7 @@ def describe_table(info: dict[str, Any], max_chars: int = 420) -> str:
         out.append(values)
     # repr: a query quoting a column name holds double quotes
     out.append(
-        "Examples, inside execute: " + "; ".join(f"sql({_py_str(q)})" for q in info.get("examples") or [])
+        EXAMPLES_LINE + "; ".join(f"sql({_py_str(q)})" for q in info.get("examples") or [])
     )
     return "\n".join(out)
 

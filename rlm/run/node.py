@@ -94,8 +94,9 @@ class Node:
             ),
         }
         task_hint = hint if self.protocol == "tools" else None
+        profile_block = prompts.without_examples(scope.profile_block) if hint else scope.profile_block
         tools_tokens = self.model.estimate_prompt_tokens([], self.tools) if self.tools else 0
-        bare = prompts.task_prompt(question, scope.profile_block, scope.description, hint=task_hint)
+        bare = prompts.task_prompt(question, profile_block, scope.description, hint=task_hint)
         kind: CallKind = "root_turn" if depth == 0 else "child_turn"
         room = (
             window
@@ -115,7 +116,7 @@ class Node:
         self.task = {
             "role": "user",
             "content": prompts.task_prompt(
-                question, scope.profile_block, scope.description, established, hint=task_hint
+                question, profile_block, scope.description, established, hint=task_hint
             ),
         }
         self.turns: list[Turn] = []

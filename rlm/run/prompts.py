@@ -6,6 +6,7 @@ and limit it can meet is spelled out here.
 
 from __future__ import annotations
 
+from rlm.input.tables import EXAMPLES_LINE
 from rlm.run.queryhint import QueryHint
 from rlm.sandbox.worker.modules import ALLOWED_MODULES
 
@@ -98,6 +99,13 @@ def system_prompt(
         return body + _HINT_PROTOCOL.format(code=hint.code(), answer=hint.answer)
     name, example = _EXAMPLE_SQL if has_table else _EXAMPLE_PYTHON
     return body + _TEXT_PROTOCOL.format(example=example, name=name)
+
+
+def without_examples(profile_block: str) -> str:
+    """The profile without its generic example queries: beside the question's own query they are
+    what a small model copies instead (`count(DISTINCT ip) … WHERE status = 200` for "how many
+    distinct IPs")."""
+    return "\n".join(ln for ln in profile_block.split("\n") if not ln.startswith(EXAMPLES_LINE))
 
 
 def task_prompt(
