@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,15 @@ def test_the_dev_and_held_out_answers_are_the_ones_their_script_computes(
     assert len(stored) >= at_least
     for task in stored:
         assert (EVAL / task["file"]).is_file(), task
+
+
+@pytest.mark.parametrize("name", ["blind1", "blind2"])
+def test_the_blind_sets_answers_are_the_ones_their_scripts_compute(tmp_path: Path, name: str) -> None:
+    out = tmp_path / f"{name}.jsonl"
+    subprocess.run([sys.executable, str(EVAL / f"make_{name}.py"), str(out)], check=True, capture_output=True)
+    assert out.read_text() == (EVAL / f"{name}.jsonl").read_text()
+    stored = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(stored) == 16 and all((EVAL / t["file"]).is_file() for t in stored)
 
 
 @pytest.mark.parametrize(
