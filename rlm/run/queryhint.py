@@ -134,11 +134,16 @@ def hint_for(question: str, table: dict[str, Any] | None) -> QueryHint | None:
     hint = _query(shape, q, words, schema, where, used)
     # Every figure the question gives must be in the query (a number, a year, a time): a query that
     # dropped one ('in August 2015', 'top 3') counts something else and would read as the answer.
-    if hint is None or any(n not in hint.sql for n in re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", q)):
+    if hint is None or not _figures(q) <= _figures(hint.sql):
         return None
     if re.search(rf"\b{_MONTH}\b", q) and "strftime" not in hint.sql and "DATE '" not in hint.sql:
         return None
     return hint
+
+
+def _figures(text: str) -> set[float]:
+    """The numbers standing alone in a text ('404', '2015', '05' of a date, '3.5'), by value."""
+    return {float(n) for n in re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", text)}
 
 
 def _query(
