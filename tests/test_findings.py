@@ -330,3 +330,42 @@ def test_an_answer_that_copies_a_findings_code_is_not_printed(tmp_path: Path) ->
     )
     assert proc.stdout == "draft\n"
     assert trace["synthesis"]["source"] == "draft" and "the code behind a finding" in proc.stderr
+
+
+def _synthesis_rewrites(tmp_path: Path, code: str, final: str, written: str) -> tuple[str, dict]:
+    """`rlm ask` where the model computes a value in code, passes it to final() in code, and the
+    synthesis writes `written` for it. Returns (stdout, trace)."""
+    reply = {"answer": written, "explanation": "From the query.", "citations": ["F1"], "confidence": "high"}
+    model = write_script(
+        tmp_path / "s.json",
+        [
+            {"tool": "execute", "args": {"code": code}},
+            {"tool": "execute", "args": {"code": final}},
+            json.dumps(reply),
+        ],
+    )
+    proc = run_cli(["ask", str(ACCESS), "q", "-m", model], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout, latest_trace(tmp_path)
+
+
+def test_a_list_passed_to_final_is_one_item_per_line_whatever_the_synthesis_writes(tmp_path: Path) -> None:
+    query = 'result = sql("SELECT status, count(*) AS n FROM log GROUP BY 1 ORDER BY n DESC")\nprint(result)'
+    out, trace = _synthesis_rewrites(
+        tmp_path, query, "final([row[0] for row in result])", "200, 301, 304, 404, 206"
+    )
+    expected = [s for s, _ in status_counts().most_common()]
+    assert out.splitlines() == expected
+    drafts = [f["text"] for f in trace["ledger"] if f["kind"] == "final_draft"]
+    assert drafts == ["\n".join(expected)]  # the worker's final() wrote the list one per line
+
+
+def test_a_value_the_synthesis_cut_short_is_printed_whole(tmp_path: Path) -> None:
+    query = 'result = sql("SELECT path, count(*) AS n FROM log GROUP BY 1 ORDER BY n DESC LIMIT 5")\nprint(result)'
+    out, _ = _synthesis_rewrites(tmp_path, query, "final(result[0][0])", "favicon.ico")
+    assert out == "/favicon.ico\n"
+    # a different value of the findings is the synthesis's to choose: it is not replaced
+    other = tmp_path / "other"
+    other.mkdir()
+    out, _ = _synthesis_rewrites(other, query, "final(result[0][0])", "/reset.css")
+    assert out == "/reset.css\n"

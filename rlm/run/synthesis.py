@@ -119,6 +119,28 @@ def copied_code(answer: str, findings: list[Finding]) -> bool:
     return False
 
 
+def kept_exact(answer: str, draft: str | None, findings_text: str) -> str:
+    """The draft where the synthesis wrote the same value less exactly.
+
+    A small model rewrites a value it was given: `/favicon.ico` became `favicon.ico`, a list of
+    one item per line became one line with commas. Where the draft is a value a finding holds
+    word for word (one token: a path, an address, a name) and the answer is a piece of it, or
+    where the answer lists the draft's lines in another layout, the draft is the answer.
+    """
+    if not draft:
+        return answer
+    exact, given = draft.strip(), answer.strip()
+    if not exact or exact == given:
+        return answer
+    if not re.search(r"\s", exact) and given and given in exact and exact in findings_text:
+        return exact
+    lines = [ln.strip() for ln in exact.split("\n") if ln.strip()]
+    items = [p.strip().strip("'\"") for p in re.split(r"[,;\n]+", given.strip("[]() ")) if p.strip()]
+    if len(lines) > 1 and sorted(items) == sorted(lines) and all(ln in findings_text for ln in lines):
+        return "\n".join(lines)
+    return answer
+
+
 def _as_text(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
@@ -275,7 +297,9 @@ def synthesize(
         if answer and _usable(answer):
             confidence, reason = _confidence(reply.content)
             return Synthesis(
-                answer,
+                kept_exact(
+                    answer, draft, "\n".join([*(f.full or f.text for f in findings), *(observations or [])])
+                ),
                 "synthesis",
                 confidence=confidence,
                 confidence_reason=reason,

@@ -271,7 +271,11 @@ class Worker:
         return Shown(f"noted: {text}")
 
     def final(self, answer: Any) -> str:
-        self.final_answer = str(answer)
+        # A list is an answer of one item per line, as stdout gives it (a Python repr is not).
+        if isinstance(answer, list | tuple | set | frozenset):
+            self.final_answer = "\n".join(str(item) for item in answer)
+        else:
+            self.final_answer = str(answer)
         return Shown("final answer recorded")
 
     # -- protocol ---------------------------------------------------------------
