@@ -263,3 +263,33 @@ def test_a_tools_model_gets_the_hint_in_its_task(tmp_path: Path) -> None:
     task = calls[0]["messages"][1]["content"]
     assert "A query of this question's shape" in task
     assert "SELECT count(*) AS n FROM log WHERE method = 'HEAD'" in task and "result[0][0]" in task
+
+
+def test_an_answer_typed_into_final_is_told_the_variable_to_pass(tmp_path: Path) -> None:
+    """final(86.76.247.183) after the hint's query (the offline model read the last row of the
+    table and typed it): the advice names the hint's answer expression."""
+    task = _task("t03")
+    model = write_script(
+        tmp_path / "s.json",
+        {
+            "rules": [
+                {
+                    "match": r"a first step is this query.*?```python\n(result = sql\(.*?\)\nprint\(result\))\n```",
+                    "reply": "```python\n\\1\n```",
+                    "times": 1,
+                },
+                {"match": r"Draft answer from the investigation", "reply": '{"answer": "66.249.73.135"}'},
+            ],
+            "replies": ["```python\nfinal(86.76.247.183)\n```", "```python\nfinal(result[0][0])\n```"],
+        },
+    )
+    proc = run_cli(
+        ["ask", str(task["path"]), task["question"], "-m", model, "--protocol", "text"], cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    steps = latest_trace(tmp_path)["steps"]
+    advice = steps[1]["observation"]["preview"]
+    assert "SyntaxError" in advice and "here final(result[0][0]) takes it from the query's rows" in advice, (
+        advice
+    )
+    assert proc.stdout == "66.249.73.135\n"

@@ -127,6 +127,7 @@ class Node:
             self.cap,
             time_left=engine.budget.time_left,
             table_values=(table or {}).get("values"),
+            answer_expr=hint.answer if hint else None,
         )
         self.largest_prompt = 0
         self.window = window

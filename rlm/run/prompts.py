@@ -208,6 +208,16 @@ EXECUTE_IS_NOT_A_FUNCTION = (
     "and the other helpers directly, and print what they return."
 )
 
+def final_takes_a_value(answer_expr: str | None) -> str:
+    """After final(...) that is not Python (final(86.76.247.183)): a value typed out is also the
+    one a small model misreads from a table, so the advice names the variable to pass."""
+    example = f": here final({answer_expr}) takes it from the query's rows" if answer_expr else ""
+    return (
+        "final(...) takes a Python value, not the answer typed out: pass the variable that holds "
+        f"it{example}; text goes in quotes."
+    )
+
+
 PROSE_NOT_CODE = (
     "That was text, not Python. Reply with a ```python block: code that computes and prints the answer, "
     "then final(n) with the variable that holds it."
