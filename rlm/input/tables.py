@@ -642,9 +642,7 @@ def describe_table(info: dict[str, Any], max_chars: int = 420) -> str:
     if values:
         out.append(values)
     # repr: a query quoting a column name holds double quotes
-    out.append(
-        EXAMPLES_LINE + "; ".join(f"sql({_py_str(q)})" for q in info.get("examples") or [])
-    )
+    out.append(EXAMPLES_LINE + "; ".join(f"sql({_py_str(q)})" for q in info.get("examples") or []))
     return "\n".join(out)
 
 

@@ -208,6 +208,7 @@ EXECUTE_IS_NOT_A_FUNCTION = (
     "and the other helpers directly, and print what they return."
 )
 
+
 def final_takes_a_value(answer_expr: str | None) -> str:
     """After final(...) that is not Python (final(86.76.247.183)): a value typed out is also the
     one a small model misreads from a table, so the advice names the variable to pass."""
