@@ -369,3 +369,11 @@ def test_a_value_the_synthesis_cut_short_is_printed_whole(tmp_path: Path) -> Non
     other.mkdir()
     out, _ = _synthesis_rewrites(other, query, "final(result[0][0])", "/reset.css")
     assert out == "/reset.css\n"
+
+
+def test_a_figure_the_synthesis_corrected_is_not_turned_back_into_the_draft() -> None:
+    from rlm.run.synthesis import kept_exact
+
+    findings = "`sql(...)` gave: n\n---\n35\n`print(x)` gave: 350"
+    assert kept_exact("35", "350", findings) == "35"  # a digit lost is another value, not a looser one
+    assert kept_exact("favicon.ico", "/favicon.ico", "/favicon.ico | 148") == "/favicon.ico"

@@ -124,7 +124,7 @@ def kept_exact(answer: str, draft: str | None, findings_text: str) -> str:
 
     A small model rewrites a value it was given: `/favicon.ico` became `favicon.ico`, a list of
     one item per line became one line with commas. Where the draft is a value a finding holds
-    word for word (one token: a path, an address, a name) and the answer is a piece of it, or
+    word for word (one token: a path, an address, a name) and the answer is it less punctuation, or
     where the answer lists the draft's lines in another layout, the draft is the answer.
     """
     if not draft:
@@ -132,7 +132,14 @@ def kept_exact(answer: str, draft: str | None, findings_text: str) -> str:
     exact, given = draft.strip(), answer.strip()
     if not exact or exact == given:
         return answer
-    if not re.search(r"\s", exact) and given and given in exact and exact in findings_text:
+    # Only punctuation lost ('/' of a path, quotes): '35' for a draft of '350' is another value.
+    lost = exact.replace(given, "", 1) if given else exact
+    if (
+        not re.search(r"\s", exact)
+        and given in exact
+        and not re.search(r"\w", lost)
+        and exact in findings_text
+    ):
         return exact
     lines = [ln.strip() for ln in exact.split("\n") if ln.strip()]
     items = [p.strip().strip("'\"") for p in re.split(r"[,;\n]+", given.strip("[]() ")) if p.strip()]
