@@ -341,13 +341,8 @@ def _ranks_a_measure(q: str) -> bool:
 
 
 def _find(seq: list[str], sub: tuple[str, ...] | list[str]) -> int:
-    n = len(sub)
-    if not n:
-        return -1
-    for i in range(len(seq) - n + 1):
-        if tuple(seq[i : i + n]) == tuple(sub):
-            return i
-    return -1
+    """Where `sub` first stands in `seq`, or -1."""
+    return next(iter(_find_all(seq, tuple(sub))), -1)
 
 
 def _find_all(seq: list[str], sub: tuple[str, ...]) -> list[int]:
