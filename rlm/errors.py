@@ -20,6 +20,25 @@ class ExitCode(IntEnum):
     PROVIDER = 5
     BUDGET = 6
     INTERRUPTED = 130
+    TERMINATED = 143
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop asked for by a signal: exit 130 for SIGINT (Ctrl-C), 143 for SIGTERM.
+
+    `last` keeps the latest stop's code: a library that swallows the interrupt (DuckDB turns
+    it into a query error) is answered by raising `Interrupted.again()` in its place."""
+
+    last: int | None = None
+
+    def __init__(self, exit_code: int = ExitCode.INTERRUPTED) -> None:
+        super().__init__()
+        self.exit_code = int(exit_code)
+        Interrupted.last = self.exit_code
+
+    @classmethod
+    def again(cls) -> Interrupted:
+        return cls(cls.last or ExitCode.INTERRUPTED)
 
 
 class RlmError(Exception):

@@ -244,9 +244,10 @@ def test_slack_flows_to_the_categories_that_need_it_each_growing_at_most_half() 
     )  # shares + slack, capped at +50%
     assert sum(allotted.values()) <= 1000
     plenty = allot([hungry, modest], 100_000)
-    from rlm.model.tokens import count_text
+    from rlm.run.context import item_tokens
 
-    assert plenty["findings"] == sum(count_text(i.text) + 4 for i in hungry.items)  # never more than needed
+    # never more than needed, each item's frame counted
+    assert plenty["findings"] == sum(item_tokens(i) for i in hungry.items)
 
 
 def test_jsonl_streams_the_run_as_events_a_script_can_follow(tmp_path: Path) -> None:

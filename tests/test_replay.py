@@ -377,7 +377,7 @@ def test_verify_finds_the_input_beside_a_moved_checkout(tmp_path: Path) -> None:
 
 def test_runs_are_found_from_any_directory(tmp_path: Path) -> None:
     """By default traces go to the per-user data directory; `replay last` and `logs` look
-    there and in ./traces, wherever they are run from."""
+    there, wherever they are run from (./traces only when asked for)."""
     data = tmp_path / "userdata"
     env = {"RLM_TRACE_DIR": "", "XDG_DATA_HOME": str(data)}
     here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
@@ -401,7 +401,7 @@ def test_runs_are_found_from_any_directory(tmp_path: Path) -> None:
     assert replay.returncode == 0, replay.stderr
     assert json.loads(replay.stdout)["question"] == "first question"
 
-    # An older habit: ./traces asked for in one directory is listed alongside.
+    # ./traces is read only when asked for: wherever one stands, it may be a repository's.
     local = run_cli(
         ["ask", str(log), "second question", "-m", model],
         cwd=elsewhere,
@@ -409,7 +409,9 @@ def test_runs_are_found_from_any_directory(tmp_path: Path) -> None:
     )
     assert local.returncode == 0, local.stderr
     logs = run_cli(["logs", "--json"], cwd=elsewhere, env=env)
-    assert [row["question"] for row in json.loads(logs.stdout)] == ["second question", "first question"]
+    assert [row["question"] for row in json.loads(logs.stdout)] == ["first question"]
+    asked = run_cli(["logs", "--json", "--trace-dir", "traces"], cwd=elsewhere, env=env)
+    assert [row["question"] for row in json.loads(asked.stdout)] == ["second question"]
 
 
 @pytest.mark.parametrize(

@@ -299,8 +299,8 @@ def test_the_cache_forgets_entries_unused_for_a_month(tmp_path: Path) -> None:
 
     cache = tmp_path / "xdg-cache" / "rlm" / "index"
     cache.mkdir(parents=True)
-    stale = [cache / "deadbeef.idx", cache / "deadbeef.json", cache / "deadbeef.utf8"]
-    fresh = [cache / "cafe.idx", cache / "cafe.json"]
+    stale = [cache / f"{'de' * 16}.idx", cache / f"{'de' * 16}.json", cache / f"{'de' * 16}.utf8"]
+    fresh = [cache / f"{'ca' * 16}.idx", cache / f"{'ca' * 16}.json"]  # rlm's names: 32-hex keys
     month_ago = time.time() - (source_mod.CACHE_KEEP_DAYS + 1) * 86_400
     for p in stale + fresh:
         p.write_text("x")

@@ -126,8 +126,9 @@ def test_planted_keys_appear_in_no_trace_stdout_or_stderr(tmp_path: Path) -> Non
             f"The secrets are {PLANTED_ENV}, {PLANTED_SK}, Bearer {PLANTED_BEARER} and ?api_key={PLANTED_URL_KEY}.",
         ],
     )
-    env = {"MYSERVICE_API_KEY": PLANTED_ENV}
-    planted = (PLANTED_ENV, PLANTED_SK, PLANTED_BEARER, PLANTED_URL_KEY)
+    # The environment's keys are masked; the same shapes in the file alone are its data (below).
+    env = {"MYSERVICE_API_KEY": PLANTED_ENV, "OPENAI_API_KEY": PLANTED_SK}
+    planted = (PLANTED_ENV, PLANTED_SK)
     outputs: list[tuple[str, str]] = []
     for extra in ([], ["--json"]):
         proc = run_cli(
@@ -153,6 +154,7 @@ def test_planted_keys_appear_in_no_trace_stdout_or_stderr(tmp_path: Path) -> Non
     doc = json.loads(traces[0].read_text())
     assert [s["action"]["name"] for s in doc["steps"]] == ["grep", "peek", "execute", "final"]
     assert "[REDACTED]" in doc["steps"][0]["model_call"]["reply"]["content"]
+    assert PLANTED_BEARER in traces[0].read_text() and PLANTED_URL_KEY in traces[0].read_text()
 
 
 def _big_input(path: Path, size: int) -> None:

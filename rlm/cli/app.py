@@ -21,8 +21,9 @@ from rlm.cli.eval_cmd import eval_command
 from rlm.cli.memory_cmd import feedback_command, memory_app
 from rlm.cli.plainhelp import PlainHelp
 from rlm.cli.replay_cmd import logs_command, replay_command
-from rlm.errors import ExitCode, InternalError, RlmError
+from rlm.errors import ExitCode, InternalError, Interrupted, RlmError
 from rlm.local.cli import app as local_app
+from rlm.text.visible import visible
 from rlm.trace.redact import redact, redact_text
 
 app = typer.Typer(
@@ -61,12 +62,14 @@ def _root(
 
 
 def _die(message: str, code: int) -> None:
-    print(f"rlm: {redact_text(message)}", file=sys.stderr, flush=True)
+    print(f"rlm: {visible(redact_text(message))}", file=sys.stderr, flush=True)
     raise typer.Exit(code)
 
 
 def _sigterm_as_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+    """SIGTERM (`timeout`, a service manager): stop as Ctrl-C does, and exit 143."""
+    _interrupts[0] += 1
+    raise Interrupted(ExitCode.TERMINATED)
 
 
 _interrupts = [0]
@@ -80,7 +83,7 @@ def _on_ctrl_c(signum: int, frame: Any) -> None:
         os.write(2, b"\nrlm: quitting now\n")
         os._exit(int(ExitCode.INTERRUPTED))
     os.write(2, "\nrlm: stopping… (Ctrl-C again to quit at once)\n".encode())
-    raise KeyboardInterrupt
+    raise Interrupted(ExitCode.INTERRUPTED)
 
 
 EXIT_CODES = """Exit codes:
@@ -93,7 +96,8 @@ EXIT_CODES = """Exit codes:
   4  configuration or credentials (no model set, missing API key)
   5  provider failure after retries (a partial answer, if any, is printed)
   6  a budget limit stopped the run (the partial answer is printed)
-  130  interrupted (the trace is kept)"""
+  130  interrupted (the trace is kept)
+  143  stopped by SIGTERM, e.g. by `timeout` (the trace is kept)"""
 
 
 @app.command(epilog=EXIT_CODES, cls=PlainHelp)
@@ -239,7 +243,7 @@ def ask(
         result = run_ask(settings, file, question, progress=progress, stdin=sys.stdin.buffer, started=started)
     except KeyboardInterrupt:
         reporter.close()
-        _die("interrupted; the trace so far is kept", int(ExitCode.INTERRUPTED))
+        _die("interrupted; the trace so far is kept", _stop_code())
         return
     except RlmError as exc:
         reporter.close()
@@ -252,6 +256,10 @@ def ask(
         what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
         _fail(f"internal error ({what}); please report it", int(ExitCode.NO_ANSWER), as_json, reporter)
         return
+    if Interrupted.last is not None:
+        # A stop that something on the way swallowed still ends the run as a stop.
+        reporter.close()
+        _die("interrupted; the trace so far is kept", _stop_code())
     # The run is over: a Ctrl-C from here on ends the process with the run's own exit code
     # (the answer may already be on stdout), never by the signal.
     _exit_on_signal(result.exit_code)
@@ -261,16 +269,21 @@ def ask(
     elif events is not None:
         events.finish(result, question, _cited(result))
     elif result.answer is not None:
-        print(redact_text(result.answer), flush=True)
+        print(_shown(redact_text(result.answer), sys.stdout), flush=True)
         if explain or explain_to:
             out = sys.stdout if explain_to == "stdout" else sys.stderr
-            print(redact_text(_explanation(result)), file=out, flush=True)
+            print(_shown(redact_text(_explanation(result)), out), file=out, flush=True)
     if result.exit_code != 0:
         reporter.error(result.message)
     elif result.status != "final":
         reporter.warn(result.message)
     reporter.summary(result)
     raise typer.Exit(result.exit_code)
+
+
+def _stop_code() -> int:
+    """130 for Ctrl-C, 143 for SIGTERM: the code of the signal that stopped the run."""
+    return Interrupted.last or int(ExitCode.INTERRUPTED)
 
 
 def _fail(message: str, code: int, as_json: bool, reporter: Any, exc: RlmError | None = None) -> None:
@@ -345,8 +358,18 @@ def _result_json(result: Any, question: str) -> dict[str, Any]:
     }
 
 
+def _shown(text: str, out: Any) -> str:
+    """Text from the file or a model as written to `out`: the exact value into a pipe (a script
+    gets the bytes the answer holds); control characters made visible on a terminal, and always
+    on stderr, which is for a person."""
+    if out is sys.stdout and not (hasattr(out, "isatty") and out.isatty()):
+        return text
+    return visible(text)
+
+
 def _print_json(doc: dict[str, Any]) -> None:
-    print(json.dumps(redact(doc), ensure_ascii=False), flush=True)
+    # JSON escapes C0 controls only: on a terminal, non-ASCII (C1, bidi) as \uXXXX too.
+    print(json.dumps(redact(doc), ensure_ascii=sys.stdout.isatty()), flush=True)
 
 
 def main() -> None:

@@ -34,10 +34,14 @@ class JsonlEvents:
         self.stream = stream
         self.started = time.monotonic()
         self._lock = threading.Lock()
+        # JSON escapes C0 controls but not C1 (`\x9b` is a CSI) nor bidi overrides: on a
+        # terminal every non-ASCII character is written as \uXXXX (the same JSON value);
+        # into a pipe the text stays as it is.
+        self._ascii = hasattr(stream, "isatty") and stream.isatty()
 
     def emit(self, event: str, **fields: Any) -> None:
         doc = {"schema": SCHEMA, "event": event, "t": round(time.monotonic() - self.started, 3), **fields}
-        line = json.dumps(redact(doc), ensure_ascii=False, default=str)
+        line = json.dumps(redact(doc), ensure_ascii=self._ascii, default=str)
         with self._lock:
             self.stream.write(line + "\n")
             self.stream.flush()

@@ -2,27 +2,33 @@
 
 Feedback moves the scores of the memories a run cited (and of those only
 offered to it) by the rules of rlm.memory.rules; `memory` shows and prunes
-what is kept. Exit codes: 0 done, 2 usage error, 3 unknown run, memory id or
-file, or a memory database that cannot be read.
+what is kept; `prune` applies its bounds now; `reset` (or `forget --all` over a damaged
+database) sets the database aside and starts afresh. Exit codes: 0 done, 2 usage error, 3
+unknown run, memory id or file, or a memory database that cannot be used (one line, naming
+it and, when it is damaged, `rlm memory reset`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, NoReturn, cast
 
 import typer
 
 from rlm.cli.plainhelp import PlainHelp
 from rlm.errors import ExitCode
 from rlm.memory.rules import Outcome
+from rlm.text.visible import visible
 
 memory_app = typer.Typer(
-    help="What rlm remembers about files across runs: list, show, forget, stats.",
+    help="What rlm remembers about files across runs: list, show, forget, stats, prune, reset.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -34,21 +40,43 @@ MemoryOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")]
 
 
-def _fail(message: str, code: ExitCode) -> None:
-    print(f"rlm: {message}", file=sys.stderr, flush=True)
+def _fail(message: str, code: ExitCode) -> NoReturn:
+    print(f"rlm: {visible(message)}", file=sys.stderr, flush=True)
     raise typer.Exit(int(code))
 
 
-def _open(path: str | None) -> Any:
-    import sqlite3
-
+@contextmanager
+def _open(path: str | None) -> Iterator[Any]:
+    """The open store; a database that cannot be used, on opening or later, ends the command in
+    one line that names the file and, when it is damaged, the way out (never a traceback)."""
     from rlm.memory.store import MemoryStore, default_memory_path
 
     where = path or default_memory_path()
     try:
-        return MemoryStore(where)
+        store = MemoryStore(where)
     except (sqlite3.Error, OSError) as exc:
-        _fail(f"cannot open the memory {where}: {exc}", ExitCode.INPUT)
+        _unusable(where, exc)
+    try:
+        yield store
+    except sqlite3.Error as exc:
+        _unusable(where, exc)
+    finally:
+        store.close()
+
+
+def _unusable(where: str, exc: BaseException) -> NoReturn:
+    from rlm.memory.store import unusable
+
+    if isinstance(exc, OSError):
+        _fail(f"the memory database {where} cannot be used ({exc.strerror or exc})", ExitCode.INPUT)
+    problem = unusable(where, exc)
+    if problem.damaged:
+        _fail(
+            f"the memory database {where} is damaged ({problem.reason}); `rlm memory reset` sets it aside "
+            "and starts afresh",
+            ExitCode.INPUT,
+        )
+    _fail(f"the memory database {where} cannot be used ({problem.reason})", ExitCode.INPUT)
 
 
 def _memory_id(ref: str) -> int:
@@ -113,7 +141,7 @@ def list_command(
         text = " ".join(r["text"].split())
         print(
             f"{r['id']:>5}  {r['tier']:<8} score {r['score']:.2f}  cited {r['cited']}/{r['offered']} offered"
-            f"  {r['age']} ago  {text[:90]}"
+            f"  {r['age']} ago  {visible(text[:90])}"
         )
 
 
@@ -144,8 +172,8 @@ def show_command(
         "evidence",
         "input_sha256",
     ):
-        print(f"{key}: {row[key]}")
-    print(f"text: {row['text']}")
+        print(f"{key}: {visible(str(row[key]))}")  # a memory's text came from a file or a model
+    print(f"text: {visible(row['text'])}")
 
 
 @memory_app.command("forget", cls=PlainHelp)
@@ -158,6 +186,8 @@ def forget_command(
     """Delete one memory, those about a file, or all."""
     if [memory_id is not None, file is not None, everything].count(True) != 1:
         _fail("give exactly one of ID, --file FILE or --all", ExitCode.USAGE)
+    if everything and _set_aside_if_damaged(memory):
+        return
     with _open(memory) as store:
         if everything:
             n = store.forget(everything=True)
@@ -169,6 +199,95 @@ def forget_command(
             if n == 0:
                 _fail(f"no memory {memory_id}", ExitCode.INPUT)
     print(f"forgot {n} memor{'y' if n == 1 else 'ies'}")
+
+
+def _set_aside_if_damaged(path: str | None) -> bool:
+    """`forget --all` over a damaged database: it is set aside (renamed, not deleted) and the
+    memory starts empty. False when the database is not damaged (or not there)."""
+    from rlm.memory.store import MemoryStore, MemoryUnusable, default_memory_path
+
+    where = path or default_memory_path()
+    if not os.path.lexists(where):
+        return False
+    try:
+        MemoryStore(where).close()
+        return False
+    except MemoryUnusable as exc:
+        if not exc.damaged:
+            return False
+        reason = exc.reason
+    except (sqlite3.Error, OSError):
+        return False
+    moved = _move_aside(where, "damaged")
+    print(f"the memory database {where} was damaged ({reason}): set aside as {moved}; forgot everything")
+    return True
+
+
+def _move_aside(where: str, why: str) -> str:
+    from rlm.memory.store import set_aside
+
+    try:
+        moved = set_aside(where, why)
+    except (sqlite3.Error, OSError) as exc:
+        _unusable(where, exc)
+    return str(moved)
+
+
+@memory_app.command("reset", cls=PlainHelp)
+def reset_command(memory: MemoryOption = None) -> None:
+    """Start an empty memory: the database (damaged or not) is set aside as NAME.damaged-TIME or
+    NAME.reset-TIME, never deleted."""
+    from rlm.memory.store import MemoryStore, MemoryUnusable, default_memory_path
+
+    where = memory or default_memory_path()
+    if not os.path.lexists(where):
+        print(f"no memory database at {where}: nothing to reset")
+        return
+    why = "reset"
+    try:
+        MemoryStore(where).close()
+    except MemoryUnusable as exc:
+        why = "damaged" if exc.damaged else why
+    except (sqlite3.Error, OSError):
+        pass
+    moved = _move_aside(where, why)
+    print(f"set the memory database {where} aside as {moved}; the next run starts an empty one")
+
+
+@memory_app.command("prune", cls=PlainHelp)
+def prune_command(memory: MemoryOption = None) -> None:
+    """Apply the bounds now (docs/memory.md): memories unused for 30 days (patterns excepted) or past
+    10,000, run records past 90 days, sub-call answers unused for 30 days or past 64 MB, and
+    traces in rlm's own trace folder past the newest 1,000 or 500 MB. Runs do this once a day."""
+    from rlm.memory import rules
+    from rlm.run.settings import default_trace_dir
+    from rlm.trace.retention import sweep
+
+    with _open(memory) as store:
+        pruned = store.prune()
+        store.compact()
+        where = store.path
+    for ids, why in (
+        (pruned.unused, f"unused for {rules.MEMORY_UNUSED_DAYS} days"),
+        (pruned.over_cap, f"past the {rules.MAX_MEMORIES:,} kept"),
+    ):
+        if ids:
+            print(f"removed {_count(len(ids), 'memory', 'memories')} {why}: {' '.join(f'M{i}' for i in ids)}")
+    print(
+        f"memory {where}: removed {_count(len(pruned.unused) + len(pruned.over_cap), 'memory', 'memories')}, "
+        f"{_count(pruned.runs, 'run record', 'run records')}, "
+        f"{_count(pruned.subcalls, 'sub-call cache entry', 'sub-call cache entries')}"
+    )
+    traces = default_trace_dir()
+    swept = sweep(traces)
+    print(
+        f"traces {traces}: removed {_count(len(swept.removed), 'trace', 'traces')} "
+        f"({swept.freed_bytes / 1e6:.1f} MB)"
+    )
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"
 
 
 @memory_app.command("stats", cls=PlainHelp)
@@ -185,7 +304,7 @@ def stats_command(memory: MemoryOption = None, as_json: JsonOption = False) -> N
     for r in rows:
         text = " ".join(str(r["text"]).split())
         print(
-            f"M{r['id']:<4} {r['tier']:<8} offered {r['offered']:>3}  cited {r['cited']:>3}  score {r['score']:.2f}  {text[:80]}"
+            f"M{r['id']:<4} {r['tier']:<8} offered {r['offered']:>3}  cited {r['cited']:>3}  score {r['score']:.2f}  {visible(text[:80])}"
         )
 
 

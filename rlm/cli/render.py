@@ -1,7 +1,9 @@
 """Everything shown to a person on stderr: progress, warnings, the run summary.
 
 stdout belongs to the answer (or the JSON document); this module never
-writes there. Colour only when stderr is a terminal.
+writes there. Colour only when stderr is a terminal. Every line is for a person,
+so control characters from the file or a model are always made visible here
+(rlm.text.visible), and rich is never asked to read markup in them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, TextIO
 from rlm.replay.paint import painter
 from rlm.run.actions import Action, ParseError
 from rlm.text.textcap import cap_line
+from rlm.text.visible import visible
 from rlm.trace.redact import redact_text
 
 
@@ -35,7 +38,7 @@ class LiveStatus:
         self.step = ""
         self.tokens = 0
         self.cost: float | None = None
-        self._status = console.status(self._text(), spinner="dots")
+        self._status = console.status(self._renderable(), spinner="dots")
         self._done = threading.Event()
         self._ticker = threading.Thread(target=self._tick, name="rlm-status", daemon=True)
 
@@ -58,11 +61,17 @@ class LiveStatus:
             self.cost = usage.get("cost_usd")
         else:
             return
-        self._status.update(self._text())
+        self._status.update(self._renderable())
 
     def _tick(self) -> None:
         while not self._done.wait(0.5):  # the seconds of the current phase keep counting
-            self._status.update(self._text())
+            self._status.update(self._renderable())
+
+    def _renderable(self) -> Any:
+        # A Text, not a str: rich would read "[...]" in a phase as markup.
+        from rich.text import Text
+
+        return Text(visible(self._text()))
 
     def _text(self) -> str:
         parts = [f"{self.phase} · {time.monotonic() - self.since:.0f} s"]
@@ -88,7 +97,7 @@ class StderrReporter:
         if live:
             from rich.console import Console
 
-            self.console = Console(file=self.stream, highlight=False)
+            self.console = Console(file=self.stream, highlight=False, emoji=False)
             self.live = LiveStatus(self.console)
             self.live.start()
 
@@ -99,7 +108,8 @@ class StderrReporter:
             self.live = None
 
     def _write(self, text: str, style: str | None = None) -> None:
-        text = redact_text(text)
+        # Made visible before colour is added: the painter's own escapes are the only ones written.
+        text = visible(redact_text(text))
         if self.console is not None and self.live is not None:
             styles = {"dim": "dim", "warn": "yellow", "err": "red", "ok": "green"}
             self.console.print(text, style=styles.get(style or "", None), markup=False, highlight=False)

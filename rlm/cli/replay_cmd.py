@@ -16,11 +16,12 @@ from typing import Annotated, Any
 import typer
 
 from rlm.errors import ExitCode, InputError, RlmError, UsageError
+from rlm.text.visible import visible
 from rlm.trace.redact import redact, redact_text
 
 
 def _fail(message: str, code: int) -> None:
-    print(f"rlm: {redact_text(message)}", file=sys.stderr, flush=True)
+    print(f"rlm: {visible(redact_text(message))}", file=sys.stderr, flush=True)
     raise typer.Exit(code)
 
 
@@ -28,12 +29,6 @@ def _trace_dirs(flag: str | None) -> list[str]:
     from rlm.run.settings import load_settings, trace_dirs_to_read
 
     return trace_dirs_to_read(load_settings({"trace_dir": flag}))
-
-
-def _trace_dir(flag: str | None) -> str:
-    from rlm.run.settings import load_settings, trace_dir_for
-
-    return trace_dir_for(load_settings({"trace_dir": flag}))
 
 
 def _resolve_trace(arg: str, trace_dir: str | None) -> Path:
@@ -47,6 +42,14 @@ def _resolve_trace(arg: str, trace_dir: str | None) -> Path:
             raise InputError(f"no traces in {' or '.join(directories)}")
         return found
     return Path(arg)
+
+
+def _say_ignored(ignored: dict[str, tuple[str, str]]) -> None:
+    """One stderr line when the trace recorded settings the replay did not take."""
+    if ignored:
+        from rlm.replay.replay_settings import difference_line
+
+        print(f"rlm: {visible(redact_text(difference_line(ignored)))}", file=sys.stderr, flush=True)
 
 
 def _print_json(doc: dict[str, Any]) -> None:
@@ -86,10 +89,16 @@ def replay_command(
         from rlm.replay.render import load_trace
 
         doc = load_trace(path)
+        if verify or rerun:
+            from rlm.run.settings import load_settings
+
+            # The user's own settings (flags, environment, config): never the trace's.
+            settings = load_settings({"trace_dir": trace_dir})
         if verify:
             from rlm.replay.verify import render_verify, verify_trace
 
-            report = verify_trace(doc, input_override=input_path, trace_path=path)
+            report = verify_trace(doc, input_override=input_path, trace_path=path, settings=settings)
+            _say_ignored(report.ignored)
             if as_json:
                 _print_json(report.to_dict())
             else:
@@ -104,9 +113,8 @@ def replay_command(
                 flush=True,
             )
 
-            result = rerun_trace(
-                doc, input_override=input_path, trace_path=path, trace_dir=_trace_dir(trace_dir)
-            )
+            result = rerun_trace(doc, input_override=input_path, trace_path=path, settings=settings)
+            _say_ignored(result.ignored)
             if as_json:
                 _print_json(result.to_dict())
             else:
@@ -136,7 +144,7 @@ def logs_command(
         str | None,
         typer.Option(
             "--trace-dir",
-            help="Where traces are (default: the per-user data directory, and ./traces if it exists) (env RLM_TRACE_DIR).",
+            help="Where traces are (default: the per-user data directory) (env RLM_TRACE_DIR).",
         ),
     ] = None,
 ) -> None:

@@ -24,23 +24,38 @@ import stat
 import sys
 import tempfile
 import threading
-import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field, fields
 from typing import Any, BinaryIO
 
 from rlm.errors import InputError
-from rlm.input.tables import TableError, describe_table, ensure_table
+from rlm.input.cachedir import CACHE_KEEP_DAYS, platform_cache_dir, prune_cache, resolve
+from rlm.input.snapshot import Identity, change_of
+from rlm.input.snapshot import fingerprint as snapshot_fingerprint
+from rlm.input.tables import BUILD_PREFIX, LINE_CUT_BYTES, TableError, describe_table, ensure_table
+from rlm.privatefiles import private_workdir, publish_private, read_private, replace_private, sweep_workdirs
+from rlm.text.index import read_index
 from rlm.text.textfile import INDEX_FLAG_ASCII, MappedText, detect_encoding, line_starts, write_index
 
-__all__ = ["Profile", "Source", "open_source", "default_cache_dir", "HEAD_LINES", "TAIL_LINES"]
+__all__ = [
+    "Profile",
+    "Source",
+    "open_source",
+    "default_cache_dir",
+    "prune_cache",
+    "CACHE_KEEP_DAYS",
+    "HEAD_LINES",
+    "TAIL_LINES",
+]
 
 HEAD_LINES = 5
 TAIL_LINES = 5
 SAMPLE_LINE_CHARS = 200  # each head/tail line is cut to this many characters
 # Bytes of a line the profile reads: a 100 MB single-line JSON costs 64 KB, not its size.
 PROFILE_LINE_BYTES = 64 * 1024
-TABLE_LINE_MAX_BYTES = 1024 * 1024
+# Lines longer than this are cut to it in the table (rlm.input.tables); a file most of whose
+# lines are longer gets no table.
+TABLE_LINE_MAX_BYTES = LINE_CUT_BYTES
 _HASH_CHUNK = 16 * 1024 * 1024
 _SPOOL_CHUNK = 1024 * 1024
 _FINGERPRINT_BLOCK = 64 * 1024
@@ -78,6 +93,12 @@ class Profile:
     table: dict[str, Any] | None = field(default=None, compare=False)
     table_path: str | None = None
     table_error: str | None = None  # why no table was built, when its build failed
+    # What the run says once about its cache (a damaged entry rebuilt, a folder not used).
+    warnings: list[str] = field(default_factory=list, compare=False)
+    # The file's identity when the run opened it (rlm.input.snapshot), and whether the run reads
+    # a private copy of its first bytes (it grew as it was read).
+    identity: Identity | None = field(default=None, compare=False)
+    snapshot: bool = False
 
     @property
     def sha256(self) -> str:
@@ -145,7 +166,7 @@ class Profile:
         return parts
 
 
-_NOT_RECORDED = ("digest", "work_path", "work_encoding", "table", "table_path")
+_NOT_RECORDED = ("digest", "work_path", "work_encoding", "table", "table_path", "warnings", "identity")
 
 
 class Source:
@@ -184,58 +205,14 @@ def _cleanup_pending() -> None:
 
 
 def default_cache_dir() -> str:
-    """`$RLM_CACHE_DIR`, else the per-user cache directory (platformdirs) + `/index`."""
+    """`$RLM_CACHE_DIR`, else the per-user cache directory (platformdirs) + `/index`.
+
+    Entries go in this folder when rlm made it, else in its subfolder `rlm-cache/`
+    (rlm.input.cachedir: the sweep deletes only what rlm can prove it wrote)."""
     env = os.environ.get("RLM_CACHE_DIR")
     if env:
         return env
-    from platformdirs import user_cache_dir
-
-    return os.path.join(user_cache_dir("rlm", appauthor=False), "index")
-
-
-# Cache entries (index, facts, UTF-8 copy, table) unused this long are removed; the
-# directory is swept at most once a day, by the first run that opens it.
-CACHE_KEEP_DAYS = 30
-_SWEEP_MARK = ".swept"
-
-
-def prune_cache(directory: str, *, keep_days: float = CACHE_KEEP_DAYS, now: float | None = None) -> list[str]:
-    """Remove the entries of `directory` not used for `keep_days`; returns the keys removed.
-
-    An entry is every file named `<key>.*`; it counts as used when any of its files
-    was modified (a hit refreshes its facts file's time). Never raises: a cache that
-    cannot be swept is only bigger.
-    """
-    now = time.time() if now is None else now
-    mark = os.path.join(directory, _SWEEP_MARK)
-    try:
-        if now - os.stat(mark).st_mtime < 86_400:
-            return []
-    except OSError:
-        pass
-    newest: dict[str, float] = {}
-    files: dict[str, list[str]] = {}
-    try:
-        with os.scandir(directory) as it:
-            for entry in it:
-                if entry.name.startswith(".") or not entry.is_file(follow_symlinks=False):
-                    continue
-                key = entry.name.split(".", 1)[0]
-                files.setdefault(key, []).append(entry.path)
-                newest[key] = max(newest.get(key, 0.0), entry.stat(follow_symlinks=False).st_mtime)
-    except OSError:
-        return []
-    removed = [key for key, t in newest.items() if now - t > keep_days * 86_400]
-    for key in removed:
-        for path in files[key]:
-            _remove_quietly(path)
-    try:
-        with open(mark, "w"):
-            pass
-        os.utime(mark, (now, now))
-    except OSError:
-        pass
-    return removed
+    return platform_cache_dir()
 
 
 def open_source(arg: str, *, cache_dir: str | None = None, stdin: BinaryIO | None = None) -> Source:
@@ -361,6 +338,9 @@ def _is_tty(stream: BinaryIO) -> bool:
 
 def _profile(path: str, display: str, digest: str | None, cache_dir: str | None, owned: list[str]) -> Profile:
     st = os.stat(path)
+    opened = Identity(
+        st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, snapshot_fingerprint(path, st.st_size)
+    )
     with open(path, "rb") as fh:
         head_bytes = fh.read(4)
     encoding, codec, transcode = detect_encoding(head_bytes)
@@ -372,14 +352,14 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
     work_path = cache.transcoded(path, codec, owned) if transcode else path
     facts = cache.load()
     index_path: str | None = None
-    if facts is None or not os.path.exists(cache.index_path):
+    if facts is None or not cache.index_ok(os.path.getsize(work_path)):
         facts, starts_info = _scan(work_path)
         index_path = cache.store(*starts_info, owned=owned)
         cache.store_facts(facts)
     else:
         index_path = cache.index_path
     with MappedText(work_path, index_path=index_path) as text:
-        n = text.n_lines
+        n, indexed_bytes = text.n_lines, text.size_bytes
 
         def first_bytes(i: int) -> str:  # a profile reads the start of each line only
             return text.line_head(i, PROFILE_LINE_BYTES)
@@ -392,23 +372,49 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
     fmt = "binary" if binary else _detect_format(sample, display, head_bytes)
     table = None
     table_error: str | None = None
-    # Lines longer than this are not records (a one-line JSON document, a minified file):
-    # a table of them would only copy the file into memory.
-    tabular = facts["longest_line"] <= TABLE_LINE_MAX_BYTES
-    if tabular and not binary and os.environ.get("RLM_TABLES", "").lower() not in ("0", "off", "no"):
+    # A file of records gets a table, its few lines over TABLE_LINE_MAX_BYTES cut there (one
+    # huge line must not cost the whole file its sql()); a file most of whose lines are longer
+    # (a one-line JSON document, a minified file) is not records: a table would only copy it.
+    long_lines: list[tuple[int, int]] | None = []
+    if facts["longest_line"] > TABLE_LINE_MAX_BYTES:
+        long_lines = _long_lines(index_path, indexed_bytes)
+    tabular = long_lines is not None and len(long_lines) * 2 <= n
+    wanted = tabular and not binary and os.environ.get("RLM_TABLES", "").lower() not in ("0", "off", "no")
+
+    def table_of(work_path: str) -> tuple[dict[str, Any] | None, str | None]:
         try:
-            table = ensure_table(
+            return ensure_table(
                 work_path,
                 fmt,
                 cache_base=cache.base,
                 n_lines=n,
+                cut=long_lines or None,
+                warnings=cache.warnings,
                 encoding="utf-8",  # the worker's copy: UTF-16/32 input is transcoded first
                 invalid_lines=facts["invalid_lines"],
                 sample=table_sample,
                 owned=owned,
-            )
+            ), None
         except TableError as exc:
-            table_error = str(exc)  # the investigation goes on without sql(), and says why
+            return None, str(exc)  # the investigation goes on without sql(), and says why
+
+    if wanted:
+        table, table_error = table_of(work_path)
+    # One snapshot per run (rlm.input.snapshot): the index, the table and every worker's view
+    # are of the same bytes. A file rewritten while it was read is refused; a log appended to
+    # is read as it was indexed, from a private copy of those bytes (its table built again
+    # from the copy when the growth broke the build).
+    changed = change_of(path, opened)
+    if changed is not None and changed.how != "appended to":
+        raise InputError(f"{display} was {changed.how} while it was being read: ask again once it is stable")
+    snapshot = changed is not None and work_path == path
+    if snapshot:
+        work_path = _snapshot(path, indexed_bytes, owned)
+        if wanted and table is None:
+            table, table_error = table_of(work_path)
+        if table is not None:
+            grown = f"the file grew while it was read: the table holds its first {n:,} lines, as indexed"
+            table = {**table, "note": "; ".join(x for x in (table.get("note"), grown) if x)}
     # The sha256 starts once the table is built: hashing beside the build's threads took a core
     # from it (1 GB access log, 2 cores, back to back: 10.7 s against 7.3 s), and nothing waits
     # for the digest before the model's first turn unless a memory may match.
@@ -417,7 +423,11 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
         sha.set_result(facts["sha256"])
     else:
         known = facts
-        sha = _hash_in_background(path, digest, lambda value: cache.store_facts({**known, "sha256": value}))
+        sha = _hash_in_background(
+            work_path if snapshot else path,
+            digest,
+            lambda value: cache.store_facts({**known, "sha256": value}),
+        )
     return Profile(
         path=os.path.abspath(path),
         display_name=display,
@@ -436,7 +446,44 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
         table=table,
         table_path=table["path"] if table else None,
         table_error=table_error,
+        warnings=cache.warnings,
+        identity=opened,
+        snapshot=snapshot,
     )
+
+
+def _snapshot(path: str, size: int, owned: list[str]) -> str:
+    """A private copy of the first `size` bytes of `path` (a log still being written to)."""
+    copy = _private_temp("rlm-snapshot-", ".txt", owned)
+    with open(path, "rb") as src, open(copy, "wb") as out:
+        left = size
+        while left > 0 and (block := src.read(min(_SPOOL_CHUNK * 16, left))):
+            out.write(block)
+            left -= len(block)
+    return copy
+
+
+def _long_lines(index_path: str, size: int) -> list[tuple[int, int]] | None:
+    """(start, end) byte offsets of the lines longer than TABLE_LINE_MAX_BYTES, from the line
+    index, read a million lines at a time; None when the index cannot be read."""
+    import numpy as np
+
+    loaded = read_index(index_path, size)
+    if loaded is None:
+        return None
+    mm, view, _ = loaded
+    spans: list[tuple[int, int]] = []
+    step = 1 << 20
+    try:
+        for lo in range(0, len(view) - 1, step):
+            starts = np.asarray(view[lo : lo + step + 1], dtype=np.int64)
+            for i in np.nonzero(np.diff(starts) > TABLE_LINE_MAX_BYTES)[0]:
+                spans.append((int(starts[i]), int(starts[i + 1])))
+            del starts
+    finally:
+        view.release()
+        mm.close()
+    return spans
 
 
 def _hash_in_background(path: str, known: str | None, on_done: Any) -> Future[str]:
@@ -535,78 +582,139 @@ def _fingerprint(path: str, size: int) -> str:
     return h.hexdigest()[:16]
 
 
-def _transcode(path: str, codec: str, out_path: str) -> None:
+def _transcode(path: str, codec: str, out: BinaryIO) -> None:
     decoder = codecs.getincrementaldecoder(codec)(errors="replace")
-    with open(path, "rb") as src, open(out_path, "wb") as out:
+    with open(path, "rb") as src:
         while block := src.read(_SPOOL_CHUNK * 4):
             out.write(decoder.decode(block).encode("utf-8"))
         out.write(decoder.decode(b"", final=True).encode("utf-8"))
 
 
+def _private_temp(prefix: str, suffix: str, owned: list[str]) -> str:
+    """A new 0600 temp file (mkstemp) the Source removes: where entries go with no usable cache."""
+    fd, path = tempfile.mkstemp(prefix=prefix, suffix=suffix)
+    os.close(fd)
+    owned.append(path)
+    _PENDING.add(path)
+    return path
+
+
+def _is_own_file(path: str) -> bool:
+    """A regular file of this user's: a symlink or another user's file at an entry's name was
+    not written by rlm and is neither read nor trusted."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
+
+
 class _Cache:
-    """`<key>.json` (profile facts) and `<key>.idx` (line starts) in the cache directory."""
+    """`<key>.json` (profile facts), `<key>.idx` (line starts), `<key>.utf8` (a UTF-8 copy) in the
+    cache folder (rlm.input.cachedir), each a 0600 file written whole under a temporary name.
+
+    With no usable folder (unwritable, or not safe: `warnings` says why) every entry is a private
+    temp file the Source removes. A damaged entry is said once in `warnings` and rebuilt."""
 
     def __init__(self, directory: str, key: str) -> None:
-        self.directory = directory
-        self.base = os.path.join(directory, key)
-        self.facts_path = os.path.join(directory, f"{key}.json")
-        self.index_path = os.path.join(directory, f"{key}.idx")
+        self.warnings: list[str] = []
+        folder, problem = resolve(directory)
+        if problem:
+            self.warnings.append(problem)
+        self.directory = folder
+        if folder is not None:
+            prune_cache(folder)
+            sweep_workdirs(folder, BUILD_PREFIX)  # a killed build's folder, an hour old, goes now
+        self.base = os.path.join(folder, key) if folder is not None else None
+        self.facts_path = f"{self.base}.json" if self.base else ""
+        self.index_path = f"{self.base}.idx" if self.base else ""
+
+    def _damaged(self, what: str, why: str) -> None:
+        self.warnings.append(f"a damaged cache entry of this input was rebuilt ({what}: {why})")
 
     def load(self) -> dict[str, Any] | None:
-        prune_cache(self.directory)
+        if not self.base or not os.path.lexists(self.facts_path):
+            return None
         try:
-            with open(self.facts_path, encoding="utf-8") as fh:
-                facts = json.load(fh)
-            os.utime(self.facts_path)  # used now: kept by the sweep for another CACHE_KEEP_DAYS
-        except (OSError, ValueError):
+            facts = json.loads(read_private(self.facts_path))
+            os.utime(self.facts_path, follow_symlinks=False)  # used now: kept by the sweep
+        except (OSError, ValueError) as exc:
+            self._damaged("facts", _why(exc))
             return None
         if not isinstance(facts, dict) or not {"invalid_lines", "longest_line"} <= facts.keys():
+            self._damaged("facts", "not rlm's facts")
+            return None
+        if not all(isinstance(facts[k], int) and facts[k] >= 0 for k in ("invalid_lines", "longest_line")):
+            self._damaged("facts", "not rlm's facts")
             return None
         return facts
 
+    def index_ok(self, size: int) -> bool:
+        """Whether the cached index is whole and of these bytes (a missing one is only rebuilt)."""
+        if not self.base or not os.path.lexists(self.index_path):
+            return False
+        loaded = read_index(self.index_path, size) if _is_own_file(self.index_path) else None
+        if loaded is None:
+            self._damaged("line index", "not a line index of this file")
+            return False
+        mm, view, _ = loaded
+        view.release()
+        mm.close()
+        return True
+
     def store_facts(self, facts: dict[str, Any]) -> None:
+        if not self.base:
+            return
         try:
-            os.makedirs(self.directory, exist_ok=True)
-            tmp = f"{self.facts_path}.{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump(facts, fh)
-            os.replace(tmp, self.facts_path)
+            with replace_private(self.facts_path) as fh:
+                fh.write(json.dumps(facts).encode("utf-8"))
         except OSError:
             pass  # an unwritable cache only costs a rescan next time
 
     def transcoded(self, path: str, codec: str, owned: list[str]) -> str:
         """A UTF-8 copy of a UTF-16/32 input, made once (streamed, a few MB at a time)."""
-        target = os.path.join(self.directory, f"{os.path.basename(self.index_path)[:-4]}.utf8")
-        if os.path.exists(target):
-            return target
-        try:
-            os.makedirs(self.directory, exist_ok=True)
-            tmp = f"{target}.{os.getpid()}.tmp"
-            _transcode(path, codec, tmp)
-            os.replace(tmp, target)
-            return target
-        except OSError:
-            fd, private = tempfile.mkstemp(prefix="rlm-utf8-", suffix=".txt")
-            os.close(fd)
-            _transcode(path, codec, private)
-            owned.append(private)
-            _PENDING.add(private)
-            return private
+        if self.base:
+            target = f"{self.base}.utf8"
+            if _is_own_file(target):
+                return target
+            try:
+                with replace_private(target) as out:
+                    _transcode(path, codec, out)
+                return target
+            except OSError:
+                pass
+        private = _private_temp("rlm-utf8-", ".txt", owned)
+        with open(private, "wb") as out:
+            _transcode(path, codec, out)
+        return private
 
     def store(self, starts: Any, size: int, flags: int, *, owned: list[str]) -> str:
         """Write the index; falls back to a private temp index the Source removes.
         The facts follow once the file's sha256 is known (store_facts)."""
-        try:
-            os.makedirs(self.directory, exist_ok=True)
-            write_index(starts, self.index_path, size, flags)
-        except OSError:
-            fd, tmp = tempfile.mkstemp(prefix="rlm-index-", suffix=".idx")
-            os.close(fd)
-            write_index(starts, tmp, size, flags)
-            owned.append(tmp)
-            _PENDING.add(tmp)
-            return tmp
-        return self.index_path
+        if self.base:
+            try:
+                _write_index_private(starts, size, flags, self.index_path)
+                return self.index_path
+            except OSError:
+                pass
+        tmp = _private_temp("rlm-index-", ".idx", owned)
+        _write_index_private(starts, size, flags, tmp)
+        return tmp
+
+
+def _write_index_private(starts: Any, size: int, flags: int, dest: str) -> None:
+    """write_index in a private work folder beside `dest`, then the file made 0600 and renamed
+    onto `dest`: never a file others can read, never a write through a planted symlink."""
+    with private_workdir(os.path.dirname(dest) or None, BUILD_PREFIX) as work:
+        built = os.path.join(work, "index.idx")
+        write_index(starts, built, size, flags)
+        publish_private(built, dest)
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        return str(exc.strerror or exc)
+    return "not JSON"
 
 
 # --------------------------------------------------------------------------- formats

@@ -20,18 +20,24 @@ The worker half imports only duckdb and the standard library.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import signal
+import stat
 import tempfile
 import threading
 import time
 from typing import Any
 
+from rlm.privatefiles import private_workdir, publish_private, read_private, write_private
+
 __all__ = [
     "TABLE_VERSION",
+    "BUILD_PREFIX",
+    "LINE_CUT_BYTES",
     "TableError",
     "SqlError",
     "SqlResult",
@@ -43,6 +49,12 @@ __all__ = [
 ]
 
 TABLE_VERSION = 6  # 2: a log stored in parts, current storage format; 3: common values; 4: sshd login events name their method; 5: example queries; 6: up to 40 values a column
+# A build's work folder in the cache (rlm.privatefiles.private_workdir): the sweep of the cache
+# folder (rlm.input.cachedir) removes those a killed process left.
+BUILD_PREFIX = "rlm-build-"
+# A line longer than this is stored cut to it (at a character boundary) in `line`, and the
+# table's note says so: one huge line must not cost the whole file its sql().
+LINE_CUT_BYTES = 1 << 20
 MAX_RESULT_ROWS = 100_000  # rows sql() hands back; more means the query should aggregate or LIMIT
 SHOWN_ROWS = 20  # rows the REPL echo shows
 SHOWN_CELL_CHARS = 60
@@ -95,65 +107,166 @@ def ensure_table(
     path: str,
     profile_format: str,
     *,
-    cache_base: str,
+    cache_base: str | None,
     n_lines: int,
     encoding: str,
     invalid_lines: int,
     sample: list[str],
     owned: list[str] | None = None,
+    cut: list[tuple[int, int]] | None = None,
+    warnings: list[str] | None = None,
 ) -> dict[str, Any] | None:
     """The description of `path`'s table, built now unless the cache holds it; None when DuckDB is missing.
 
     The description is a dict: path, format, columns [[name, type]], rows,
     parsed, examples, note, values, build_s. Raises TableError when the build fails.
+    With no cache (`cache_base` None, or a cache that cannot be written) the table is a
+    private temp file the Source removes (`owned`). A cached table found damaged is said
+    in `warnings` and built anew. `cut`: lines to store cut (see build_table).
     """
     try:
         import duckdb  # noqa: F401
     except ImportError:
         return None
-    db_path, info_path = table_paths(cache_base)
-    info = _load_info(info_path, db_path)
-    if info is not None:
-        return info
     from rlm.input.logformats import recognize
 
     year = time.gmtime(os.stat(path).st_mtime).tm_year
+    if cache_base is not None:
+        db_path, info_path = table_paths(cache_base)
+        info, damage = _load_info(info_path, db_path)
+        if info is not None:
+            return info
+        if damage and warnings is not None:
+            warnings.append(f"a damaged cache entry of this input was rebuilt (table: {damage})")
     fmt = recognize(profile_format, sample[:_FIRST_LINES], year=year)
-    try:
-        os.makedirs(os.path.dirname(db_path) or ".", exist_ok=True)
-        info = build_table(
-            path, fmt, db_path, n_lines=n_lines, encoding=encoding, invalid_lines=invalid_lines
-        )
-    except OSError:
-        # An unwritable cache: a private table the Source removes.
-        fd, db_path = tempfile.mkstemp(prefix="rlm-table-", suffix=".duckdb")
-        os.close(fd)
-        if owned is not None:
-            owned.append(db_path)
-        info = build_table(
-            path, fmt, db_path, n_lines=n_lines, encoding=encoding, invalid_lines=invalid_lines
-        )
-        return info
-    try:
-        tmp = f"{info_path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(info, fh)
-        os.replace(tmp, info_path)
-    except OSError:
-        pass
-    return info
+    if cache_base is not None:
+        try:
+            info = build_table(
+                path, fmt, db_path, n_lines=n_lines, encoding=encoding, invalid_lines=invalid_lines, cut=cut
+            )
+        except OSError:
+            pass  # an unwritable cache: a private table below
+        else:
+            try:
+                write_private(info_path, json.dumps(info))
+            except OSError:
+                pass
+            return info
+    fd, db_path = tempfile.mkstemp(prefix="rlm-table-", suffix=".duckdb")
+    os.close(fd)
+    if owned is not None:
+        owned.append(db_path)
+    return build_table(
+        path, fmt, db_path, n_lines=n_lines, encoding=encoding, invalid_lines=invalid_lines, cut=cut
+    )
 
 
-def _load_info(info_path: str, db_path: str) -> dict[str, Any] | None:
+def _load_info(info_path: str, db_path: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(the cached description, None); (None, None) when none is cached; (None, why) when the
+    cached one is damaged: a description that is not rlm's, or a database that does not open
+    or does not hold its rows. Neither file is read through a symlink or from another user."""
+    if not os.path.lexists(info_path):
+        return None, None
     try:
-        with open(info_path, encoding="utf-8") as fh:
-            info = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    if not isinstance(info, dict) or info.get("version") != TABLE_VERSION or not os.path.exists(db_path):
-        return None
+        info = json.loads(read_private(info_path))
+    except OSError as exc:
+        return None, f"its description cannot be read: {exc.strerror or exc}"
+    except ValueError:
+        return None, "its description is not JSON"
+    if not _is_description(info):
+        return None, "its description is not rlm's"
+    why = _unreadable_db(db_path, int(info["rows"]))
+    if why is not None:
+        return None, why
     info["path"] = db_path
-    return info
+    return dict(info), None
+
+
+def _is_description(info: Any) -> bool:
+    """What describe_table and the worker rely on, of the right types."""
+    return (
+        isinstance(info, dict)
+        and info.get("version") == TABLE_VERSION
+        and isinstance(info.get("format"), str)
+        and isinstance(info.get("rows"), int)
+        and isinstance(info.get("columns"), list)
+        and all(
+            isinstance(c, list) and len(c) == 2 and all(isinstance(x, str) for x in c)
+            for c in info["columns"]
+        )
+        and isinstance(info.get("values") or {}, dict)
+        and isinstance(info.get("examples") or [], list)
+        and isinstance(info.get("note") or "", str)
+    )
+
+
+def _unreadable_db(db_path: str, rows: int) -> str | None:
+    """Why the cached database cannot serve sql(), or None: opened read-only as the worker
+    opens it, `log` counted against its description (DuckDB counts from its metadata)."""
+    import duckdb
+
+    try:
+        st = os.lstat(db_path)
+    except OSError:
+        return "its database is missing"
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+        return "its database is not a file of this user's"
+    try:
+        con = duckdb.connect(
+            db_path,
+            read_only=True,
+            config={"autoinstall_known_extensions": False, "autoload_known_extensions": False},
+        )
+        try:
+            found = con.execute("SELECT count(*) FROM log").fetchone()
+        finally:
+            con.close()
+    except duckdb.Error as exc:
+        return f"its database cannot be opened: {_first_line(exc)}"
+    if found is None or found[0] != rows:
+        return f"its database holds {found[0] if found else 0:,} rows, its description {rows:,}"
+    return None
+
+
+def _cut_long_lines(src: str, work: str, spans: list[tuple[int, int]]) -> str:
+    """A copy of `src` in `work` with each line of `spans` ((start, end) byte offsets, end
+    past its '\n') cut to LINE_CUT_BYTES at a character boundary; every other byte as is."""
+    dest = os.path.join(work, "cut.txt")
+    with open(src, "rb") as fh, open(dest, "wb") as out:
+        pos = 0
+        for start, end in spans:
+            _copy_bytes(fh, out, pos, start - pos)
+            fh.seek(start)
+            head = fh.read(LINE_CUT_BYTES + 1)
+            keep = LINE_CUT_BYTES
+            while keep > 0 and head[keep] & 0xC0 == 0x80:  # not inside a UTF-8 sequence
+                keep -= 1
+            out.write(head[:keep] + b"\n")
+            pos = end
+        fh.seek(pos)
+        shutil.copyfileobj(fh, out, 16 << 20)
+    return dest
+
+
+def _copy_bytes(fh: Any, out: Any, offset: int, count: int) -> None:
+    fh.seek(offset)
+    while count > 0:
+        block = fh.read(min(count, 16 << 20))
+        if not block:
+            break
+        out.write(block)
+        count -= len(block)
+
+
+def _with_cut_note(note: str | None, cut: list[tuple[int, int]] | None) -> str | None:
+    if not cut:
+        return note
+    said = (
+        f"{len(cut):,} line{'s' if len(cut) != 1 else ''} over {LINE_CUT_BYTES >> 20} MiB "
+        f"{'are' if len(cut) != 1 else 'is'} stored cut to {LINE_CUT_BYTES >> 20} MiB in `line` "
+        "(peek and context_lines read them whole)"
+    )
+    return f"{note}; {said}" if note else said
 
 
 def _raw_source(path: str, numbered: bool = True, *, skip: int = 0, limit: int | None = None) -> str:
@@ -184,18 +297,25 @@ def build_table(
     encoding: str = "utf-8",
     invalid_lines: int = 0,
     parts: int | None = None,
+    cut: list[tuple[int, int]] | None = None,
 ) -> dict[str, Any]:
-    """Build `log` for `path` into `db_path` (replaced atomically). Returns its description.
+    """Build `log` for `path` into `db_path` (replaced atomically, 0600). Returns its description.
 
     `parts`: how many runs of lines a log is built in at once (default: one per
-    processor, as the file's size and the memory cap allow)."""
+    processor, as the file's size and the memory cap allow). `cut`: the (start, end)
+    byte offsets of lines longer than LINE_CUT_BYTES, stored cut to that length."""
     import duckdb
 
     started = time.perf_counter()
-    work = tempfile.mkdtemp(prefix="rlm-build-", dir=os.path.dirname(db_path) or None)
+    # A private folder, locked while this build lives: DuckDB writes its files there with
+    # modes of its own, and a killed build's folder is swept by a later run (rlm.input.cachedir).
+    workdir = contextlib.ExitStack()
+    work = workdir.enter_context(private_workdir(os.path.dirname(db_path) or None, BUILD_PREFIX))
     tmp_db = os.path.join(work, "table.duckdb")
     try:
         utf8 = encoding in ("utf-8", "ascii", "utf-8-sig") and not invalid_lines
+        if cut:
+            path = _cut_long_lines(path, work, cut)  # built from a copy with those lines cut
         # DuckDB reads UTF-8 only, and splits lines at a carriage return too. Most files
         # are '\n'-only UTF-8: the table is built straight from them, no pass over the
         # file beforehand. Otherwise DuckDB gets a copy with '\n' endings (a line's final
@@ -236,12 +356,18 @@ def build_table(
             columns, parsed, rows, note = _build(duckdb, fmt, source, tmp_db, work, n_lines, parts=parts)
         if rows != n_lines:
             raise TableError(f"the table has {rows:,} rows but the file {n_lines:,} lines")
-        os.replace(tmp_db, db_path)
+        publish_private(tmp_db, db_path)  # 0600 before it has its name
         values, examples = _what_columns_hold(duckdb, db_path, columns, fmt)
-    except duckdb.Error as exc:
-        raise TableError(f"DuckDB could not build the table: {_first_line(exc)}") from None
+    except Exception as exc:
+        # DuckDB answers a Ctrl-C or SIGTERM that lands inside a query with an error of its
+        # own ("Query interrupted", or "connection is busy" from a part still running): the
+        # user's stop, never "no table" and a run that goes on.
+        _stop_if_asked(exc)
+        if isinstance(exc, duckdb.Error):
+            raise TableError(f"DuckDB could not build the table: {_first_line(exc)}") from None
+        raise
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        workdir.close()
     return {
         "version": TABLE_VERSION,
         "path": db_path,
@@ -250,10 +376,24 @@ def build_table(
         "rows": rows,
         "parsed": parsed,
         "examples": examples,
-        "note": note,
+        "note": _with_cut_note(note, cut),
         "values": values,
         "build_s": round(time.perf_counter() - started, 3),
     }
+
+
+def _stop_if_asked(exc: BaseException) -> None:
+    """Raise the user's stop in place of `exc` when a signal asked for one during the build
+    (rlm.errors.Interrupted), or when DuckDB says a query was interrupted: the build's own
+    interrupts (a failed part stopping the others) raise the part's error, never this one."""
+    from rlm.errors import Interrupted
+
+    if Interrupted.last is not None:
+        raise Interrupted.again() from None
+    if "interrupted" in str(exc).lower() and (
+        isinstance(exc, RuntimeError) or type(exc).__name__ == "InterruptException"
+    ):
+        raise KeyboardInterrupt from None
 
 
 def _what_columns_hold(
@@ -443,6 +583,17 @@ def _run_side_by_side(con: Any, statements: list[str]) -> None:
     try:
         for thread in threads:
             thread.start()
+        for thread in threads:
+            thread.join()
+    except BaseException:
+        # A stop (Ctrl-C, SIGTERM) lands here, in the waiting thread: the parts' queries are
+        # stopped, not waited for (a build takes seconds; the user asked to stop now).
+        for cur in cursors:
+            try:
+                cur.interrupt()
+            except Exception:  # noqa: BLE001 (a finished query: nothing to stop)
+                pass
+        raise
     finally:
         for thread in threads:
             if thread.ident is not None:

@@ -4,10 +4,15 @@
 rlm.memory.store) and to the question; `offer_lines` words them for the root
 prompt (rlm.run.routing fits them into their share of it); `keep` stores the findings the answer cited
 and records what was offered and cited, for feedback.
+
+A memory of a file this one only begins with (a log that has grown since) is offered
+with its text marked as about the first N lines: the model and the synthesis see it
+as a finding over that part, never as established about the whole file.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,14 +36,42 @@ class Recall:
 
 def recall(store: MemoryStore, *, path: str, size: int, sha256: Callable[[], str], question: str) -> Recall:
     """Memories for this input and question. The input's sha256 is awaited only when some
-    memory could match a file of its size (a first question about a new file pays nothing)."""
+    memory could match a file of its size (a first question about a new file pays nothing).
+    The database's bounds are applied first, at most once a day (MemoryStore.prune_if_due)."""
+    store.prune_if_due()
     if not store.has_memories_up_to(size):
         return Recall(store, path)
     digest = sha256()
     if not digest or digest.startswith("unavailable"):
         return Recall(store, path)
-    inputs = store.inputs_matching(path, size, digest)
-    return Recall(store, path, inputs, store.retrieve(inputs, question))
+    prefixes = store.prefixes_matching(path, size)
+    inputs = [digest, *prefixes]
+    offered = [
+        m if m.input_sha == digest or m.input_sha not in prefixes else _about_prefix(m, path)
+        for m in store.retrieve(inputs, question)
+    ]
+    return Recall(store, path, inputs, offered)
+
+
+def _about_prefix(m: Memory, path: str) -> Memory:
+    """The memory, its text marked as holding for the file's first lines only (it was made when
+    the file was `m.input_size` bytes long)."""
+    lines = _lines_in(path, m.input_size)
+    return dataclasses.replace(
+        m,
+        text=f"[holds for the file's first {lines:,} lines only: it has grown since] {m.text}",
+    )
+
+
+def _lines_in(path: str, size: int) -> int:
+    """Lines in the first `size` bytes of the file (a last line without its newline counts)."""
+    count, last, left = 0, b"\n", size
+    with open(path, "rb") as fh:
+        while left > 0 and (chunk := fh.read(min(left, 4 * 1024 * 1024))):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+            left -= len(chunk)
+    return count + (last != b"\n")
 
 
 def offer_lines(memories: list[Memory], now: float | None = None) -> list[tuple[str, str]]:

@@ -9,7 +9,12 @@ Pure functions over numbers, so the rules are read (and tested) in one place:
   >= 2 times; kept 30 days) -> pattern (score >= 0.9, cited >= 3 times, >= 5
   successes; kept), demoted back to history when its score falls below 0.4; below
   0.2 a memory is retired;
-- confidence: the Wilson lower bound (95 %) of its success rate.
+- confidence: the Wilson lower bound (95 %) of its success rate;
+- bounds (applied by `MemoryStore.prune`, at most once a day, and by `rlm memory prune`): a
+  memory unused for 30 days is deleted unless it is a pattern, and at most 10,000 are kept
+  (retired ones, then the least recently used, go first); run records go after 90 days (at
+  most 20,000); a sub-call cache entry unused for 30 days goes, and the cache keeps at most
+  20,000 entries and 64 MB of answers (the least recently used go first).
 """
 
 from __future__ import annotations
@@ -26,6 +31,15 @@ DELTA: dict[str, float] = {"worked": 0.2, "failed": -0.3, "partial": 0.05}
 OFFERED_NOT_CITED = -0.05
 RETIRE_BELOW = 0.2
 KEEP_SECONDS: dict[str, float | None] = {"working": 24 * 3600.0, "history": 30 * 86400.0, "pattern": None}
+
+# The bounds of the database (see the module); docs/memory.md states them for users.
+MEMORY_UNUSED_DAYS = 30
+MAX_MEMORIES = 10_000
+RUN_DAYS = 90
+MAX_RUNS = 20_000
+SUBCALL_UNUSED_DAYS = 30
+MAX_SUBCALLS = 20_000
+MAX_SUBCALL_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)

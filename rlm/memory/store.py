@@ -10,7 +10,18 @@ offered for an input when
 - the input's sha256 is the same (a renamed or copied file matches), or
 - the input is larger and its first `size` bytes hash to that sha256: a log
   that has only grown since still matches, for findings about its old part.
-Any other change (an edited line, a truncated file) matches nothing.
+Any other change (an edited line, a truncated file) matches nothing. A memory that
+matched only as a prefix is offered marked as about the file's first lines
+(rlm.memory.recall), never as established about the whole of it.
+
+Ids are never reused (AUTOINCREMENT, schema 3): a run record names memories by id,
+and feedback on an old run must not move a memory made after it.
+
+Damage heals: the file is checked on open (`PRAGMA quick_check`), and one that
+cannot be used raises MemoryUnusable, which says whether setting the file aside
+(`set_aside`, `rlm memory reset`) is the way out. The file is the user's alone:
+created 0600 (O_EXCL|O_NOFOLLOW, before SQLite opens it; its -wal and -shm take
+its mode) in a 0700 directory. `prune` keeps it bounded (rlm.memory.rules).
 """
 
 from __future__ import annotations
@@ -19,10 +30,11 @@ import hashlib
 import json
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlm.memory import rules
@@ -82,6 +94,57 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE memories ADD COLUMN input_head TEXT NOT NULL DEFAULT '';
     """,
+    # 3: ids never reused (a forgotten memory's id would else name the next one made, and
+    # feedback on an old run would move it); the sequence starts past every id a run record
+    # names, so an id reused before this migration is not handed out again either. And `meta`,
+    # for the time of the last prune.
+    """
+    CREATE TABLE memories_v3 (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        input_sha TEXT NOT NULL,
+        input_size INTEGER NOT NULL,
+        question TEXT NOT NULL,
+        text TEXT NOT NULL,
+        evidence TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        tags TEXT NOT NULL,
+        created REAL NOT NULL,
+        last_used REAL NOT NULL,
+        score REAL NOT NULL DEFAULT 0.5,
+        offered INTEGER NOT NULL DEFAULT 0,
+        cited INTEGER NOT NULL DEFAULT 0,
+        successes INTEGER NOT NULL DEFAULT 0,
+        failures INTEGER NOT NULL DEFAULT 0,
+        tier TEXT NOT NULL DEFAULT 'working',
+        input_head TEXT NOT NULL DEFAULT ''
+    );
+    INSERT INTO memories_v3 (id, input_sha, input_size, question, text, evidence, run_id, tags, created,
+        last_used, score, offered, cited, successes, failures, tier, input_head)
+    SELECT id, input_sha, input_size, question, text, evidence, run_id, tags, created,
+        last_used, score, offered, cited, successes, failures, tier, input_head FROM memories;
+    DROP TRIGGER memories_ai;
+    DROP TRIGGER memories_ad;
+    DROP TABLE memories;
+    ALTER TABLE memories_v3 RENAME TO memories;
+    CREATE INDEX memories_input ON memories (input_sha);
+    CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+        INSERT INTO memories_fts (rowid, text, question, tags) VALUES (new.id, new.text, new.question, new.tags);
+    END;
+    CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, text, question, tags)
+        VALUES ('delete', old.id, old.text, old.question, old.tags);
+    END;
+    DELETE FROM sqlite_sequence WHERE name = 'memories';
+    INSERT INTO sqlite_sequence (name, seq) SELECT 'memories', max(
+        (SELECT coalesce(max(id), 0) FROM memories),
+        (SELECT coalesce(max(CAST(j.value AS INTEGER)), 0) FROM runs, json_each(runs.offered) AS j
+            WHERE json_valid(runs.offered)),
+        (SELECT coalesce(max(CAST(j.value AS INTEGER)), 0) FROM runs, json_each(runs.cited) AS j
+            WHERE json_valid(runs.cited)),
+        (SELECT coalesce(max(CAST(j.value AS INTEGER)), 0) FROM runs, json_each(runs.stored) AS j
+            WHERE json_valid(runs.stored)));
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 OFFER_LIMIT = 5  # memories offered to one run, at most
@@ -93,6 +156,10 @@ def default_memory_path() -> str:
     env = os.environ.get("RLM_MEMORY")
     if env:
         return env
+    return _default_path()
+
+
+def _default_path() -> str:
     from platformdirs import user_data_dir
 
     return os.path.join(user_data_dir("rlm", appauthor=False), "memory.sqlite3")
@@ -128,6 +195,91 @@ class Memory:
         return rules.confidence(self.successes, self.failures)
 
 
+class MemoryUnusable(sqlite3.DatabaseError):
+    """The memory database cannot be used: damaged, not a database, locked, unreadable, not a
+    regular file. `damaged` says whether setting the file aside (`rlm memory reset`) is the way
+    out; `str()` is the reason, fit for one line."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str, *, damaged: bool) -> None:
+        self.path = Path(path)
+        self.reason = reason
+        self.damaged = damaged
+        hint = "; `rlm memory reset` sets it aside and starts afresh" if damaged else ""
+        super().__init__(f"{'damaged: ' if damaged else ''}{reason}{hint}")
+
+
+# SQLite errors that say the file is fine but cannot be reached now (anything else is damage).
+_NOT_DAMAGE = ("locked", "busy", "unable to open", "readonly", "read-only", "disk i/o", "permission", "full")
+
+
+def unusable(path: str | os.PathLike[str], exc: BaseException) -> MemoryUnusable:
+    """The MemoryUnusable for an error met while using the database at `path`."""
+    if isinstance(exc, MemoryUnusable):
+        return exc
+    reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+    damaged = isinstance(exc, sqlite3.DatabaseError) and not any(w in reason.lower() for w in _NOT_DAMAGE)
+    return MemoryUnusable(path, reason, damaged=damaged)
+
+
+def set_aside(path: str | os.PathLike[str], why: str = "damaged") -> Path | None:
+    """Move the database (and its -wal, -shm) to `<name>.<why>-<time>`: the next open starts
+    afresh, and nothing is deleted. None when there is no database; MemoryUnusable when the
+    path is not a regular file (rlm moves only what it made)."""
+    p = Path(path)
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        raise MemoryUnusable(p, "it is not a regular file; rlm leaves it alone", damaged=False)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    target = p.with_name(f"{p.name}.{why}-{stamp}")
+    n = 1
+    while os.path.lexists(target):
+        n += 1
+        target = p.with_name(f"{p.name}.{why}-{stamp}-{n}")
+    os.rename(p, target)
+    for suffix in ("-wal", "-shm", "-journal"):
+        side = p.with_name(p.name + suffix)
+        if os.path.lexists(side) and stat.S_ISREG(os.lstat(side).st_mode):
+            os.rename(side, target.with_name(target.name + suffix))
+    return target
+
+
+def _prepare(path: Path) -> None:
+    """Create the database file 0600 in a 0700 directory, without following a symlink, before
+    SQLite opens it (its -wal and -shm are then made with the same mode)."""
+    parent = path.parent
+    if not parent.is_dir():
+        parent.mkdir(parents=True, mode=0o700)
+        os.chmod(parent, 0o700)  # the mode given to mkdir is narrowed by the umask, never widened
+    elif parent == Path(_default_path()).parent:
+        _tighten(parent, 0o700)  # rlm's own directory, perhaps made by an older rlm with 0755
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise MemoryUnusable(path, exc.strerror or str(exc), damaged=False) from exc
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise MemoryUnusable(path, "it is a symbolic link, which rlm does not follow", damaged=False)
+    if not stat.S_ISREG(st.st_mode):
+        raise MemoryUnusable(path, "it is not a regular file", damaged=False)
+    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        _tighten(p, 0o600)  # a database an older rlm made 0644
+
+
+def _tighten(path: Path, mode: int) -> None:
+    """chmod a file or directory of the user's own to `mode` when it is more open (never a symlink)."""
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISLNK(st.st_mode) and st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & ~mode:
+            os.chmod(path, mode)
+    except OSError:
+        pass
+
+
 @dataclass(frozen=True)
 class FeedbackChange:
     memory: int
@@ -140,17 +292,30 @@ class MemoryStore:
     """An open memory database; use as a context manager or call close()."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        """Open (creating it private) and check the database; MemoryUnusable says why it cannot be."""
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if not self.path.exists():
-            # Findings quote the user's data: the database is the user's alone (as the traces are).
-            self.path.touch(mode=0o600)
-        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA busy_timeout = 30000")
-        self.db.execute("PRAGMA journal_mode = WAL")
-        self.db.execute("PRAGMA synchronous = NORMAL")
-        self._migrate()
+        _prepare(self.path)
+        try:
+            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise unusable(self.path, exc) from exc
+        try:
+            self.db.row_factory = sqlite3.Row
+            self.db.execute("PRAGMA busy_timeout = 30000")
+            self.db.execute("PRAGMA journal_mode = WAL")
+            self.db.execute("PRAGMA synchronous = NORMAL")
+            # A damaged page would else surface as a traceback in the middle of some later
+            # query; the check costs milliseconds on a database kept small by `prune`.
+            problem = str(self.db.execute("PRAGMA quick_check(1)").fetchone()[0])
+            if problem != "ok":
+                raise sqlite3.DatabaseError("failed its integrity check: " + " ".join(problem.split())[:200])
+            self._migrate()
+        except MemoryUnusable:
+            self.db.close()
+            raise
+        except sqlite3.Error as exc:
+            self.db.close()
+            raise unusable(self.path, exc) from exc
 
     def __enter__(self) -> MemoryStore:
         return self
@@ -176,9 +341,7 @@ class MemoryStore:
         with self._write() as db:
             version = int(db.execute("PRAGMA user_version").fetchone()[0])
             if version > SCHEMA_VERSION:
-                raise sqlite3.DatabaseError(
-                    f"the memory database {self.path} is from a newer rlm (schema {version})"
-                )
+                raise MemoryUnusable(self.path, f"it is from a newer rlm (schema {version})", damaged=False)
             for number in range(version, SCHEMA_VERSION):
                 for statement in _statements(MIGRATIONS[number]):
                     db.execute(statement)
@@ -187,7 +350,12 @@ class MemoryStore:
     # -- identity ----------------------------------------------------------------------
     def inputs_matching(self, path: str, size: int, sha256: str) -> list[str]:
         """The input identities (sha256 values) whose memories apply to this file (see the module)."""
-        keys = [sha256]
+        return [sha256, *self.prefixes_matching(path, size)]
+
+    def prefixes_matching(self, path: str, size: int) -> dict[str, int]:
+        """The identities of smaller files this one begins with: sha256 -> that file's size. Their
+        memories hold for this file's first `size` bytes only."""
+        keys: dict[str, int] = {}
         smaller = self.db.execute(
             "SELECT DISTINCT input_sha, input_size, input_head FROM memories "
             "WHERE input_size < ? AND tier != 'retired' ORDER BY input_size DESC LIMIT 3",
@@ -199,7 +367,7 @@ class MemoryStore:
             if old_size >= HEAD_BYTES and row["input_head"] and row["input_head"] != head:
                 continue  # another file: its first 64 KB differ
             if _prefix_sha256(path, old_size) == row["input_sha"]:
-                keys.append(str(row["input_sha"]))
+                keys[str(row["input_sha"])] = old_size
         return keys
 
     def has_memories_up_to(self, size: int) -> bool:
@@ -324,11 +492,16 @@ class MemoryStore:
         offered = set(record["offered"]) - cited  # type: ignore[call-overload]
         changes: list[FeedbackChange] = []
         with self._write() as db:
+            # A memory made after the run cannot be one it recorded (an id reused by a database
+            # from before schema 3): feedback on the run leaves it alone.
+            ran_at = float(db.execute("SELECT at FROM runs WHERE run_id = ?", (run_id,)).fetchone()["at"])
             for memory_id, was_cited in [
                 *((m, True) for m in sorted(cited)),
                 *((m, False) for m in sorted(offered)),
             ]:
-                row = db.execute("SELECT * FROM memories WHERE id = ?", (memory_id,)).fetchone()
+                row = db.execute(
+                    "SELECT * FROM memories WHERE id = ? AND created <= ?", (memory_id, ran_at)
+                ).fetchone()
                 if row is None:
                     continue
                 before = _standing(row)
@@ -373,23 +546,112 @@ class MemoryStore:
         return [dict(r) for r in rows]
 
     # -- the sub-call cache --------------------------------------------------------------
+    # Both are an economy, never a condition of the run: a database that fails here (damaged, or
+    # locked past the busy timeout) costs the saving only, and `at` is the entry's last use.
     def cached(self, key: str) -> tuple[str, int, int] | None:
-        row = self.db.execute(
-            "SELECT answer, prompt_tokens, completion_tokens FROM subcalls WHERE key = ?", (key,)
-        ).fetchone()
-        if row is None:
+        try:
+            row = self.db.execute(
+                "SELECT answer, prompt_tokens, completion_tokens FROM subcalls WHERE key = ?", (key,)
+            ).fetchone()
+            if row is None:
+                return None
+            with self._write() as db:
+                db.execute("UPDATE subcalls SET hits = hits + 1, at = ? WHERE key = ?", (time.time(), key))
+        except (sqlite3.OperationalError, sqlite3.DatabaseError):
             return None
-        with self._write() as db:
-            db.execute("UPDATE subcalls SET hits = hits + 1 WHERE key = ?", (key,))
         return str(row["answer"]), int(row["prompt_tokens"]), int(row["completion_tokens"])
 
     def cache(self, key: str, model: str, answer: str, prompt_tokens: int, completion_tokens: int) -> None:
+        try:
+            with self._write() as db:
+                db.execute(
+                    "INSERT OR REPLACE INTO subcalls (key, model, answer, prompt_tokens, completion_tokens, at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (key, model, answer, prompt_tokens, completion_tokens, time.time()),
+                )
+        except (sqlite3.OperationalError, sqlite3.DatabaseError):
+            pass
+
+    # -- bounds ------------------------------------------------------------------------------
+    def prune(self, now: float | None = None) -> Pruned:
+        """Delete what the bounds of rlm.memory.rules no longer keep; returns what went."""
+        now = time.time() if now is None else now
         with self._write() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO subcalls (key, model, answer, prompt_tokens, completion_tokens, at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (key, model, answer, prompt_tokens, completion_tokens, time.time()),
-            )
+            unused = [
+                int(r["id"])
+                for r in db.execute(
+                    "SELECT id FROM memories WHERE tier != 'pattern' AND last_used < ? ORDER BY id",
+                    (now - rules.MEMORY_UNUSED_DAYS * 86400,),
+                )
+            ]
+            for memory_id in unused:
+                db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+            (count,) = db.execute("SELECT count(*) FROM memories").fetchone()
+            over = [
+                int(r["id"])
+                for r in db.execute(
+                    "SELECT id FROM memories ORDER BY (tier = 'retired') DESC, last_used, id LIMIT ?",
+                    (max(0, int(count) - rules.MAX_MEMORIES),),
+                )
+            ]
+            for memory_id in over:
+                db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+            runs = db.execute("DELETE FROM runs WHERE at < ?", (now - rules.RUN_DAYS * 86400,)).rowcount
+            runs += _over_cap(db, "runs", "run_id", "at", rules.MAX_RUNS)
+            subcalls = db.execute(
+                "DELETE FROM subcalls WHERE at < ?", (now - rules.SUBCALL_UNUSED_DAYS * 86400,)
+            ).rowcount
+            subcalls += _over_cap(db, "subcalls", "key", "at", rules.MAX_SUBCALLS)
+            kept = 0
+            too_much: list[str] = []
+            for row in db.execute("SELECT key, length(answer) AS n FROM subcalls ORDER BY at DESC"):
+                kept += int(row["n"] or 0)
+                if kept > rules.MAX_SUBCALL_BYTES:
+                    too_much.append(str(row["key"]))
+            for key in too_much:
+                db.execute("DELETE FROM subcalls WHERE key = ?", (key,))
+            subcalls += len(too_much)
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('pruned_at', ?)", (repr(now),))
+        return Pruned(unused=unused, over_cap=sorted(over), runs=runs, subcalls=subcalls)
+
+    def compact(self) -> None:
+        """Give the pages freed by deletions back to the file system (VACUUM keeps the file's mode)."""
+        self.db.execute("VACUUM")
+
+    def prune_if_due(self, now: float | None = None) -> Pruned | None:
+        """`prune`, at most once a day (every run asks; all but the first of the day pay one read)."""
+        now = time.time() if now is None else now
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'pruned_at'").fetchone()
+        try:
+            last = float(row["value"]) if row is not None else 0.0
+        except ValueError:
+            last = 0.0
+        if 0 <= now - last < 86400:
+            return None
+        return self.prune(now)
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What one prune removed: memory ids (unused too long; past the cap) and counts of the rest."""
+
+    unused: list[int] = field(default_factory=list)
+    over_cap: list[int] = field(default_factory=list)
+    runs: int = 0
+    subcalls: int = 0
+
+
+def _over_cap(db: sqlite3.Connection, table: str, key: str, first_out: str, cap: int) -> int:
+    """Delete the rows of `table` past the newest `cap` (those sorting first by `first_out` go)."""
+    (count,) = db.execute(f"SELECT count(*) FROM {table}").fetchone()
+    if int(count) <= cap:
+        return 0
+    return int(
+        db.execute(
+            f"DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table} ORDER BY {first_out} LIMIT ?)",
+            (int(count) - cap,),
+        ).rowcount
+    )
 
 
 def subcall_key(model: str, messages: list[dict[str, object]]) -> str:

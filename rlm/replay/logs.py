@@ -2,6 +2,8 @@
 
 Trace names sort by time, so the newest are found without opening the rest.
 A file that cannot be read is listed as unreadable rather than hiding the others.
+A question or answer is shown with its control characters made visible and as
+rich Text, never markup: a trace's text cannot paint the terminal.
 """
 
 from __future__ import annotations
@@ -61,8 +63,13 @@ def render_runs(rows: list[dict[str, Any]], out: Any) -> None:
     """A table on a terminal, tab-free aligned plain text otherwise."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from rlm.text.textcap import cap_line
+    from rlm.text.visible import visible
+
+    def cell(value: str) -> Text:
+        return Text(visible(value))
 
     tty = hasattr(out, "isatty") and out.isatty()
     console = Console(
@@ -75,12 +82,12 @@ def render_runs(rows: list[dict[str, Any]], out: Any) -> None:
         cost = r.get("cost_usd")
         answer = " ".join(str(r.get("answer") or r.get("error") or "").split())
         table.add_row(
-            str(r.get("started_at") or "?").replace("T", " ")[:19],
-            str(r.get("status")),
-            str(r.get("steps", "")),
+            cell(str(r.get("started_at") or "?").replace("T", " ")[:19]),
+            cell(str(r.get("status"))),
+            cell(str(r.get("steps", ""))),
             f"${cost:.4f}" if isinstance(cost, int | float) else "?",
-            cap_line(" ".join(str(r.get("question") or "").split()), 50),
-            cap_line(answer, 60),
-            Path(str(r["trace"])).name,
+            cell(cap_line(" ".join(str(r.get("question") or "").split()), 50)),
+            cell(cap_line(answer, 60)),
+            cell(Path(str(r["trace"])).name),
         )
     console.print(table)

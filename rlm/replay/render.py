@@ -1,5 +1,9 @@
 """`rlm replay TRACE`: the investigation, step by step, from a trace on disk.
 
+A trace holds the file's text and the model's replies exactly; drawn, every
+control character in them is made visible (rlm.text.visible) and nothing is
+read as rich markup (the tree is built of styled segments, never markup).
+
 Replay only reads JSON and draws it, so it imports neither litellm nor the
 engine: it has nothing to call, and it must stay fast (a 50-step trace in
 well under half a second, start-up included). rich is imported only when a
@@ -17,6 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rlm.text.textcap import cap_line
+from rlm.text.visible import visible
 from rlm.trace.reader import read_trace
 from rlm.trace.redact import redact
 from rlm.trace.schema import TraceDoc
@@ -176,7 +181,11 @@ def headline(doc: dict[str, Any]) -> str:
 
 
 def _preview_lines(text: str, full: bool) -> list[str]:
-    lines = text.splitlines() or ([""] if text else [])
+    # Lines end at \n only: a lone \r or \x1c in the file's text stays in its line, where it is
+    # shown as an escape (str.splitlines would break the line there and hide it).
+    lines = text.replace("\r\n", "\n").split("\n")
+    if lines[-1] == "":
+        lines.pop()
     if full:
         return lines
     shown = [cap_line(ln, LINE_CHARS) for ln in lines[:PREVIEW_LINES]]
@@ -504,7 +513,13 @@ def render(doc: dict[str, Any], path: str | os.PathLike[str], out: TextIO, *, fu
     else:
         t.append(doc.get("message") or "(no answer)", style="yellow")
     parts.append(_Tree(t))
-    rows = [row for part in parts for row in part.layout()]
+    # Every text from the trace (the file's lines, the model's replies) is made visible, on a
+    # terminal or not: a replay is read by a person, and `--json` keeps the exact values.
+    rows = [
+        (guide, [(visible(text), style) for text, style in line])
+        for part in parts
+        for guide, line in part.layout()
+    ]
     if hasattr(out, "isatty") and out.isatty():
         _print_rich(rows, out)
     else:

@@ -16,13 +16,16 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from rlm.replay.paint import painter
 from rlm.replay.render import child_steps, describe_action
+from rlm.replay.replay_settings import RERUN_FROM_TRACE, RERUN_USES, replay_settings
 from rlm.replay.verify import resolve_input
+from rlm.run.settings import Settings, load_settings
+from rlm.text.visible import visible
 
 
 def _scripted(reply: dict[str, Any] | None) -> dict[str, Any]:
@@ -139,6 +142,8 @@ class RerunResult:
     status: str
     exit_code: int
     steps: list[StepDiff] = field(default_factory=list)
+    # The recorded settings not used: {name: (recorded, used)}.
+    ignored: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def answer_same(self) -> bool:
@@ -163,6 +168,7 @@ class RerunResult:
             "recorded_status": self.recorded_status,
             "status": self.status,
             "exit_code": self.exit_code,
+            "recorded_settings_not_used": {k: was for k, (was, _) in self.ignored.items()},
             "steps": [asdict(s) for s in self.steps],
         }
 
@@ -196,12 +202,11 @@ def compare_steps(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[
     return out
 
 
-def _settings(doc: dict[str, Any], root: Path, sub: Path, trace_dir: str) -> Any:
-    from rlm.run.settings import Settings
-
-    known = {f.name for f in fields(Settings)}
-    recorded = {k: v for k, v in (doc.get("settings") or {}).items() if k in known}
-    recorded.update(
+def _settings(
+    doc: dict[str, Any], user: Settings, root: Path, sub: Path
+) -> tuple[Settings, dict[str, tuple[str, str]]]:
+    """The user's settings, the loop-shaping ones the trace recorded, and the replay's own."""
+    fixed = dict(
         model=f"scripted/{root}",
         sub_model=f"scripted/{sub}",
         api_base=None,
@@ -212,14 +217,12 @@ def _settings(doc: dict[str, Any], root: Path, sub: Path, trace_dir: str) -> Any
         concurrency=1,
         retries=0,
         trace=True,
-        trace_dir=trace_dir,
-        cache_dir=None,
         # A re-run replays what was recorded: it neither reads the memory (which has moved on
         # since) nor adds to it, and asks no cache.
         memory=None,
         no_memory=True,
     )
-    return Settings(**recorded)
+    return replay_settings(doc, user, from_trace=RERUN_FROM_TRACE, uses=RERUN_USES, fixed=fixed)
 
 
 def rerun_trace(
@@ -227,8 +230,10 @@ def rerun_trace(
     *,
     input_override: str | None,
     trace_path: str | os.PathLike[str],
-    trace_dir: str,
+    settings: Settings | None = None,
 ) -> RerunResult:
+    """Drive the loop again under the user's `settings` (default: as flags, environment and
+    config resolve them; its trace_dir is where the new trace goes)."""
     from rlm.replay.render import load_trace
     from rlm.run.wiring import run_ask
 
@@ -239,8 +244,8 @@ def rerun_trace(
         root, sub = workdir / "root.json", workdir / "sub.json"
         root.write_text(json.dumps(root_script), encoding="utf-8")
         sub.write_text(json.dumps(sub_script), encoding="utf-8")
-        settings = _settings(doc, root, sub, trace_dir)
-        result = run_ask(settings, path, str(doc.get("question") or ""))
+        used, ignored = _settings(doc, settings or load_settings(), root, sub)
+        result = run_ask(used, path, str(doc.get("question") or ""))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     new_doc = load_trace(result.trace_path) if result.trace_path else {"steps": []}
@@ -253,6 +258,7 @@ def rerun_trace(
         status=result.status,
         exit_code=result.exit_code,
         steps=compare_steps(doc.get("steps") or [], new_doc.get("steps") or []),
+        ignored=ignored,
     )
 
 
@@ -265,12 +271,14 @@ def render_rerun(result: RerunResult, out: TextIO) -> None:
         w(f"new trace: {result.new_trace}\n")
     for s in result.steps:
         if s.status == "same":
-            w(f"  {s.node}.{s.index} {s.recorded}: {paint('same', 'green')}\n")
+            w(f"  {s.node}.{s.index} {visible(s.recorded)}: {paint('same', 'green')}\n")
         elif s.status == "different":
             w(f"  {s.node}.{s.index} {paint('DIFFERENT', 'red')} ({' and '.join(s.what)})\n")
-            w(f"      recorded: {s.recorded}\n      now:      {s.now}\n")
+            w(f"      recorded: {visible(s.recorded)}\n      now:      {visible(s.now)}\n")
         else:
-            w(f"  {s.node}.{s.index} {paint(s.status.upper(), 'red')} in the new run: {s.recorded}\n")
+            w(
+                f"  {s.node}.{s.index} {paint(s.status.upper(), 'red')} in the new run: {visible(s.recorded)}\n"
+            )
     if result.recorded_status != result.status:
         w(f"status: {result.recorded_status} -> {result.status}\n")
         if result.recorded_status in ("crashed", "interrupted"):
@@ -279,5 +287,5 @@ def render_rerun(result: RerunResult, out: TextIO) -> None:
         w(paint("The answer is the same.", "green") + "\n")
     else:
         w(paint("The answer differs.", "red") + "\n")
-        w(f"  recorded: {result.recorded_answer}\n  now:      {result.answer}\n")
+        w(f"  recorded: {visible(str(result.recorded_answer))}\n  now:      {visible(str(result.answer))}\n")
     out.flush()

@@ -16,12 +16,15 @@ import hashlib
 import os
 import re
 from collections import defaultdict, deque
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from rlm.errors import InputError, RlmError
 from rlm.replay.paint import painter
+from rlm.replay.replay_settings import VERIFY_FROM_TRACE, VERIFY_USES, observation_chars, replay_settings
+from rlm.run.settings import Settings, load_settings
+from rlm.text.visible import visible
 
 DIFF_LINES = 40
 
@@ -160,6 +163,9 @@ class VerifyReport:
     checks: list[StepCheck] = field(default_factory=list)
     restarts: int = 0
     internal_errors: list[str] = field(default_factory=list)
+    # The user's settings the steps ran under, and the trace's values that were not used.
+    used: dict[str, Any] = field(default_factory=dict)
+    ignored: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def input_changed(self) -> bool:
@@ -187,16 +193,10 @@ class VerifyReport:
             "ok": self.ok,
             "counts": self.counts,
             "internal_errors": self.internal_errors,
+            "settings": self.used,
+            "recorded_settings_not_used": {k: was for k, (was, _) in self.ignored.items()},
             "steps": [asdict(c) for c in self.checks],
         }
-
-
-def _settings(doc: dict[str, Any]) -> Any:
-    from rlm.run.settings import Settings
-
-    known = {f.name for f in fields(Settings)}
-    recorded = {k: v for k, v in (doc.get("settings") or {}).items() if k in known}
-    return Settings(**recorded)
 
 
 class _Collector:
@@ -239,9 +239,15 @@ def _diff(old: str, new: str) -> list[str]:
 
 
 def verify_trace(
-    doc: dict[str, Any], *, input_override: str | None, trace_path: str | os.PathLike[str]
+    doc: dict[str, Any],
+    *,
+    input_override: str | None,
+    trace_path: str | os.PathLike[str],
+    settings: Settings | None = None,
 ) -> VerifyReport:
-    from rlm.input.source import open_source
+    """Re-run the steps under `settings`, the user's own (default: as flags, environment
+    and config resolve them); the trace supplies only what reproduces its observations."""
+    from rlm.input.source import default_cache_dir, open_source
     from rlm.run.runner import WORKER_ACTIONS, ActionRunner
     from rlm.run.settings import cell_seconds_for
     from rlm.sandbox.client import Sandbox, WorkerLost
@@ -254,9 +260,17 @@ def verify_trace(
         recorded_sha256=(doc.get("input") or {}).get("sha256"),
         actual_sha256=sha256_of(path),
     )
-    settings = _settings(doc)
+    settings, report.ignored = replay_settings(
+        doc, settings or load_settings(), from_trace=VERIFY_FROM_TRACE, uses=VERIFY_USES
+    )
     source = open_source(path, cache_dir=settings.cache_dir)
     host = _Collector(cell_seconds_for(settings, source.profile.size))
+    report.used = {
+        "cache_dir": settings.cache_dir or default_cache_dir(),
+        "cell_seconds": host.cell_seconds,
+        "memory_headroom_mb": settings.memory_headroom_mb,
+        "max_observation_chars": settings.max_observation_chars,
+    }
     bridge = RecordedBridge(doc)
     steps_of: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for s in doc.get("steps") or []:
@@ -269,7 +283,9 @@ def verify_trace(
             sandbox = None
             # One runner per node, as in the run: the repeat guard sees the node's earlier steps.
             runner = ActionRunner(
-                node_id, host, node.get("observation_chars") or settings.max_observation_chars
+                node_id,
+                host,
+                observation_chars(node.get("observation_chars"), settings.max_observation_chars),
             )
             runner.observed = True
             try:
@@ -344,7 +360,7 @@ def render_verify(report: VerifyReport, out: TextIO) -> None:
 
     w = out.write
     w(f"Verifying {report.trace}\n")
-    w(f"input: {report.input_path}\n")
+    w(f"input: {visible(str(report.input_path))}\n")
     if report.input_changed:
         w(
             paint(
@@ -363,9 +379,9 @@ def render_verify(report: VerifyReport, out: TextIO) -> None:
             "different": paint("DIFFERENT", "red"),
             "skipped": paint("skipped", "yellow"),
         }
-        w(f"  {c.node}.{c.index} {c.action}: {mark[c.status]}\n")
+        w(f"  {c.node}.{c.index} {visible(c.action)}: {mark[c.status]}\n")
         if c.note:
-            w(f"      {c.note}\n")
+            w(f"      {visible(c.note)}\n")
         for line in c.diff:
             color = "red" if line.startswith("-") else "green" if line.startswith("+") else "dim"
             w("      " + paint(line, color) + "\n")

@@ -9,6 +9,11 @@ larger than what its category has left is cut at a word boundary (the cut
 marked) when at least a useful part fits, otherwise left out, and every
 exclusion is recorded with its reason. The item that matters most is put at
 the start of the block and again at its end, where models attend best.
+
+An item's text is never rlm's own (a cell's output, a file line, a model's
+note): each is shown as `[id] (source)` written by rlm, then its text in a
+frame (rlm.run.framing), so a printed line that reads like an entry stays
+inside the entry that printed it. The frame is counted in the item's cost.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlm.model.tokens import count_text
+from rlm.run.framing import frame
 from rlm.text.textcap import cap_words
 
 MAX_GROWTH = 0.5  # a category absorbing slack grows by at most this share of its own allotment
@@ -28,6 +34,19 @@ class Item:
     id: str
     text: str
     priority: float = 0.0  # higher first
+    source: str = ""  # where it came from, as rlm names it ("result, n0.s2"): shown before its frame
+
+
+def render(item: Item, text: str | None = None) -> str:
+    """An item as a prompt shows it: its id and source, then its text (or `text`, a cut of it) framed."""
+    head = " ".join([f"[{item.id}]"] * bool(item.id) + [f"({item.source})"] * bool(item.source))
+    body = frame(item.text if text is None else text)
+    return f"{head} {body}" if head else body
+
+
+def item_tokens(item: Item, text: str | None = None) -> int:
+    """What an item costs in a block: its rendered line and the newline between lines."""
+    return count_text(render(item, text)) + 1
 
 
 @dataclass
@@ -58,7 +77,7 @@ class Assembly:
 
 
 def _need(category: Category) -> int:
-    return sum(count_text(i.text) + 4 for i in category.items)
+    return sum(item_tokens(i) for i in category.items)
 
 
 def allot(categories: list[Category], budget: int) -> dict[str, int]:
@@ -100,7 +119,7 @@ def assemble(categories: list[Category], budget: int, top: Item | None = None) -
         used = 0
         lines: list[str] = []
         for item in sorted(category.items, key=lambda i: -i.priority):
-            cost = count_text(item.text) + 4
+            cost = item_tokens(item)
             text = item.text
             if cost > left and left >= MIN_USEFUL_TOKENS:
                 # Cut to what is left (characters per token as measured on this text); the
@@ -108,12 +127,12 @@ def assemble(categories: list[Category], budget: int, top: Item | None = None) -
                 chars = int(len(text) * (left - 4) / max(1, cost - 4))
                 while chars >= 40 and cost > left:
                     text = cap_words(item.text, chars)
-                    cost = count_text(text) + 4
+                    cost = item_tokens(item, text)
                     chars = int(chars * 0.85)
             if cost > left:
                 out.excluded.append({"id": item.id, "why": f"over the {category.name} budget"})
                 continue
-            lines.append(f"[{item.id}] {text}" if item.id else text)
+            lines.append(render(item, text))
             out.included.append(item.id)
             used += cost
             left -= cost
@@ -122,7 +141,7 @@ def assemble(categories: list[Category], budget: int, top: Item | None = None) -
             blocks.append((f"{category.heading}\n" if category.heading else "") + "\n".join(lines))
     if top is not None and blocks:
         out.top = top.id
-        line = f"[{top.id}] {cap_words(top.text, 600)}"
+        line = render(top, cap_words(top.text, 600))
         blocks.insert(0, f"Most important: {line}")
         blocks.append(f"Again, most important: {line}")
     out.text = "\n\n".join(blocks)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from rlm.errors import RlmError
@@ -21,6 +21,8 @@ from rlm.model.client import Reply
 from rlm.model.tokens import count_message, count_messages, count_text
 from rlm.run import prompts
 from rlm.run.actions import Action, ParseError, parse_tool_call, text_actions, tool_schemas
+from rlm.run.context import Item, item_tokens
+from rlm.run.framing import frame
 from rlm.run.ledger import Finding
 from rlm.run.queryhint import hint_for
 from rlm.run.routing import SPECS, CallKind, Payload, Router, weight_of
@@ -40,6 +42,7 @@ class Turn:
     messages: list[dict[str, Any]]
     tokens: int
     step: int = 0
+    observation: str = ""  # what the action showed, unframed (the synthesis frames it again)
 
 
 @dataclass
@@ -150,7 +153,7 @@ class Node:
         """The [ESTABLISHED earlier] block: memories within their share of the routed budget,
         assembled once (the prompt's start stays the same from turn to turn)."""
         items = self.router.items([(ref, line, -i / 100) for i, (ref, line) in enumerate(memories)])
-        need = sum(count_text(i.text) + 4 for i in items)
+        need = sum(item_tokens(i) for i in items)
         hungry = {name: self.router.budget for name in self.router.shares}
         allotted = self.router.allotments({**hungry, "memories": need}).get("memories", 0)
         return self.router.assemble({"memories": ("", items)}, budget=allotted)
@@ -169,7 +172,7 @@ class Node:
 
     def _tokens_of(self, f: Finding) -> int:
         if f.id not in self._finding_tokens:
-            self._finding_tokens[f.id] = count_text(f.line()) + 4
+            self._finding_tokens[f.id] = item_tokens(Item(f.id, f.text, source=f"{f.kind}, {f.evidence}"))
         return self._finding_tokens[f.id]
 
     def _messages(self) -> list[dict[str, Any]]:
@@ -188,10 +191,9 @@ class Node:
                 continue
             break
         # Settled kinds first, then the newer; the question's focus adds to both.
-        pairs = [
-            (f.id, f"({f.kind}, {f.evidence}) {f.text}", weight_of(f) + k / 1000) for k, f in enumerate(older)
-        ]
-        items = router.items(pairs)
+        pairs = [(f.id, f.text, weight_of(f) + k / 1000) for k, f in enumerate(older)]
+        source = {f.id: f"{f.kind}, {f.evidence}" for f in older}
+        items = [replace(i, source=source[i.id]) for i in router.items(pairs)]
         payload = router.assemble({"findings": ("", items)}, budget=allotted["findings"])
         assembly = payload.assembly
         assembly.included = [
@@ -263,7 +265,7 @@ class Node:
 
     def last_observations(self, count: int) -> list[str]:
         """What the model saw last (the end of the conversation), for the synthesis."""
-        return [t.messages[-1]["content"] for t in self.turns[-count:] if t.messages]
+        return [t.observation for t in self.turns[-count:] if t.messages]
 
     # -- the loop -------------------------------------------------------------
     def run(self) -> NodeResult:
@@ -354,6 +356,10 @@ class Node:
     ) -> None:
         """Append the turn as the model will see it next time."""
         left = max_steps - step
+        shown = observation
+        # What the action showed is data (the file's lines, a cell's output): framed, so no line
+        # of it can pass for rlm or the user; rlm's own hint stays outside the frame.
+        observation = frame(observation)
         if 0 < left <= 2:
             observation += prompts.steps_left_hint(left)
         if reply.tool_calls and self.protocol == "tools":
@@ -380,7 +386,7 @@ class Node:
             assistant = {"role": "assistant", "content": content or "(empty reply)"}
             obs = {"role": "user", "content": observation}
         messages = [assistant, obs]
-        self.turns.append(Turn(messages, sum(count_message(m) for m in messages), step))
+        self.turns.append(Turn(messages, sum(count_message(m) for m in messages), step, shown))
 
     # -- actions --------------------------------------------------------------
     def _act(self, action: Action | ParseError, step: int) -> Outcome:

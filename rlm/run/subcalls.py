@@ -33,6 +33,7 @@ from rlm.run.synthesis import Synthesis, context_budget, synthesize
 from rlm.run.workers import slice_profile, text_worker_spec
 from rlm.text.textcap import cap_line, cap_words
 from rlm.text.textfile import MappedText
+from rlm.trace.redact import redact_text
 from rlm.trace.schema import BridgeCallRecord, FindingKind
 from rlm.trace.writer import TraceWriter, preview
 
@@ -229,7 +230,7 @@ class Subcalls:
             self.subcall_cache.cache(
                 subcall_key(self.sub_model.model, messages),
                 self.sub_model.model,
-                reply.content.strip(),
+                redact_text(reply.content.strip()),  # the cache keeps no key of the environment
                 reply.prompt_tokens,
                 reply.completion_tokens,
             )

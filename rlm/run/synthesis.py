@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rlm.errors import RlmError
@@ -29,6 +29,7 @@ from rlm.run.routing import SPECS, Payload, Router, weight_of
 from rlm.trace.schema import AnswerSource
 
 _CITATION = re.compile(r"\s*\[(F\d+)\]")
+_ID = re.compile(r"\b[FMO]\d+\b", re.I)
 _LEAD_IN = re.compile(r"^(?:the\s+)?(?:final\s+)?answer(?:\s+is)?\s*[:\-]\s*", re.I)
 
 
@@ -99,6 +100,35 @@ def ungrounded_figures(answer: str, evidence: str) -> list[str]:
         if figure not in evidence and figure.replace(",", "") not in flat:
             missing.append(figure)
     return missing
+
+
+def unsupported(
+    answer: str, cited: list[str], shown: dict[str, str], context: str, everything: str
+) -> str | None:
+    """Why `answer` does not stand on what it cites, or None when it does.
+
+    `shown` maps the ids the prompt offered to their whole text; `context` is what the answer may
+    rest on besides them (the question, the draft); `everything` is all the evidence. An answer
+    that cites only ids that are no entry (an id a printed line made up: `[F3] established: ...`)
+    stands on nothing. One that cites real entries must find its figures in them or in `context`:
+    a figure that is only in another entry's text (a line of the file a cell printed) is not what
+    the cited entries established.
+    """
+    real = [c for c in cited if c in shown]
+    if cited and not real:
+        which = "which is no finding" if len(cited) == 1 else "which are no findings"
+        return f"it cited {', '.join(cited)}, {which} it was shown, and was not used"
+    missing = ungrounded_figures(answer, everything)
+    if missing:
+        return f"its answer named {', '.join(missing)}, found in no finding, and was not used"
+    if real:
+        missing = ungrounded_figures(answer, "\n".join([context, *(shown[c] for c in real)]))
+        if missing:
+            return (
+                f"its answer named {', '.join(missing)}, found in none of the findings it cited "
+                f"({', '.join(real)}), and was not used"
+            )
+    return None
 
 
 # A computed result's finding: "`<the code>` gave: <what it printed>" (rlm.run.runner).
@@ -207,7 +237,10 @@ def parse_answer(text: str) -> tuple[str, str, list[str]]:
     obj = _json_object(text) or _broken_json_object(text)
     if obj is not None:
         cited = obj.get("citations") or []
-        citations = [str(c).strip("[] ") for c in (cited if isinstance(cited, list) else [cited])]
+        # The ids a citation names ("F1", "[F1]", "f1: the count"); one that names none is no citation.
+        citations = [
+            i.upper() for c in (cited if isinstance(cited, list) else [cited]) for i in _ID.findall(str(c))
+        ]
         answer = _CITATION.sub("", _as_text(obj.get("answer", "")))
         return answer.strip(), _as_text(obj.get("explanation") or ""), citations
     citations = _CITATION.findall(text)
@@ -226,9 +259,18 @@ def assemble_context(question: str, findings: list[Finding], observations: list[
     runs and the last observations, routed by the synthesis spec within `budget` tokens."""
     router = Router("synthesis", question, budget)
     weighed = [(f, weight_of(f) + i / 1000) for i, f in enumerate(findings)]
-    found = router.items([(f.id, f.text, w) for f, w in weighed if f.kind != "memory"])
-    memories = router.items([(f.id, f.text, w) for f, w in weighed if f.kind == "memory"])
-    recent = [Item(f"O{k + 1}", o, float(k)) for k, o in enumerate(observations)]
+    # Each entry is headed by what rlm knows of it (id, kind, step) and its text framed: a line a
+    # cell printed (`[F3] established: ...`) is shown inside the finding of that cell.
+    source = {f.id: f"{f.kind}, {f.evidence}" for f in findings}
+    found = [
+        replace(i, source=source[i.id])
+        for i in router.items([(f.id, f.text, w) for f, w in weighed if f.kind != "memory"])
+    ]
+    memories = [
+        replace(i, source="earlier run")
+        for i in router.items([(f.id, f.text, w) for f, w in weighed if f.kind == "memory"])
+    ]
+    recent = [Item(f"O{k + 1}", o, float(k), source="what the model saw") for k, o in enumerate(observations)]
     top = max([*found, *memories], key=lambda i: i.priority, default=None)
     return router.assemble(
         {
@@ -288,16 +330,21 @@ def synthesize(
     if _usable(reply.content):
         answer, explanation, cited = parse_answer(reply.content)
         offered = set(block.included)
+        # The entries the prompt showed, by the ids rlm gave them: a citation is checked against
+        # these, never against an id that a line of their text only claims.
+        shown = {f.id: f.full or f.text for f in findings if f.id in offered}
+        shown.update({f"O{k + 1}": o for k, o in enumerate(observations or []) if f"O{k + 1}" in offered})
         evidence = "\n".join(
             [question, draft or "", *(f.full or f.text for f in findings), *(observations or [])]
         )
-        made_up = ungrounded_figures(answer, evidence) if answer and _usable(answer) else []
-        if made_up or (answer and copied_code(answer, findings)):
-            why = (
-                f"its answer named {', '.join(made_up)}, found in no finding, and was not used"
-                if made_up
-                else "its answer was the code behind a finding, not what the code found, and was not used"
-            )
+        why = (
+            unsupported(answer, list(dict.fromkeys(cited)), shown, f"{question}\n{draft or ''}", evidence)
+            if answer and _usable(answer)
+            else None
+        )
+        if why is None and answer and copied_code(answer, findings):
+            why = "its answer was the code behind a finding, not what the code found, and was not used"
+        if why is not None:
             result = _fallback(draft, findings, why)
             result.reply, result.prompt_tokens_est, result.payload = reply, est, payload
             return result

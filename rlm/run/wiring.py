@@ -12,7 +12,8 @@ import traceback
 from collections.abc import Iterator
 from typing import Any, cast
 
-from rlm.errors import ConfigError, ExitCode, InternalError, RlmError, UsageError
+from rlm.errors import ConfigError, ExitCode, InternalError, Interrupted, RlmError, UsageError
+from rlm.input.snapshot import change_of
 from rlm.input.source import Profile
 from rlm.memory.recall import Recall, offer_lines
 from rlm.memory.store import Memory
@@ -20,7 +21,7 @@ from rlm.model.client import ModelClient, load_litellm
 from rlm.run.engine import Engine, Progress, RunResult
 from rlm.run.ledger import Finding
 from rlm.run.settings import Settings, request_timeout_for, trace_dir_for
-from rlm.trace.redact import register_secret
+from rlm.trace.redact import redact_text, register_secret
 from rlm.trace.schema import ProviderEventRecord
 from rlm.trace.writer import TraceWriter
 
@@ -146,11 +147,21 @@ def run_ask(
                 trace.warn(note)
                 if progress:
                     progress("warning", {"message": note})
+            if profile.snapshot:
+                note = (
+                    f"{profile.display_name} was written to while it was read: this run reads its first "
+                    f"{profile.lines:,} lines ({profile.size:,} bytes when opened), as they were indexed"
+                )
+                trace.warn(note)
+                report("warning", {"message": note})
             if profile.table_error:
                 note = f"no table for {profile.display_name}: {profile.table_error}; sql() is unavailable in this run"
                 trace.warn(note)
                 if progress:
                     progress("warning", {"message": note})
+            for note in profile.warnings:  # the cache's: a damaged entry rebuilt, a folder not used
+                trace.warn(note)
+                report("warning", {"message": note})
             try:
                 if progress:
                     progress(
@@ -181,22 +192,37 @@ def run_ask(
                     _attach(engine, root, sub, settings, trace, report, started)
                     result = engine.run()
                     result.elapsed_s = time.monotonic() - started  # the user's wall clock
-                    if memory is not None:
+                    changed = _changed(profile, trace, report)
+                    if memory is not None and not changed:
                         _keep(memory, engine, result, profile, question, trace, report)
+                    elif memory is not None:
+                        note = "the input changed during the run: nothing of this run is kept in memory"
+                        trace.warn(note)
+                        report("warning", {"message": note})
+                        trace.update(
+                            memory={
+                                "path": str(memory.store.path),
+                                "offered": [m.ref for m in memory.offered],
+                                "stored": [],
+                            }
+                        )
+                        memory.store.close()
                 trace.update(input={**recorded, "sha256": profile.sha256})
             finally:
                 if engine is not None:
                     engine.close()
                 if recorded["sha256"] is None and profile.digest.done():
                     trace.update(input={**recorded, "sha256": profile.sha256})
-    except KeyboardInterrupt:
-        _finish(trace, engine, "interrupted", int(ExitCode.INTERRUPTED), None, started)
+    except KeyboardInterrupt as exc:
+        _finish(trace, engine, "interrupted", _stop_code(exc), None, started)
         raise
     except RlmError as exc:
+        _stop_if_asked(trace, engine, started)
         _finish(trace, engine, "error", int(exc.exit_code), None, started, error=exc.message)
         exc.trace_path = str(trace.path) if trace.path else None
         raise
     except Exception as exc:
+        _stop_if_asked(trace, engine, started)
         # The last resort: a bug ends in one line and exit 1; the traceback goes to the trace.
         what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
         _finish(
@@ -215,6 +241,33 @@ def run_ask(
         raise err from exc
     _finish(trace, engine, result.status, result.exit_code, result, started)
     return result
+
+
+def _changed(profile: Profile, trace: TraceWriter, report: Progress) -> bool:
+    """Whether the input changed during the run (rlm.input.snapshot), said when it did: a run
+    over a changed file, or over a copy of a growing one, keeps nothing in memory, whose
+    findings would stand as established facts about a file that no longer holds them."""
+    change = None
+    if profile.identity is not None and not profile.snapshot:
+        change = change_of(profile.path, profile.identity)
+        if change is not None:
+            message = change.message(profile.display_name)
+            trace.warn(message)
+            report("warning", {"message": message})
+    return change is not None or profile.snapshot
+
+
+def _stop_code(exc: BaseException) -> int:
+    """130 for Ctrl-C, 143 for SIGTERM (rlm.errors.Interrupted carries which)."""
+    return int(getattr(exc, "exit_code", 0) or Interrupted.last or ExitCode.INTERRUPTED)
+
+
+def _stop_if_asked(trace: TraceWriter, engine: Engine | None, started: float) -> None:
+    """A stop asked for by a signal that a library turned into an error of its own (DuckDB:
+    "Query interrupted") ends the run as the stop it is, never as an error or a crash."""
+    if Interrupted.last is not None:
+        _finish(trace, engine, "interrupted", Interrupted.last, None, started)
+        raise Interrupted.again() from None
 
 
 def _attach(
@@ -288,6 +341,10 @@ def _recall(
 ) -> Recall | None:
     """Open the memory and find what applies to this input and question. Memory never stops a
     run: a database that cannot be used is said once, and the run goes on without it."""
+    from rlm.run.settings import default_trace_dir
+    from rlm.trace.retention import sweep_if_due
+
+    sweep_if_due(default_trace_dir())  # rlm's own trace folder kept bounded, checked once a day
     if settings.no_memory:
         return None
     from rlm.memory.recall import recall
@@ -330,8 +387,9 @@ def _keep(
             run_id=trace.run_id,
             input_sha=profile.sha256,
             input_size=profile.size,
-            question=question,
-            cited_findings=[(f.full or f.text, f.evidence) for f in cited],
+            # What outlives the run holds no secret of the environment a model echoed.
+            question=redact_text(question),
+            cited_findings=[(redact_text(f.full or f.text), redact_text(f.evidence)) for f in cited],
             cited_refs=[c for c in result.citations if c.startswith("M")],
         )
     except sqlite3.Error as exc:

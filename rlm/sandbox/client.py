@@ -246,6 +246,12 @@ def _describe_exit(code: int | None) -> str:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
-        hint = {"SIGKILL": " (killed: memory or CPU limit)", "SIGXCPU": " (CPU time limit)", "SIGSEGV": ""}
+        hint = {
+            "SIGKILL": " (killed: memory or CPU limit)",
+            "SIGXCPU": " (CPU time limit)",
+            "SIGSEGV": "",
+            # The worker maps the input: reading past its end after it shrank (a copytruncate).
+            "SIGBUS": " (the input shrank under it: it changed during the run)",
+        }
         return f"the sandbox worker was killed by {name}{hint.get(name, '')}"
     return f"the sandbox worker exited with code {code}"

@@ -1,30 +1,26 @@
-"""Secret redaction for everything rlm writes: traces, --json output, stderr.
+"""Secret redaction for everything rlm writes: traces, --json output, stderr, the answer.
 
-API keys reach us through provider environment variables and flags; a model
-or an error message can echo them back. We scrub the known values and the
-well-known key shapes before anything is written.
+What is protected are the secrets of the environment rlm runs in: the values of
+provider key variables, a key given with --api-key (or `api_key` in the config),
+and credentials written into --api-base (user:password@, ?api-key=...). A model
+or an error message can echo them back; they are masked wherever rlm writes.
+
+Text of the user's file is not a secret of rlm's: a signed URL's `?sig=...`, an
+access key id or a bearer token in a log is the answer when it is asked for. So
+nothing is masked by its shape, only by being one of the known values.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-_KEY_ENV_HINTS = ("API_KEY", "_TOKEN", "SECRET", "ACCESS_KEY", "_KEY")
+_KEY_ENV_HINTS = ("API_KEY", "_TOKEN", "SECRET", "ACCESS_KEY", "_KEY", "PASSWORD")
 _MIN_SECRET_LEN = 8
 MASK = "[REDACTED]"
-
-_PATTERNS = [
-    re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"),  # OpenAI / Anthropic style keys
-    re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),  # AWS access key ids
-    re.compile(r"\bAIza[0-9A-Za-z_\-]{20,}"),  # Google API keys
-    re.compile(r"\b(?:ghp|gho|ghs|github_pat)_[A-Za-z0-9_]{16,}"),
-    re.compile(r"\bhf_[A-Za-z0-9]{16,}"),
-    re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9._\-~+/=]{8,}"),
-    re.compile(r"(?i)([?&](?:api[_-]?key|key|token|access_token|sig)=)[^&\s\"']+"),
-    re.compile(r"(?i)(\b(?:x-api-key|api-key|authorization)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]{8,}"),
-]
+# Query parameters of an endpoint URL that carry a credential (Azure's api-key, key=, ...).
+_URL_KEY_PARAMS = ("key", "api-key", "api_key", "apikey", "token", "access_token", "sig", "signature", "code")
 
 
 def _secret_values() -> list[str]:
@@ -36,8 +32,7 @@ def _secret_values() -> list[str]:
     extra = os.environ.get("RLM_API_KEY")
     if extra:
         values.append(extra)
-    # Longest first, so a key that contains another is masked whole.
-    return sorted(set(values), key=len, reverse=True)
+    return values
 
 
 _extra_secrets: set[str] = set()
@@ -49,19 +44,50 @@ def register_secret(value: str | None) -> None:
         _extra_secrets.add(value)
 
 
+def _url_secrets(url: str) -> list[str]:
+    try:
+        parts = urlsplit(url)
+        found = [parts.password or ""]
+        found += [v for k, v in parse_qsl(parts.query) if k.lower() in _URL_KEY_PARAMS]
+    except ValueError:
+        return []
+    return [v for v in found if v]
+
+
+def register_url_secrets(url: str | None) -> None:
+    """Remember the credentials written into an endpoint URL (--api-base): its password and
+    its key-bearing query parameters. (Shorter than a key, they could not be told from
+    the file's text; the recorded URL drops them all, see `url_without_secrets`.)"""
+    if url:
+        for value in _url_secrets(url):
+            register_secret(value)
+
+
+def url_without_secrets(url: str | None) -> str | None:
+    """The endpoint URL as a trace may record it: no user:password@, key parameters masked."""
+    if not url:
+        return url
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc.rsplit("@", 1)[-1]
+        query = "&".join(
+            f"{k}={MASK}" if k.lower() in _URL_KEY_PARAMS else f"{k}={v}"
+            for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        )
+        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    except ValueError:
+        return MASK
+
+
 def _scrub(text: str, secrets: list[str]) -> str:
     for value in secrets:
         if value in text:
             text = text.replace(value, MASK)
-    for pattern in _PATTERNS:
-        if pattern.groups:
-            text = pattern.sub(lambda m: m.group(1) + MASK, text)
-        else:
-            text = pattern.sub(MASK, text)
     return text
 
 
 def _all_secrets() -> list[str]:
+    # Longest first, so a key that contains another is masked whole.
     return sorted(set(_secret_values()) | _extra_secrets, key=len, reverse=True)
 
 

@@ -8,11 +8,14 @@ Its size grows linearly with the number of steps.
 
 A trace that cannot be written is never dropped in silence: `on_problem` is
 called at the moment it happens (the CLI says it on stderr and in --json).
+
+A trace holds previews of the input and of the model's work: it is its user's alone, a
+0600 file (rlm.privatefiles) in a folder made 0700 when rlm makes it, written under a
+random temporary name and renamed, never through a symlink planted at its name.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rlm import __version__
+from rlm.privatefiles import make_private_dirs, write_private
 from rlm.trace.redact import redact
 from rlm.trace.schema import (
     BridgeCallRecord,
@@ -64,7 +68,7 @@ class TraceWriter:
         self._lock = threading.Lock()
         if directory is not None:
             try:
-                Path(directory).mkdir(parents=True, exist_ok=True)
+                make_private_dirs(directory)
                 self.path = Path(directory) / f"{self.run_id}.json"
             except OSError as exc:
                 self._problem(f"cannot create the trace directory {directory} ({exc.strerror or exc})")
@@ -132,13 +136,9 @@ class TraceWriter:
             if self.path is None:
                 return
             text = json.dumps(redact(self.doc), ensure_ascii=False, indent=1)
-            tmp = self.path.with_suffix(".json.tmp")
             try:
-                tmp.write_text(text, encoding="utf-8")
-                os.replace(tmp, self.path)
+                write_private(str(self.path), text)
             except OSError as exc:
                 problem = f"cannot write the trace {self.path} ({exc.strerror or exc})"
-                with contextlib.suppress(OSError):
-                    tmp.unlink()
         if problem:
             self._problem(problem)
