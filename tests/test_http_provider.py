@@ -48,7 +48,7 @@ def test_native_tool_calls_over_http(tmp_path: Path, apache_log: Path) -> None:
     assert second[-2]["role"] == "assistant" and second[-2]["tool_calls"][0]["function"]["name"] == "grep"
     # the result comes framed as data (rlm.run.framing), opening with what grep found
     assert second[-1]["role"] == "tool" and re.match(
-        rf"<data-\d+>\n{total:,} lines match /Googlebot/", second[-1]["content"]
+        rf"<data-[a-z]+>\n{total:,} lines match /Googlebot/", second[-1]["content"]
     )
     synthesis = stub.requests[2]["body"]
     assert "tools" not in synthesis  # synthesis never offers tools
@@ -83,7 +83,7 @@ def test_text_protocol_is_auto_for_a_local_server(tmp_path: Path, apache_log: Pa
     assert json.loads(proc.stdout)["answer"] == "10000 lines"
     assert all("tools" not in r["body"] for r in stub.requests)
     observation = stub.requests[1]["body"]["messages"][-1]
-    assert observation["role"] == "user" and re.match(r"<data-\d+>\n?10000", observation["content"])
+    assert observation["role"] == "user" and re.match(r"<data-[a-z]+>\n?10000", observation["content"])
 
 
 def test_server_errors_are_retried_then_reported(tmp_path: Path, apache_log: Path) -> None:

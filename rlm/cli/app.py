@@ -7,7 +7,6 @@ documented ones (README, "Exit codes"); a usage error is click's 2.
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import signal
 import sys
@@ -18,13 +17,14 @@ import typer
 
 from rlm import __version__
 from rlm.cli.eval_cmd import eval_command
+from rlm.cli.jsonout import print_json
 from rlm.cli.memory_cmd import feedback_command, memory_app
 from rlm.cli.plainhelp import PlainHelp
 from rlm.cli.replay_cmd import logs_command, replay_command
 from rlm.errors import ExitCode, InternalError, Interrupted, RlmError
 from rlm.local.cli import app as local_app
 from rlm.text.visible import visible
-from rlm.trace.redact import redact, redact_text
+from rlm.trace.redact import redact_text
 
 app = typer.Typer(
     name="rlm",
@@ -265,7 +265,7 @@ def ask(
     _exit_on_signal(result.exit_code)
     reporter.close()  # the status line goes before the answer is printed
     if as_json:
-        _print_json({**_result_json(result, question), "warnings": reporter.warnings})
+        print_json({**_result_json(result, question), "warnings": reporter.warnings})
     elif events is not None:
         events.finish(result, question, _cited(result))
     elif result.answer is not None:
@@ -291,7 +291,7 @@ def _fail(message: str, code: int, as_json: bool, reporter: Any, exc: RlmError |
     trace = exc.trace_path if exc is not None else None
     if as_json:
         status = "crashed" if exc is None or isinstance(exc, InternalError) else "error"
-        _print_json(
+        print_json(
             {
                 "answer": None,
                 "status": status,
@@ -365,11 +365,6 @@ def _shown(text: str, out: Any) -> str:
     if out is sys.stdout and not (hasattr(out, "isatty") and out.isatty()):
         return text
     return visible(text)
-
-
-def _print_json(doc: dict[str, Any]) -> None:
-    # JSON escapes C0 controls only: on a terminal, non-ASCII (C1, bidi) as \uXXXX too.
-    print(json.dumps(redact(doc), ensure_ascii=sys.stdout.isatty()), flush=True)
 
 
 def main() -> None:

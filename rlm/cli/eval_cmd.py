@@ -9,7 +9,9 @@ from typing import Annotated, Any
 import typer
 
 from rlm.cli.evaluate import TaskResult, check_tasks_arg, load_tasks, report, run_tasks
+from rlm.cli.jsonout import print_json
 from rlm.errors import ExitCode, RlmError
+from rlm.text.visible import visible
 
 
 def eval_command(
@@ -50,7 +52,7 @@ def eval_command(
     def progress(r: TaskResult) -> None:
         if not quiet:
             mark = "pass" if r.passed else "FAIL"
-            print(f"rlm eval: {r.id} {mark} ({r.seconds:.1f} s)", file=sys.stderr, flush=True)
+            print(f"rlm eval: {visible(r.id)} {mark} ({r.seconds:.1f} s)", file=sys.stderr, flush=True)
 
     try:
         results = run_tasks(tasks, lambda t: run_ask(settings, str(t.file), t.question), progress)
@@ -59,7 +61,7 @@ def eval_command(
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
     doc = report(results)
     if as_json:
-        print(json.dumps(doc, ensure_ascii=False))
+        print_json(doc)
     else:
         _print_table(results, doc)
     raise typer.Exit(0 if doc["passed"] == doc["total"] else 1)
@@ -68,15 +70,17 @@ def eval_command(
 def _print_table(results: list[TaskResult], doc: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table("id", "pass", "expected", "got", "steps", "tokens", "cost", "time", box=None)
     for r in results:
         got = r.got if r.got is not None else f"({r.status}{': ' + r.error if r.error else ''})"
+        # The answers are a model's text and the tasks a file's: shown made visible, never as markup.
         table.add_row(
-            r.id,
+            Text(visible(r.id)),
             "yes" if r.passed else "NO",
-            _short(json.dumps(r.expected) if not isinstance(r.expected, str) else r.expected),
-            _short(got),
+            Text(_short(json.dumps(r.expected) if not isinstance(r.expected, str) else r.expected)),
+            Text(_short(got)),
             str(r.steps),
             f"{r.tokens:,}",
             "-" if r.cost is None else f"${r.cost:.4f}",
@@ -92,5 +96,5 @@ def _print_table(results: list[TaskResult], doc: dict[str, Any]) -> None:
 
 
 def _short(text: str, n: int = 40) -> str:
-    one = " / ".join(text.splitlines())
+    one = visible(" / ".join(text.splitlines()))
     return one if len(one) <= n else one[: n - 1] + "…"

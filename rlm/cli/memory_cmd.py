@@ -10,7 +10,6 @@ it and, when it is damaged, `rlm memory reset`).
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import sys
@@ -22,6 +21,7 @@ from typing import Annotated, Any, NoReturn, cast
 
 import typer
 
+from rlm.cli.jsonout import print_json
 from rlm.cli.plainhelp import PlainHelp
 from rlm.errors import ExitCode
 from rlm.memory.rules import Outcome
@@ -132,7 +132,7 @@ def list_command(
         now = time.time()
         rows = [_row(m, now) for m in found]
     if as_json:
-        print(json.dumps({"memories": rows}, ensure_ascii=False))
+        print_json({"memories": rows})
         return
     if not rows:
         print("(no memories)")
@@ -158,7 +158,7 @@ def show_command(
             _fail(f"no memory {memory_id}", ExitCode.INPUT)
         row = _row(found, time.time())
     if as_json:
-        print(json.dumps(row, ensure_ascii=False))
+        print_json(row)
         return
     for key in (
         "id",
@@ -296,7 +296,7 @@ def stats_command(memory: MemoryOption = None, as_json: JsonOption = False) -> N
     with _open(memory) as store:
         rows = store.stats()
     if as_json:
-        print(json.dumps({"memories": rows}, ensure_ascii=False))
+        print_json({"memories": rows})
         return
     offered = sum(int(r["offered"]) for r in rows)
     cited = sum(int(r["cited"]) for r in rows)
@@ -336,11 +336,11 @@ def feedback_command(
             )
         assert record is not None
         if record["feedback"] is not None:
-            print(f"run {run_id} already had feedback ({record['feedback']}): nothing changed")
+            print(visible(f"run {run_id} already had feedback ({record['feedback']}): nothing changed"))
             return
         changes = store.feedback(run_id, cast(Outcome, outcome))
     if not changes:
-        print(f"run {run_id}: no memories to adjust")
+        print(visible(f"run {run_id}: no memories to adjust"))
         return
     for c in changes:
         print(

@@ -7,17 +7,17 @@ step or the answer differs, or the input changed; 3 the trace (or the input
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
+from rlm.cli.jsonout import print_json
 from rlm.errors import ExitCode, InputError, RlmError, UsageError
 from rlm.text.visible import visible
-from rlm.trace.redact import redact, redact_text
+from rlm.trace.redact import redact_text
 
 
 def _fail(message: str, code: int) -> None:
@@ -50,10 +50,6 @@ def _say_ignored(ignored: dict[str, tuple[str, str]]) -> None:
         from rlm.replay.replay_settings import difference_line
 
         print(f"rlm: {visible(redact_text(difference_line(ignored)))}", file=sys.stderr, flush=True)
-
-
-def _print_json(doc: dict[str, Any]) -> None:
-    print(json.dumps(redact(doc), ensure_ascii=False, indent=1), flush=True)
 
 
 def replay_command(
@@ -100,7 +96,7 @@ def replay_command(
             report = verify_trace(doc, input_override=input_path, trace_path=path, settings=settings)
             _say_ignored(report.ignored)
             if as_json:
-                _print_json(report.to_dict())
+                print_json(report.to_dict(), indent=1)
             else:
                 render_verify(report, sys.stdout)
             raise typer.Exit(0 if report.ok else 1)
@@ -116,14 +112,14 @@ def replay_command(
             result = rerun_trace(doc, input_override=input_path, trace_path=path, settings=settings)
             _say_ignored(result.ignored)
             if as_json:
-                _print_json(result.to_dict())
+                print_json(result.to_dict(), indent=1)
             else:
                 render_rerun(result, sys.stdout)
             raise typer.Exit(0 if result.ok else 1)
         if as_json:
             from rlm.replay.render import replay_json
 
-            _print_json(replay_json(doc, path))
+            print_json(replay_json(doc, path), indent=1)
         else:
             from rlm.replay.render import render
 
@@ -158,7 +154,7 @@ def logs_command(
         _fail(exc.message, int(exc.exit_code))
         return
     if as_json:
-        print(json.dumps(rows, ensure_ascii=False), flush=True)
+        print_json(rows)
         return
     if not rows:
         print(f"rlm: no traces in {' or '.join(directories)}", file=sys.stderr, flush=True)

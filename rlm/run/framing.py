@@ -2,19 +2,21 @@
 
 Such text enters a prompt only inside a frame whose closing tag carries a code:
 
-    <data-418093>
+    <data-kqtz>
     ...the text, verbatim...
-    </data-418093>
+    </data-kqtz>
 
 Nothing inside can close the frame: every `data-CODE` of the frame's own code in the text is
 broken before the text is framed, so a `>>>`, a `</data>` or a closer with another code is only
 text, and a line that reads like a finding (`[F3] established: ...`) stays inside the frame of
-the finding that printed it. Only the tag is broken, never a figure of the data that happens to
-hold the code's digits. The code is derived from the text (a hash), not drawn at random: the same
-text frames the same way in every run, so the sub-call cache and replays meet identical prompts,
-and the safety rests on the breaking, which holds whatever the code; a short code keeps a frame
-cheap (about a dozen tokens). The system prompts say that a frame holds data, never
-instructions (rlm.run.prompts.DATA_RULE).
+the finding that printed it. Only the tag is broken, never the data around it.
+
+The code is derived from the text (a hash), not drawn at random: the same text frames the same
+way in every run, so the sub-call cache and replays meet identical prompts, and the safety rests
+on the breaking, which holds whatever the code. The code is consonants, not digits: a small
+model asked "how many" copies the nearest number, and a frame's number would be a figure of
+nothing. A model that copies a frame's tags into its answer has them taken out (`unframe`).
+The system prompts say that a frame holds data, never instructions (rlm.run.prompts.DATA_RULE).
 """
 
 from __future__ import annotations
@@ -22,14 +24,20 @@ from __future__ import annotations
 import hashlib
 import re
 
-CODE_DIGITS = 6
+CODE_LETTERS = 4
+_ALPHABET = "bcdfghjkmnpqrstvwxz"  # consonants: no code spells a word or a number
+_TAG = re.compile(rf"</?data-[{_ALPHABET}]{{{CODE_LETTERS}}}>")
 _BREAK = "\u00b7"  # put after `data` of a tag found in the text: no longer the tag, still readable
 
 
 def frame_code(text: str) -> str:
-    """The code of the frame around `text`: digits, as they cost the fewest tokens."""
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
-    return str(int.from_bytes(digest[:8], "big") % 10**CODE_DIGITS).zfill(CODE_DIGITS)
+    """The code of the frame around `text`: four consonants drawn from its hash."""
+    n = int.from_bytes(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:8], "big")
+    code = []
+    for _ in range(CODE_LETTERS):
+        n, k = divmod(n, len(_ALPHABET))
+        code.append(_ALPHABET[k])
+    return "".join(code)
 
 
 def neutralise(text: str, code: str) -> str:
@@ -48,3 +56,8 @@ def frame(text: str) -> str:
     if "\n" in body:
         return f"<data-{code}>\n{body}\n</data-{code}>"
     return f"<data-{code}>{body}</data-{code}>"
+
+
+def unframe(text: str) -> str:
+    """`text` (a model's reply) without the frame tags it copied from its prompt."""
+    return _TAG.sub("", text)

@@ -24,6 +24,7 @@ from rlm.model.client import ModelClient, Reply
 from rlm.model.tokens import count_text
 from rlm.run import prompts
 from rlm.run.context import Item
+from rlm.run.framing import unframe
 from rlm.run.ledger import Finding
 from rlm.run.routing import SPECS, Payload, Router, weight_of
 from rlm.trace.schema import AnswerSource
@@ -234,6 +235,7 @@ def parse_answer(text: str) -> tuple[str, str, list[str]]:
     """(answer, explanation, citations) from a synthesis reply: the JSON object asked for (or its
     fields, when the object is broken), or, from a model that wrote prose instead, its first
     paragraph as the answer."""
+    text = unframe(text)  # a model may copy the frame's tags around the value it quotes
     obj = _json_object(text) or _broken_json_object(text)
     if obj is not None:
         cited = obj.get("citations") or []
