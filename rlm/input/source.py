@@ -32,7 +32,14 @@ from rlm.errors import InputError
 from rlm.input.cachedir import CACHE_KEEP_DAYS, platform_cache_dir, prune_cache, resolve
 from rlm.input.snapshot import Identity, change_of
 from rlm.input.snapshot import fingerprint as snapshot_fingerprint
-from rlm.input.tables import BUILD_PREFIX, LINE_CUT_BYTES, TableError, describe_table, ensure_table
+from rlm.input.tables import (
+    BUILD_PREFIX,
+    LINE_CUT_BYTES,
+    TableError,
+    describe_table,
+    ensure_table,
+    table_paths,
+)
 from rlm.privatefiles import private_workdir, publish_private, read_private, replace_private, sweep_workdirs
 from rlm.text.index import read_index
 from rlm.text.textfile import INDEX_FLAG_ASCII, MappedText, detect_encoding, line_starts, write_index
@@ -406,6 +413,11 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
     # from the copy when the growth broke the build).
     changed = change_of(path, opened)
     if changed is not None and changed.how != "appended to":
+        # What was built under the opened identity's key may hold the new bytes in part: it goes,
+        # so that the old file, were it put back, gets a table of its own bytes.
+        if cache.base is not None:
+            for built in (cache.index_path, cache.facts_path, *table_paths(cache.base)):
+                _remove_quietly(built)
         raise InputError(f"{display} was {changed.how} while it was being read: ask again once it is stable")
     snapshot = changed is not None and work_path == path
     if snapshot:

@@ -14,9 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from rlm.errors import InputError
 from rlm.model.budget import BudgetExceeded
 from rlm.run import prompts
-from rlm.sandbox.client import Sandbox, WorkerLost
+from rlm.sandbox.client import InputShrank, Sandbox, WorkerLost
 from rlm.text.textcap import cap_middle, cap_words
 from rlm.trace.schema import FindingKind
 
@@ -293,6 +294,13 @@ class ActionRunner:
         assert self.sandbox is not None, "the node starts its worker before its first action"
         try:
             reply = self.sandbox.request(op, timeout=timeout, **args)
+        except InputShrank as exc:
+            # The file was cut while the run read it: a restarted worker would map other bytes
+            # than the index describes, and an answer would mix the two. The run ends (exit 3).
+            raise InputError(
+                f"the input changed during the run ({exc}): no answer is given from a mix of its "
+                "old and new contents; ask again once it is stable"
+            ) from None
         except WorkerLost as exc:
             why = str(exc)
             try:

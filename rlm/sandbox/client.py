@@ -38,6 +38,13 @@ class WorkerLost(Exception):
     """The worker died, timed out or misbehaved; it has been killed and must be restarted."""
 
 
+class InputShrank(WorkerLost):
+    """The worker was killed by SIGBUS: the input it maps shrank under it (a copytruncate).
+
+    A restarted worker would map other bytes than the run's index describes, so this is no
+    fault to restart from: the run's one snapshot of its input is gone."""
+
+
 @dataclass
 class WorkerSpec:
     path: str
@@ -212,7 +219,7 @@ class Sandbox:
                             code = self.proc.wait(timeout=1)
                         except subprocess.TimeoutExpired:
                             code = None
-                    self._lost(_describe_exit(code))
+                    self._lost(_describe_exit(code), shrank=code == -signal.SIGBUS)
                 self._buf += chunk
                 if len(self._buf) > MAX_REPLY_BYTES:
                     self._lost(f"sent a reply over {MAX_REPLY_BYTES:,} bytes")
@@ -226,10 +233,11 @@ class Sandbox:
         reply: dict[str, Any] = msg
         return reply
 
-    def _lost(self, why: str) -> None:
+    def _lost(self, why: str, *, shrank: bool = False) -> None:
         tail = self.log_tail()
         self.kill()
-        raise WorkerLost(why + (f" ({tail.splitlines()[-1][:200]})" if tail else ""))
+        lost = InputShrank if shrank else WorkerLost
+        raise lost(why + (f" ({tail.splitlines()[-1][:200]})" if tail else ""))
 
     def __enter__(self) -> Sandbox:
         return self
@@ -251,7 +259,7 @@ def _describe_exit(code: int | None) -> str:
             "SIGXCPU": " (CPU time limit)",
             "SIGSEGV": "",
             # The worker maps the input: reading past its end after it shrank (a copytruncate).
-            "SIGBUS": " (the input shrank under it: it changed during the run)",
+            "SIGBUS": " reading the input, which shrank under it",
         }
         return f"the sandbox worker was killed by {name}{hint.get(name, '')}"
     return f"the sandbox worker exited with code {code}"
