@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlm.errors import ConfigError, ProviderError, RlmError
+from rlm.errors import ConfigError, Interrupted, ProviderError, RlmError
 from rlm.model.budget import Budget, BudgetExceeded
 from rlm.model.tokens import count_messages, count_text, count_tools, ensure_offline_tiktoken
 
@@ -125,6 +125,8 @@ _RETRYABLE_NAMES = (
 RETRY_AFTER_MAX_S = 120.0
 # A reply slower than this is announced on stderr (and again at twice, four times … as long).
 WAIT_NOTICE_S = 5.0
+# How often a model call waited on outside the main thread looks for a stop (Ctrl-C, SIGTERM).
+STOP_POLL_S = 0.1
 # A refused connection is tried once more (a server restarting), not `retries` times.
 REFUSED_RETRIES = 1
 
@@ -558,7 +560,10 @@ class ModelClient:
         """Run a blocking call for at most `limit` seconds in all (a dripped reply included).
 
         The call runs in a daemon thread: when the time is up it is abandoned (its socket
-        times out on its own) and the run goes on; Ctrl-C interrupts the wait at once.
+        times out on its own) and the run goes on; Ctrl-C interrupts the wait at once. A
+        signal reaches the main thread only: a wait in another thread (a child investigation
+        of a fan-out) looks for the stop every STOP_POLL_S and ends with it, or the stop
+        would wait for the child's reply.
         """
         box: dict[str, Any] = {}
         done = threading.Event()
@@ -576,8 +581,10 @@ class ModelClient:
         notice = WAIT_NOTICE_S
         while True:
             waited = time.monotonic() - started
-            if done.wait(max(0.0, min(limit, notice) - waited)):
+            if done.wait(max(0.0, min(limit, notice, waited + STOP_POLL_S) - waited)):
                 break
+            if Interrupted.last is not None:
+                raise Interrupted.again()
             waited = time.monotonic() - started
             if waited >= limit:
                 raise _Timeout(limit, by_deadline)
