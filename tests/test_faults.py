@@ -149,9 +149,10 @@ def test_500_forever_is_one_failure_decision(tmp_path: Path) -> None:
     assert len(stub.requests) == 1 + 3  # one good step, then one try and two retries: no more
     line = _one_error_line(run)
     assert line == (
-        "rlm: model call to openai/stub failed after 3 attempts: HTTP 500: broken; a partial answer was printed"
+        "rlm: model call to openai/stub failed after 3 attempts: HTTP 500: broken; no answer was written; "
+        "established so far (not an answer):"
     )
-    assert run.proc.stdout.startswith("Established so far:")  # the partial answer, from the findings
+    assert run.proc.stdout == "" and "gave: 10000" in run.proc.stderr  # the findings: told, not printed
     kinds = [e["kind"] for e in run.trace["provider_events"]]
     assert kinds == ["retry", "retry", "provider_failed"]
     assert run.trace["status"] == "provider_error" and "broken" in run.trace["synthesis"]["error"]
@@ -253,10 +254,10 @@ def test_max_time_holds_against_a_stuck_provider(tmp_path: Path, fault: dict[str
     _check(run, f"{name}, --max-time 9, default timeout", 6, 9 + 2, tmp_path)
     assert _one_error_line(run) == (
         f"rlm: the time limit of 9 s was reached (while waiting for {stub.api_base}); "
-        "the answer is from what was established before"
+        "no answer was written; established so far (not an answer):"
     )
-    assert run.proc.stdout.startswith("Established so far:")
-    assert "10000" in run.proc.stdout
+    assert run.proc.stdout == ""  # no draft, no synthesis: nothing printed, the findings told on stderr
+    assert "10000" in run.proc.stderr
     assert run.trace["status"] == "budget" and run.trace["totals"]["elapsed_s"] <= 9.5
 
 

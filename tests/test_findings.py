@@ -130,8 +130,9 @@ def test_an_answer_with_a_figure_found_in_no_finding_is_not_printed(tmp_path: Pa
 
 
 def test_a_copied_template_is_never_an_answer(tmp_path: Path) -> None:
-    """A model that copies a placeholder as its final answer gets no placeholder printed: the
-    findings stand in, and no prompt the model reads holds such a template."""
+    """A model that copies a placeholder as its final answer gets no placeholder printed: with no
+    answer, nothing is (the findings are told on stderr), and no prompt the model reads holds such a
+    template."""
     script = {
         "log": "calls.jsonl",
         "replies": [
@@ -147,8 +148,8 @@ def test_a_copied_template_is_never_an_answer(tmp_path: Path) -> None:
     proc = run_cli(
         ["ask", str(ACCESS), "how many HEAD requests?", "-m", model, "--protocol", "text"], cwd=tmp_path
     )
-    assert proc.returncode == 0, proc.stderr
-    assert "<" not in proc.stdout and "gave: 7" in proc.stdout
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == "" and "gave: 7" in proc.stderr
     calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
     prompts_text = "\n".join(
         m["content"] or "" for c in calls for m in c["messages"] if m["role"] != "assistant"

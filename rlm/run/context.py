@@ -5,8 +5,9 @@ draft, the findings, the last observations, ...) has a share of the budget.
 A category that needs less than its share leaves slack; the slack flows to
 the categories that need more, each growing by at most half its share, so one
 category can never crowd out the others. Items keep their stable ids; an item
-larger than what its category has left is cut at a word boundary (the cut
-marked) when at least a useful part fits, otherwise left out, and every
+larger than what its category has left keeps its first and last lines, the
+middle left out and its size marked (a result is printed last), when at least
+a useful part fits, otherwise left out, and every
 exclusion is recorded with its reason. The item that matters most is put at
 the start of the block and again at its end, where models attend best.
 
@@ -23,7 +24,7 @@ from typing import Any
 
 from rlm.model.tokens import count_text
 from rlm.run.framing import frame
-from rlm.text.textcap import cap_words
+from rlm.text.textcap import cap_ends
 
 MAX_GROWTH = 0.5  # a category absorbing slack grows by at most this share of its own allotment
 MIN_USEFUL_TOKENS = 24  # a cut item shorter than this is left out rather than shown
@@ -126,7 +127,7 @@ def assemble(categories: list[Category], budget: int, top: Item | None = None) -
                 # cut's mark costs tokens too, so shrink until it fits.
                 chars = int(len(text) * (left - 4) / max(1, cost - 4))
                 while chars >= 40 and cost > left:
-                    text = cap_words(item.text, chars)
+                    text = cap_ends(item.text, chars)
                     cost = item_tokens(item, text)
                     chars = int(chars * 0.85)
             if cost > left:
@@ -141,7 +142,7 @@ def assemble(categories: list[Category], budget: int, top: Item | None = None) -
             blocks.append((f"{category.heading}\n" if category.heading else "") + "\n".join(lines))
     if top is not None and blocks:
         out.top = top.id
-        line = render(top, cap_words(top.text, 600))
+        line = render(top, cap_ends(top.text, 600))
         blocks.insert(0, f"Most important: {line}")
         blocks.append(f"Again, most important: {line}")
     out.text = "\n\n".join(blocks)

@@ -328,12 +328,21 @@ class Engine(Subcalls):
         self, result: NodeResult, synthesis: Synthesis, provider_error: str | None
     ) -> tuple[RunStatus, int, str]:
         if synthesis.answer is None:
+            # Nothing goes to stdout (DESIGN rules 6 and 10): what was established, if anything,
+            # is told on stderr with the reason, and is in --json's findings.
+            known = _established(synthesis)
             if provider_error:
-                return "provider_error", ExitCode.PROVIDER, provider_error
+                return (
+                    "provider_error",
+                    ExitCode.PROVIDER,
+                    provider_error + (f"; no answer was written{known}" if known else ""),
+                )
             if result.stop == "budget":
+                if known:
+                    return "budget", ExitCode.BUDGET, f"{result.detail}; no answer was written{known}"
                 return "budget", ExitCode.BUDGET, f"{result.detail}; nothing was established before it"
-            why = result.detail or result.stop
-            return "no_answer", ExitCode.NO_ANSWER, f"no answer could be established ({why})"
+            why = synthesis.error if known and synthesis.error else result.detail or result.stop
+            return "no_answer", ExitCode.NO_ANSWER, f"no answer could be established ({why}){known}"
         if provider_error:
             return "provider_error", ExitCode.PROVIDER, f"{provider_error}; a partial answer was printed"
         if result.stop == "budget":
@@ -356,3 +365,12 @@ class Engine(Subcalls):
     def close(self) -> None:
         self._close_loop()
         shutil.rmtree(self._tmpdir, ignore_errors=True)
+
+
+def _established(synthesis: Synthesis) -> str:
+    """What the investigation established, for the message of a run with no answer ("" if nothing):
+    indented under the message's first line, so no line of it passes for one of rlm's own."""
+    if not synthesis.established:
+        return ""
+    lines = "\n".join(f"  {line}" for line in synthesis.established.splitlines())
+    return f"; established so far (not an answer):\n{lines}"

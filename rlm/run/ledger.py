@@ -7,18 +7,31 @@ old turns when the conversation is compacted. Errors are never findings: the
 callers add only what a successful action produced. Whether a text is an error
 comes from where it came from, never from how it reads ("ERROR lines: 1,532"
 is a finding about a log).
+
+A computed result keeps the head and the tail of what its cell printed, the
+middle left out and marked with its size (rlm.text.textcap.cap_ends): the last
+line printed is never the part cut. When the draft arrives, a result whose
+shown text lacks a value of the draft that its whole output holds is cut again
+to keep the lines holding it.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from rlm.text.textcap import cap_words
+from rlm.text.textcap import cap_ends, cap_words
 from rlm.trace.schema import FindingKind
 
 FINDING_CHARS = 600
+RESULT_FINDING_CHARS = 600  # of a cell's printed output, past its code's summary
+
+# A computed result's finding: "`<the code>` gave: <what it printed>" (rlm.run.runner); the
+# code's summary is kept whole, what follows is cut at its middle.
+RESULT_HEAD = re.compile(r"^`[^\n]+?` gave: ")
+_NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?![\w])")
 
 
 @dataclass(frozen=True)
@@ -40,11 +53,55 @@ def _key(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+def _numbers(text: str) -> set[str]:
+    found = set()
+    for n in _NUMBER.findall(text):
+        n = n.replace(",", "")
+        found.add(n.rstrip("0").rstrip(".") if "." in n else n)
+    return found
+
+
+def draft_values(draft: str | None) -> tuple[set[str], list[str]]:
+    """The values a draft states: its numbers (commas dropped) and its short lines or items, lowered."""
+    if not draft:
+        return set(), []
+    numbers = _numbers(draft)
+    items = {p.strip().strip("'\"[]()").lower() for p in re.split(r"[;\n]+|,(?!\d)", draft)}
+    words = sorted(i for i in items if len(i) >= 3 and not _NUMBER.fullmatch(i) and len(i) <= 120)
+    return numbers, words
+
+
+def holds_value(line: str, values: tuple[set[str], list[str]]) -> bool:
+    """Whether a printed line states one of the draft's values."""
+    numbers, words = values
+    if numbers and numbers & _numbers(line):
+        return True
+    low = line.lower()
+    return any(w in low for w in words)
+
+
+def cap_finding(text: str, kind: FindingKind, cap: int, draft: str | None = None) -> str:
+    """A finding's text as prompts show it within `cap` characters.
+
+    A computed result keeps its code's summary, then the head and the tail of what it printed
+    with the middle left out (the lines holding the draft's values kept); any other kind is
+    cut at a word boundary.
+    """
+    if kind != "result":
+        return cap_words(text, cap)
+    head = RESULT_HEAD.match(text)
+    prefix = head.group(0) if head else ""
+    values = draft_values(draft)
+    wanted = (lambda line: holds_value(line, values)) if draft else None
+    return prefix + cap_ends(text[len(prefix) :], max(120, cap - len(prefix)), wanted)
+
+
 class Ledger:
     def __init__(self) -> None:
         self._entries: list[Finding] = []
         self._seen: dict[str, Finding] = {}
         self._lock = threading.Lock()
+        self._caps: dict[str, int] = {}  # a cut result's cap, to cut it again around the draft
 
     def add(
         self,
@@ -65,7 +122,7 @@ class Ledger:
         text = (text or "").strip()
         if not text:
             return None
-        shown = cap_words(text, cap)
+        shown = cap_finding(text, kind, cap)
         key = _key(shown)
         with self._lock:
             if key in self._seen and self._seen[key].superseded_by is None:
@@ -86,7 +143,26 @@ class Ledger:
                         self._seen[_key(old.text)] = self._entries[i]
             self._entries.append(finding)
             self._seen[key] = finding
+            if finding.full is not None:
+                self._caps[finding.id] = cap
+            if kind == "final_draft":
+                self._keep_draft_values(text)
             return finding
+
+    def _keep_draft_values(self, draft: str) -> None:
+        """Cut the results again whose shown text lacks a value of `draft` their output holds."""
+        values = draft_values(draft)
+        for i, old in enumerate(self._entries):
+            if old.kind != "result" or old.full is None or old.superseded_by is not None:
+                continue
+            held = [ln for ln in old.full.splitlines() if holds_value(ln, values)]
+            if not held or all(ln in old.text for ln in held):
+                continue
+            text = cap_finding(old.full, "result", self._caps.get(old.id, FINDING_CHARS), draft)
+            if text != old.text:
+                self._seen.pop(_key(old.text), None)
+                self._entries[i] = replace(old, text=text)
+                self._seen[_key(text)] = self._entries[i]
 
     @property
     def current(self) -> list[Finding]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from rlm.input.tables import EXAMPLES_LINE
 from rlm.run.framing import frame
+from rlm.run.ledger import RESULT_FINDING_CHARS
 from rlm.run.queryhint import QueryHint
 from rlm.sandbox.worker.modules import ALLOWED_MODULES
 
@@ -51,7 +52,11 @@ file's format); returns a list of row tuples, shown as a table when it is the la
 
 What you establish is kept as findings: the printed result of every cell, each grep's count and first \
 lines, and note(text). After final, a last step writes the answer from these findings alone, so print the \
-exact figures that settle the question. Results longer than {cap} characters are cut in the middle. Compute exact figures with code instead of \
+exact figures that settle the question. A cell's finding keeps its code (the first line of long code) and {finding_cap} \
+characters of what it printed: its first lines and its last lines, the middle left out (marked with its \
+size), and once you call final the lines holding its values; what a cell printed before an error is kept too, \
+marked as a failed cell's. So print the figure that settles the question last, on its own line. \
+Results longer than {cap} characters are cut in the middle. Compute exact figures with code instead of \
 reading and estimating; never guess. Never repeat an action you already ran: its result is above. As soon \
 as a result answers the question, call final with it."""
 
@@ -104,7 +109,12 @@ def system_prompt(
     hint: QueryHint | None = None,
 ) -> str:
     body = _COMMON.format(
-        modules=MODULES, cap=observation_cap, seconds=cell_seconds, memory_mb=memory_mb, data_rule=DATA_RULE
+        modules=MODULES,
+        cap=observation_cap,
+        finding_cap=RESULT_FINDING_CHARS,
+        seconds=cell_seconds,
+        memory_mb=memory_mb,
+        data_rule=DATA_RULE,
     )
     if protocol == "tools":
         return body + _TOOLS_PROTOCOL

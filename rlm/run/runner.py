@@ -17,13 +17,15 @@ from typing import Any, Literal, Protocol
 from rlm.errors import InputError
 from rlm.model.budget import BudgetExceeded
 from rlm.run import prompts
+from rlm.run.ledger import RESULT_FINDING_CHARS
 from rlm.sandbox.client import InputShrank, Sandbox, WorkerLost
 from rlm.text.textcap import cap_middle, cap_words
 from rlm.trace.schema import FindingKind
 
-# A computed result's finding shows about 80 tokens of its output (the cut marked, the whole
-# kept for the trace); a grep's shows its count and first matching lines.
-RESULT_FINDING_CHARS = 320
+# A computed result's finding shows RESULT_FINDING_CHARS of its output: its head and its tail, the
+# middle left out and marked (rlm.run.ledger.cap_finding; the whole kept for the trace), after its
+# code summarised once; a grep's shows its count and first matching lines.
+CODE_SUMMARY_CHARS = 120
 GREP_FINDING_LINES = 3
 GREP_FINDING_LINE_CHARS = 160
 
@@ -35,6 +37,9 @@ REPEATS_STOP = {"result": 2, "failure": 3}
 
 # Actions whose result depends on the file and the code only: what --verify re-runs.
 WORKER_ACTIONS = ("peek", "grep", "execute")
+
+# How a failed cell's finding is marked: what it printed stands, its error is no finding.
+FAILED_CELL = "(the output of a failed cell: printed before its error)"
 
 
 class ActionHost(Protocol):
@@ -268,16 +273,20 @@ class ActionRunner:
                 parts.append(prompts.EXECUTE_IS_NOT_A_FUNCTION)
         if not parts:
             parts.append(prompts.NO_OUTPUT)
-        elif not error and computed.strip():
-            # Every computed result is a finding, capped for prompts (the cut marked, the whole kept).
+        elif computed.strip():
+            # Every computed result is a finding, capped for prompts (the cut marked, the whole kept);
+            # a cell that failed after printing keeps what it printed, marked so: never its error.
             summary = code_summary(code)
+            failed = f"{FAILED_CELL} " if error else ""
+            head = f"`{summary}` gave: {failed}"
             self.host.add_finding(
-                f"`{summary}` gave: {output.strip()}",
+                f"{head}{output.strip()}",
                 "result",
                 self.node_id,
                 step,
-                topic=summary,
-                cap=len(summary) + 9 + RESULT_FINDING_CHARS,
+                # The whole code, not its summary: two cells that open alike are two questions.
+                topic="\n".join(ln.rstrip() for ln in code.strip().splitlines()),
+                cap=len(head) + RESULT_FINDING_CHARS,
             )
         final = reply.get("final")
         if final:
@@ -351,12 +360,22 @@ def _looks_like_prose(code: str) -> bool:
 
 
 def code_summary(code: str) -> str:
-    """The code behind a result, short enough for a finding: all of it if small, else first … last line."""
+    """The code behind a result, said once and short: all of it if small, else its first line
+    (capped, the cut marked) and how many lines follow. A finding's room is for what it printed."""
     lines = [ln.strip() for ln in code.strip().splitlines() if ln.strip() and not ln.strip().startswith("#")]
     joined = "; ".join(lines)
-    if len(joined) <= 160:
+    if len(joined) <= CODE_SUMMARY_CHARS:
         return joined
-    return f"{cap_words(lines[0], 70)}; …; {cap_words(lines[-1], 80)}"
+    first = lines[0] if len(lines[0]) <= CODE_SUMMARY_CHARS - 20 else _cut(lines[0], CODE_SUMMARY_CHARS - 20)
+    more = len(lines) - 1
+    return f"{first}; … {more} more line{'s' if more != 1 else ''}" if more else first
+
+
+def _cut(line: str, chars: int) -> str:
+    """A line's start at a word boundary, marked as cut."""
+    cut = line[:chars]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > chars // 2 else cut).rstrip() + " …"
 
 
 def _gist(observation: str, chars: int = 240) -> str:

@@ -313,28 +313,32 @@ class Subcalls:
         )
         result = child.run()
         synthesis = self._synthesize_node(child, result)
+        # No answer written: the parent is told what the child established (never printed as a value).
+        answer = synthesis.answer or (
+            f"Established so far:\n{synthesis.established}" if synthesis.established else None
+        )
         self.trace.update_node(
             child.id,
             status=result.stop,
             steps=result.steps,
             usage=self.usage_for(child.id).to_dict(),
-            answer=synthesis.answer or "",
+            answer=answer or "",
             answer_source=synthesis.source,
             synthesis_payload=synthesis.payload,
         )
         if result.stop == "budget":
             raise self.budget.stopped or BudgetExceeded("budget", result.detail)
-        if not synthesis.answer:
+        if not answer:
             raise RlmError(
                 f"the sub-investigation {child.id} established nothing ({result.detail or result.stop})"
             )
         self.ledger.add(
-            f"{cap_words(question, 160)} → {synthesis.answer}",
+            f"{cap_words(question, 160)} → {answer}",
             kind="subcall",
             evidence=child.id,
             node=parent.id,
         )
-        return synthesis.answer
+        return answer
 
     def _synthesize_node(self, node: Node, result: NodeResult) -> Synthesis:
         # The draft goes to synthesis whole, on its own: not a second time, cut, as a finding.

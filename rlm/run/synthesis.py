@@ -2,8 +2,9 @@
 
 Whatever the loop produced (a final draft, nothing, an error, a budget stop),
 one more model call without tools turns the question and the findings into
-the answer. If that call fails, the draft or the findings themselves are the
-(partial) answer; if nothing is known at all, there is no answer.
+the answer. If that call fails or its answer is refused, the draft is the
+(partial) answer; without a draft there is no answer: what was established is
+kept (`established`) for stderr and --json, never printed as a value.
 
 The call is admitted by the budget like any other: a child's synthesis is an
 ordinary call (refused once a limit is reached: its draft or findings stand
@@ -48,6 +49,9 @@ class Synthesis:
     confidence: str | None = None  # high | medium | low, as the synthesis judged its answer
     confidence_reason: str = ""
     first_attempt: dict[str, Any] | None = None  # a low-confidence answer a widened pass replaced
+    # With no answer: what the investigation established, one finding a line ("- text [F2]"), for
+    # the run's message and a parent's sub-call; never an answer (a script would take it as one).
+    established: str = ""
 
 
 def _confidence(text: str) -> tuple[str | None, str]:
@@ -69,8 +73,8 @@ def _fallback(draft: str | None, findings: list[Finding], error: str | None) -> 
         return Synthesis(draft.strip(), "draft", error=error)
     useful = [f for f in findings if f.kind != "final_draft"]
     if useful:
-        text = "Established so far:\n" + "\n".join(f"- {f.text} [{f.id}]" for f in useful[-12:])
-        return Synthesis(text, "findings", error=error)
+        text = "\n".join(f"- {f.text} [{f.id}]" for f in useful[-12:])
+        return Synthesis(None, "findings", error=error, established=text)
     return Synthesis(None, "none", error=error)
 
 
@@ -138,16 +142,25 @@ _RESULT = re.compile(r"^`(.+?)` gave: ", re.S)
 
 def copied_code(answer: str, findings: list[Finding]) -> bool:
     """Whether `answer` is (part of) the code behind a result rather than anything it printed:
-    a small model asked for the answer sometimes copies the finding's code."""
+    a small model asked for the answer sometimes copies the finding's code.
+
+    Only a result's code is code. What any finding says besides it (a note's text, a sub-call's
+    answer, a grep's lines, what a cell printed) is evidence: an answer found there is a value,
+    even when the same words are also a string in a cell's code (`note("the log shows 17 deploys")`).
+    """
     flat = " ".join(answer.split())
     if len(flat) < 8:
         return False
+    said, code = [], []
     for f in findings:
         text = f.full or f.text
-        found = _RESULT.match(text)
-        if found and flat in " ".join(found.group(1).split()) and flat not in text[found.end() :]:
-            return True
-    return False
+        found = None if f.kind == "note" else _RESULT.match(text)  # a note is words, never code
+        if found:
+            code.append(" ".join(found.group(1).split()))
+            said.append(" ".join(text[found.end() :].split()))
+        else:
+            said.append(" ".join(text.split()))
+    return any(flat in c for c in code) and not any(flat in t for t in said)
 
 
 def kept_exact(answer: str, draft: str | None, findings_text: str) -> str:
