@@ -94,3 +94,16 @@ def test_pressing_ctrl_c_twice_ends_at_once_and_the_worker_dies_with_rlm(tmp_pat
     while time.monotonic() < deadline and any(_alive(pid) for pid in workers):
         time.sleep(0.1)
     assert not any(_alive(pid) for pid in workers)
+
+
+def test_the_worker_dies_when_rlm_is_killed_outright(tmp_path: Path) -> None:
+    # SIGKILL leaves rlm no time to stop its worker: the kernel must (the parent-death signal,
+    # which a uid drop clears, so it is armed again after the drop).
+    proc, workers = _start(tmp_path)
+    time.sleep(1.5)  # the cell is well into its spin, far from reading the closed pipe
+    proc.kill()
+    proc.communicate(timeout=30)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_alive(pid) for pid in workers):
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in workers)

@@ -32,6 +32,7 @@ __all__ = [
 NOBODY_UID = 65534
 
 # prctl / seccomp / Landlock constants (linux/prctl.h, linux/seccomp.h, linux/landlock.h)
+_PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_SET_SECCOMP = 22
 _PR_SET_NO_NEW_PRIVS = 38
@@ -251,6 +252,15 @@ def _drop_privileges(drop_to_uid: int | None) -> tuple[str, str | None]:
     return f"unprivileged-uid({uid})", None
 
 
+def _die_with_parent_again(libc: ctypes.CDLL, parent: int) -> None:
+    """Re-arm the parent-death signal: the kernel clears it when the uid changes, so a worker
+    that dropped root would outlive a killed rlm, spinning on as an orphan. A parent gone during
+    the drop is seen by the pid: the worker then ends at once."""
+    _prctl(libc, _PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL))
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def _landlock(libc: ctypes.CDLL) -> tuple[str, str | None]:
     arch = _ARCHES.get(platform.machine().lower())
     if arch is None:
@@ -418,7 +428,9 @@ def apply_os_limits(
             report.add(layer, "libc is not reachable through ctypes")
         return report
     report.add(*_private_network(libc))
+    parent = os.getppid()
     report.add(*_drop_privileges(drop_to_uid))
+    _die_with_parent_again(libc, parent)
     report.add("rlimit-nproc(0)", _no_new_processes())
     report.add("no-new-privs", _prctl(libc, _PR_SET_NO_NEW_PRIVS, ctypes.c_ulong(1)))
     report.add("not-dumpable", _prctl(libc, _PR_SET_DUMPABLE, ctypes.c_ulong(0)))
