@@ -35,7 +35,7 @@ class JsonlEvents:
         self.started = time.monotonic()
         self._lock = threading.Lock()
         # JSON escapes C0 controls but not C1 (`\x9b` is a CSI) nor bidi overrides: on a
-        # terminal every non-ASCII character is written as \uXXXX (the same JSON value);
+        # terminal every non-ASCII character is escaped the JSON way (\u009b for U+009B, the same value);
         # into a pipe the text stays as it is.
         self._ascii = hasattr(stream, "isatty") and stream.isatty()
 

@@ -2,7 +2,7 @@
 
 JSON escapes only C0 controls: a C1 control (`\\x9b` is a CSI on many terminals) or a
 bidi override from the file or a model would reach a terminal raw. On a terminal every
-non-ASCII character is written as `\\uXXXX` (the same JSON value); into a pipe the text
+non-ASCII character is escaped the JSON way (`\\u009b` for U+009B: the same JSON value); into a pipe the text
 stays as it is. Secrets of the environment are masked either way.
 """
 
