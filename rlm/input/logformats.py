@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from rlm.text.sqltext import sql_name, sql_string
+
 __all__ = ["TableFormat", "recognize", "SSHD_EVENTS", "SSHD_LOGINS"]
 
 
@@ -41,30 +43,21 @@ class TableFormat:
     params: dict[str, str] = field(default_factory=dict)
 
 
-def _lit(s: str) -> str:
-    """A SQL string literal (standard strings: backslashes are literal)."""
-    return "'" + s.replace("'", "''") + "'"
-
-
 def _regex_select(regex: str, groups: list[str], outputs: list[tuple[str, str, str]]) -> str:
     """SELECT over src: one regexp_extract into a struct, then typed output columns.
 
     outputs: (name, type, expression over `m.<group>`); every output is NULL
     where the line does not match (the first group, never empty in a match, is then empty).
     """
-    names = "[" + ", ".join(_lit(g) for g in groups) + "]"
+    names = "[" + ", ".join(sql_string(g) for g in groups) + "]"
     cols = ",\n  ".join(
-        f"CASE WHEN ok THEN {expr} END::{typ} AS {_ident(name)}" for name, typ, expr in outputs
+        f"CASE WHEN ok THEN {expr} END::{typ} AS {sql_name(name)}" for name, typ, expr in outputs
     )
     return (
         f"SELECT line_no, line,\n  {cols}\n"
         f"FROM (SELECT line_no, line, m, m.{groups[0]} <> '' AS ok FROM "
-        f"(SELECT line_no, line, regexp_extract(line, {_lit(regex)}, {names}) AS m FROM src))"
+        f"(SELECT line_no, line, regexp_extract(line, {sql_string(regex)}, {names}) AS m FROM src))"
     )
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 # --------------------------------------------------------------------------- access logs
@@ -189,18 +182,22 @@ _SSHD_PORT = r" port (\d+)"
 
 def _sshd_columns() -> list[tuple[str, str, str]]:
     logins = [
-        f"WHEN regexp_matches(message, {_lit(rx)}) THEN "
-        f"{_lit(ev + '_')} || replace(lower(regexp_extract(message, {_lit(rx)}, 1)), '-', '_')"
+        f"WHEN regexp_matches(message, {sql_string(rx)}) THEN "
+        f"{sql_string(ev + '_')} || replace(lower(regexp_extract(message, {sql_string(rx)}, 1)), '-', '_')"
         for ev, rx in SSHD_LOGINS
     ]
-    others = [f"WHEN regexp_matches(message, {_lit(rx)}) THEN {_lit(ev)}" for ev, rx in SSHD_EVENTS]
+    others = [
+        f"WHEN regexp_matches(message, {sql_string(rx)}) THEN {sql_string(ev)}" for ev, rx in SSHD_EVENTS
+    ]
     event = "CASE " + " ".join([*logins, *others])
     event += " ELSE 'other' END"
-    user = "coalesce(" + ", ".join(f"nullif(regexp_extract(message, {_lit(rx)}, 1), '')" for rx in _SSHD_USER)
+    user = "coalesce(" + ", ".join(
+        f"nullif(regexp_extract(message, {sql_string(rx)}, 1), '')" for rx in _SSHD_USER
+    )
     # "Invalid user  from ..." names an empty user: say so with '' rather than NULL.
     user += ", CASE WHEN regexp_matches(message, '^Invalid user  from ') THEN '' END)"
-    ip = f"nullif(regexp_extract(message, {_lit(_SSHD_IP)}, 1), '')"
-    port = f"try_cast(nullif(regexp_extract(message, {_lit(_SSHD_PORT)}, 1), '') AS INTEGER)"
+    ip = f"nullif(regexp_extract(message, {sql_string(_SSHD_IP)}, 1), '')"
+    port = f"try_cast(nullif(regexp_extract(message, {sql_string(_SSHD_PORT)}, 1), '') AS INTEGER)"
     return [
         ("event", "VARCHAR", event),
         ("user", "VARCHAR", user),
@@ -260,7 +257,7 @@ def _syslog_5424() -> TableFormat:
 
 def _with_sshd(name: str, inner: str, note: str) -> TableFormat:
     sshd = ",\n  ".join(
-        f"CASE WHEN program LIKE 'sshd%' THEN {expr} END::{typ} AS {_ident(col)}"
+        f"CASE WHEN program LIKE 'sshd%' THEN {expr} END::{typ} AS {sql_name(col)}"
         for col, typ, expr in _sshd_columns()
     )
     select = f"SELECT *,\n  {sshd}\nFROM ({inner})"
@@ -345,7 +342,7 @@ _LOG4J = (
 
 def _log4j_format(spec: _Log4j) -> TableFormat:
     outputs = [
-        ("ts", "TIMESTAMP", f"try_strptime({spec.ts_fix}, {_lit(spec.ts_format)})"),
+        ("ts", "TIMESTAMP", f"try_strptime({spec.ts_fix}, {sql_string(spec.ts_format)})"),
         ("level", "VARCHAR", "m.level"),
         ("component", "VARCHAR", "nullif(m.component, '')"),
     ]

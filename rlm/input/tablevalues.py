@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlm.text.sqltext import sql_name, sql_value
+
 MAX_DISTINCT = 12  # a column with more distinct values is not shown as categories
 TOP = 6  # values shown per column in the profile
 # Values kept per column in the table's description: the profile shows the TOP, the rest is what a
@@ -50,7 +52,7 @@ def common_values(
     values: dict[str, list[list[Any]]] = {}
     for name in names:
         rows = con.execute(
-            f'SELECT "{_q(name)}" AS v, count(*) AS n FROM log WHERE v IS NOT NULL '
+            f"SELECT {sql_name(name)} AS v, count(*) AS n FROM log WHERE v IS NOT NULL "
             f"GROUP BY v ORDER BY n DESC, v LIMIT {VOCABULARY}"
         ).fetchall()
         if rows:
@@ -73,7 +75,7 @@ def _found(con: Any, columns: list[tuple[str, str]]) -> tuple[list[str], list[st
     if not text:
         return [], []
     counts = con.execute(
-        "SELECT " + ", ".join(f'approx_count_distinct("{_q(n)}")' for n in text) + " FROM log"
+        "SELECT " + ", ".join(f"approx_count_distinct({sql_name(n)})" for n in text) + " FROM log"
     ).fetchone()
     judged = [(n, int(k or 0)) for n, k in zip(text, counts, strict=True)]
     categorical = [n for n, k in judged if 1 < k <= MAX_DISTINCT][:MAX_FOUND]
@@ -97,7 +99,7 @@ def example_queries(
     where, cat = "", None
     for name, pairs in values.items():
         if pairs:
-            cat, where = name, f" WHERE {_ident(name)} = {_literal(pairs[0][0])}"
+            cat, where = name, f" WHERE {_ident(name)} = {sql_value(pairs[0][0])}"
             break
     out = [
         f"SELECT count(*) FROM log{where}" if where else "SELECT count(*) FROM log WHERE line LIKE '%error%'"
@@ -121,7 +123,7 @@ def describe_values(values: dict[str, list[list[Any]]], max_chars: int = 360) ->
     """`Values: event: failed 519, invalid_user 311, …; program: sshd 1,990` within max_chars."""
     parts = []
     for name, pairs in values.items():
-        shown = ", ".join(f"{_literal(v)} {n:,}" for v, n in pairs[:TOP])
+        shown = ", ".join(f"{sql_value(v)} {n:,}" for v, n in pairs[:TOP])
         more = ", …" if len(pairs) > TOP else ""
         parts.append(f"{name}: {shown}{more}")
     text = "; ".join(parts)
@@ -132,23 +134,8 @@ def describe_values(values: dict[str, list[list[Any]]], max_chars: int = 360) ->
     return f"Common values (count of lines): {text}"
 
 
-def _literal(value: Any) -> str:
-    # As SQL would compare it: strings quoted, so the model copies 'failed_password', not failed_password.
-    return (
-        "'" + value.replace("'", "''") + "'"
-        if isinstance(value, str)
-        else str(value).lower()
-        if isinstance(value, bool)
-        else str(value)
-    )
-
-
 def _plain(value: Any) -> Any:
     return value if isinstance(value, str | int | float | bool) else str(value)
-
-
-def _q(name: str) -> str:
-    return name.replace('"', '""')
 
 
 def reserved_words(con: Any) -> frozenset[str]:
@@ -161,4 +148,4 @@ def reserved_words(con: Any) -> frozenset[str]:
 
 def _quoted(name: str, reserved: frozenset[str]) -> str:
     """A column name as a query names it: bare when it can be (what a model copies), quoted otherwise."""
-    return name if name.isidentifier() and name.lower() not in reserved else f'"{_q(name)}"'
+    return name if name.isidentifier() and name.lower() not in reserved else sql_name(name)

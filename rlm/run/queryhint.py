@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from rlm.text.sqltext import sql_name, sql_value
+
 __all__ = ["QueryHint", "hint_for"]
 
 
@@ -400,7 +402,7 @@ def _conditions(
     for column, hits in chosen.items():
         ident = schema.sql(column)
         if len(hits) == 1:
-            where.append(f"{ident} = {_sql_value(hits[0][1])}")
+            where.append(f"{ident} = {sql_value(hits[0][1])}")
             used.add(column)
             continue
         # Two values of one column: 'status 500 or 503' is either; 'Queens and Manhattan' is not a
@@ -408,7 +410,7 @@ def _conditions(
         first, last = min(h[0] for h in hits), max(h[0] for h in hits)
         if "or" not in words[first:last] and "either" not in words[:last]:
             return None
-        where.append(f"{ident} IN ({', '.join(_sql_value(v) for _, v in hits)})")
+        where.append(f"{ident} IN ({', '.join(sql_value(v) for _, v in hits)})")
         used.add(column)
 
     # A class of HTTP statuses: '5xx', '4xx errors'.
@@ -441,7 +443,7 @@ def _conditions(
             continue
         field = _named(column_words, schema, used, text_only=True) if column_words else None
         target = schema.sql(field) if field else "line"
-        where.append(f"{target} ILIKE {_sql_value('%' + text + '%')}")
+        where.append(f"{target} ILIKE {sql_value('%' + text + '%')}")
         if field:
             used.add(field)
     return where, used
@@ -633,7 +635,7 @@ def _hms(clock: str, *, end: bool = False) -> str:
 
 def _ident(name: str) -> str:
     bare = re.fullmatch(r"[a-z_][a-z0-9_]*", name) and name not in _RESERVED
-    return name if bare else '"' + name.replace('"', '""') + '"'
+    return name if bare else sql_name(name)
 
 
 def _named_as(ident: str, name: str) -> str:
@@ -641,14 +643,6 @@ def _named_as(ident: str, name: str) -> str:
     alias = re.sub(r"\W+", "_", name.split(".")[-1]).strip("_").lower() or "value"
     alias = alias if alias not in ("n", "line", "line_no") and alias not in _RESERVED else f"{alias}_value"
     return ident if ident == alias else f"{ident} AS {alias}"
-
-
-def _sql_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    return "'" + str(value).replace("'", "''") + "'"
 
 
 def _py_str(s: str) -> str:
