@@ -1,41 +1,43 @@
-"""The engine of one `rlm ask`: nodes, sub-calls, the shared ledger, budget and trace.
+"""The engine of one `rlm ask`: the root node, the run's shared services, the synthesis and the result.
 
-wiring -> engine -> {node, runner, subcalls, workers, sandbox, model, ledger, synthesis, trace}.
-The sub-calls (slices, llm_query, children, partition_map) are in rlm.run.subcalls,
-the worker specs in rlm.run.workers. Nothing here prints; progress goes to an
+wiring -> engine -> {node, children, subcalls, node_synthesis, services, workers, sandbox, model, trace}.
+The engine is the `NodeHost` (rlm.run.host) of every node of the run: it records
+their steps and findings, starts their workers, and hands their sub-calls to
+rlm.run.subcalls, which it holds (child nodes in rlm.run.children, each node's
+answer in rlm.run.node_synthesis). Nothing here prints; progress goes to an
 optional callback the CLI renders.
 """
 
 from __future__ import annotations
 
-import asyncio
-import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from rlm.errors import ExitCode, ProviderError
 from rlm.input.source import Profile
 from rlm.memory.store import MemoryStore
-from rlm.model.budget import Budget, BudgetExceeded, Usage
+from rlm.model.budget import Budget, BudgetExceeded
 from rlm.model.client import ModelClient, Reply
 from rlm.model.tokens import count_message
 from rlm.run.actions import Action, ParseError
+from rlm.run.children import Children
+from rlm.run.host import Bridge, Partition, StepDone
 from rlm.run.ledger import FINDING_CHARS, Finding, Ledger
-from rlm.run.node import Node, NodeResult, NodeScope
-from rlm.run.runner import Outcome
-from rlm.run.settings import Settings, cell_seconds_for, sizing_for
+from rlm.run.node import Node
+from rlm.run.node_synthesis import NodeSynthesis
+from rlm.run.scope import Asker, NodeResult, NodeScope
+from rlm.run.services import Progress, RunServices
+from rlm.run.settings import Settings, cell_seconds_for
 from rlm.run.subcalls import Subcalls
 from rlm.run.synthesis import Synthesis
 from rlm.run.workers import worker_spec_for
 from rlm.sandbox.client import Sandbox, WorkerSpec
-from rlm.trace.schema import FindingKind, ReplyRecord, RunStatus, StepRecord, StopReason
+from rlm.trace.schema import BridgeCallRecord, FindingKind, ReplyRecord, RunStatus, StepRecord, StopReason
 from rlm.trace.writer import TraceWriter, preview
 
-Progress = Callable[[str, dict[str, Any]], None]
+__all__ = ["Engine", "Progress", "RunResult"]
 
 
 @dataclass
@@ -56,8 +58,8 @@ class RunResult:
     citations: list[str] = field(default_factory=list)
 
 
-class Engine(Subcalls):
-    """One run: the root node, the shared services its nodes use, the synthesis and the result."""
+class Engine:
+    """One run: the root node, the host its nodes ask, the synthesis and the result."""
 
     def __init__(
         self,
@@ -75,21 +77,13 @@ class Engine(Subcalls):
         subcall_cache: MemoryStore | None = None,
     ) -> None:
         self.settings = settings
-        # What earlier runs over this file established (rlm.memory): offered to the root's
-        # prompt as [ESTABLISHED earlier] and to its synthesis as findings it may cite.
-        self.memory_findings = list(memories or [])
-        self.memory_lines = tuple(memory_lines or ())
-        self.subcall_cache = subcall_cache
-        self.cache_hits = 0
-        self.cache_saved_tokens = 0
         self.path = path
         self.profile = profile
         self.question = question
         self.root_model = root_model
         self.sub_model = sub_model
         self.trace = trace
-        self.progress = progress or (lambda kind, data: None)
-        self.ledger = Ledger()
+        self.progress: Progress = progress or (lambda kind, data: None)
         self.budget = Budget(
             max_calls=settings.max_calls,
             max_tokens=settings.max_tokens,
@@ -97,25 +91,51 @@ class Engine(Subcalls):
             max_time=settings.max_time,
             synthesis_tokens=min(8000, settings.max_tokens // 4),
         )
-        self._node_usage: dict[str, Usage] = {}
-        self._node_count = 0
+        self.services = RunServices(
+            settings=settings,
+            profile=profile,
+            root_model=root_model,
+            sub_model=sub_model,
+            trace=trace,
+            progress=self.progress,
+            budget=self.budget,
+            memory_findings=list(memories or []),
+        )
+        self.ledger: Ledger = self.services.ledger
+        # Offered to the root's prompt as [ESTABLISHED earlier]; the findings are in self.services.
+        self.memory_lines = tuple(memory_lines or ())
+        self.node_synthesis = NodeSynthesis(self.services)
+        self.children = Children(self.services, self, self.node_synthesis)
+        self.subcalls = Subcalls(self.services, self.children, subcall_cache)
         self._lock = threading.Lock()
         self._protocols: dict[int, str] = {}
-        self._tmpdir = tempfile.mkdtemp(prefix="rlm-run-")
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self.sub_sizing = sizing_for(settings, sub_model.context_window())
         self.sandbox_report: dict[str, Any] = {}
         self.cell_seconds = cell_seconds_for(settings, profile.size)
-        # How often each finding was offered to a synthesis and cited by it; citations of ids
-        # never offered are dropped and counted.
-        self.citation_counts: dict[str, dict[str, int]] = {}
-        self.unknown_citations = 0
-        self._announced: set[str] = set()  # finding ids already reported as progress events
         self.steps_total = 0
         self.largest_prompt = 0
         self.restarts = 0
 
-    # -- shared services --------------------------------------------------------
+    # -- what wiring reads ---------------------------------------------------------
+    @property
+    def nodes_started(self) -> int:
+        return self.services.nodes_started
+
+    @property
+    def cache_hits(self) -> int:
+        return self.subcalls.cache_hits
+
+    @property
+    def cache_saved_tokens(self) -> int:
+        return self.subcalls.cache_saved_tokens
+
+    # -- the NodeHost: what a node may ask of its run (rlm.run.host) ----------------
+    @property
+    def table(self) -> dict[str, Any] | None:
+        return self.profile.table
+
+    def model_for(self, depth: int) -> ModelClient:
+        return self.services.model_for(depth)
+
     def protocol_for(self, model: ModelClient) -> str:
         key = id(model)
         if key not in self._protocols:
@@ -125,25 +145,38 @@ class Engine(Subcalls):
             self._protocols[key] = chosen
         return self._protocols[key]
 
-    def usage_for(self, node_id: str) -> Usage:
-        with self._lock:
-            return self._node_usage.setdefault(node_id, Usage())
+    def charge(self, node_id: str, reply: Reply) -> None:
+        self.services.charge(node_id, reply)
 
-    @property
-    def nodes_started(self) -> int:
-        return self._node_count
+    def findings_of(self, node_id: str) -> list[Finding]:
+        return self.ledger.for_node(node_id)
 
-    def new_node_id(self) -> str:
-        with self._lock:
-            node_id = f"n{self._node_count}"
-            self._node_count += 1
-            return node_id
+    def all_findings(self) -> list[Finding]:
+        return self.ledger.entries
 
-    def worker_spec(self, start_line: int | None = None, end_line: int | None = None) -> WorkerSpec:
-        return worker_spec_for(self.profile, self.settings, start_line, end_line)
+    def memories(self) -> list[Finding]:
+        return self.services.memory_findings
 
-    def start_sandbox(self, node: Node) -> Sandbox:
-        sandbox = Sandbox(node.scope.spec, bridge=lambda name, args: self._bridge(node, name, args))
+    def add_finding(
+        self,
+        text: str,
+        kind: FindingKind,
+        node_id: str,
+        step: int,
+        *,
+        topic: str | None = None,
+        cap: int = FINDING_CHARS,
+    ) -> Finding | None:
+        return self.services.add_finding(text, kind, node_id, step, topic=topic, cap=cap)
+
+    def llm_query(self, asker: Asker, args: dict[str, Any]) -> str:
+        return self.subcalls.llm_query(asker, args)
+
+    def partition_map(self, asker: Asker, args: dict[str, Any]) -> Partition:
+        return self.subcalls.partition_map(asker, args)
+
+    def start_sandbox(self, spec: WorkerSpec, bridge: Bridge) -> Sandbox:
+        sandbox = Sandbox(spec, bridge=bridge)
         ready = sandbox.start()
         report = ready.get("sandbox") or {}
         if not self.sandbox_report:
@@ -165,62 +198,24 @@ class Engine(Subcalls):
         self.trace.warn(msg)
         self.progress("warning", {"message": msg})
 
-    def add_finding(
-        self,
-        text: str,
-        kind: FindingKind,
-        node_id: str,
-        step: int,
-        *,
-        evidence: str | None = None,
-        topic: str | None = None,
-        cap: int = FINDING_CHARS,
-    ) -> Finding | None:
-        finding = self.ledger.add(
-            text, kind=kind, evidence=evidence or f"{node_id}.s{step}", node=node_id, topic=topic, cap=cap
-        )
-        if finding is not None:
-            self.trace.update(ledger=self.ledger.to_list())
-            with self._lock:
-                new = finding.id not in self._announced
-                self._announced.add(finding.id)
-            if new:
-                self.progress(
-                    "finding",
-                    {
-                        "id": finding.id,
-                        "kind": finding.kind,
-                        "text": finding.text,
-                        "evidence": finding.evidence,
-                        "node": finding.node,
-                    },
-                )
-        return finding
+    def record_bridge_call(self, record: BridgeCallRecord) -> None:
+        self.trace.add_bridge_call(record)
 
-    def record_step(
-        self,
-        node: Node,
-        step: int,
-        messages: list[dict[str, Any]],
-        est_tokens: int,
-        reply: Reply,
-        action: Action | ParseError,
-        outcome: Outcome,
-        duration: float,
-    ) -> None:
+    def record_step(self, done: StepDone) -> None:
+        reply, action, outcome = done.reply, done.action, done.outcome
         with self._lock:
             self.steps_total += 1
-            self.largest_prompt = max(self.largest_prompt, reply.prompt_tokens, est_tokens)
+            self.largest_prompt = max(self.largest_prompt, reply.prompt_tokens, done.est_tokens)
         entry: StepRecord = {
-            "node": node.id,
-            "index": step,
+            "node": done.node_id,
+            "index": done.step,
             "model_call": {
                 # The messages sent, summarised: role, position and size; the content is in earlier steps.
-                "messages": [{"role": m["role"], "tokens": count_message(m)} for m in messages],
-                "dropped_turns": node.dropped,
-                "context": node.payload.to_dict() if node.payload else {},
+                "messages": [{"role": m["role"], "tokens": count_message(m)} for m in done.messages],
+                "dropped_turns": done.dropped_turns,
+                "context": done.context,
                 "prompt_tokens": reply.prompt_tokens,
-                "prompt_tokens_est": est_tokens,
+                "prompt_tokens_est": done.est_tokens,
                 "completion_tokens": reply.completion_tokens,
                 "cost": reply.cost,
                 "latency_s": round(reply.latency_s, 4),
@@ -233,15 +228,15 @@ class Engine(Subcalls):
                 "chars": len(outcome.observation),
                 "ok": outcome.ok,
             },
-            "duration_s": round(duration, 4),
+            "duration_s": round(done.duration, 4),
         }
         self.trace.add_step(entry)
         self.progress(
             "step",
             {
-                "node": node.id,
-                "depth": node.depth,
-                "step": step,
+                "node": done.node_id,
+                "depth": done.depth,
+                "step": done.step,
                 "action": action,
                 "outcome": outcome,
                 "usage": self.budget.usage.to_dict(),
@@ -262,14 +257,14 @@ class Engine(Subcalls):
         started = time.monotonic()
         self._warn_unpriced()
         root_scope = NodeScope(
-            spec=self.worker_spec(),
+            spec=worker_spec_for(self.profile, self.settings),
             profile_block=self.profile.prompt_block(),
             first_line=1,
             n_lines=self.profile.lines,
             memories=self.memory_lines,
         )
-        root = Node(self, self.new_node_id(), 0, self.question, root_scope)
-        self._register_node(root, None, None)
+        root = Node(self, self.services.new_node_id(), 0, self.question, root_scope)
+        self.children.register(root, None, None)
         provider_error: str | None = None
         try:
             result = root.run()
@@ -279,13 +274,13 @@ class Engine(Subcalls):
         except BudgetExceeded as exc:
             result = NodeResult(root.id, None, "budget", self.steps_total, exc.detail, root.largest_prompt)
         self.trace.update_node(
-            root.id, status=result.stop, steps=result.steps, usage=self.usage_for(root.id).to_dict()
+            root.id, status=result.stop, steps=result.steps, usage=self.services.usage_for(root.id).to_dict()
         )
         draft = result.draft
         if draft is None:
             drafts = [f for f in self.ledger.for_node(root.id) if f.kind == "final_draft"]
             draft = drafts[-1].text if drafts else None
-        synthesis = self._synthesize_node(
+        synthesis = self.node_synthesis.synthesize(
             root, NodeResult(root.id, draft, result.stop, result.steps, result.detail)
         )
         self.trace.update(
@@ -313,7 +308,7 @@ class Engine(Subcalls):
             status=status,
             exit_code=int(code),
             message=message,
-            findings=[*self.memory_findings, *self.ledger.entries],
+            findings=[*self.services.memory_findings, *self.ledger.entries],
             usage=self.budget.usage.to_dict(),
             elapsed_s=time.monotonic() - started,
             steps=self.steps_total,
@@ -363,8 +358,8 @@ class Engine(Subcalls):
         )
 
     def close(self) -> None:
-        self._close_loop()
-        shutil.rmtree(self._tmpdir, ignore_errors=True)
+        self.subcalls.close()
+        self.children.close()
 
 
 def _established(synthesis: Synthesis) -> str:

@@ -39,11 +39,14 @@ class Finding:
     id: str
     kind: FindingKind
     text: str  # as prompts show it: capped, the cut marked
-    evidence: str  # the step ("n0.s3") or child node ("n2") it came from
-    node: str
+    evidence: str  # the step ("n0.s3") or child node ("n2") it came from, as traces and prompts show it
+    node: str  # the node it belongs to (a child's answer belongs to its parent)
     full: str | None = None  # the whole result when `text` is cut (kept for the trace, not prompts)
     topic: str | None = None  # what it is about (e.g. the code that computed it): a later one supersedes it
     superseded_by: str | None = None
+    # The step of `node` that made it; None for a child's answer or a memory. Typed, so no one
+    # parses it back out of `evidence`; not written to traces, which carry it in `evidence`.
+    step: int | None = None
 
     def line(self) -> str:
         return f"[{self.id}] ({self.kind}, {self.evidence}) {self.text}"
@@ -110,6 +113,7 @@ class Ledger:
         kind: FindingKind,
         evidence: str,
         node: str,
+        step: int | None = None,
         topic: str | None = None,
         cap: int = FINDING_CHARS,
     ) -> Finding | None:
@@ -135,6 +139,7 @@ class Ledger:
                 node,
                 full=text if shown != text else None,
                 topic=topic,
+                step=step,
             )
             if topic is not None:
                 for i, old in enumerate(self._entries):
@@ -181,4 +186,5 @@ class Ledger:
         return [f for f in self.current if f.node == node]
 
     def to_list(self) -> list[dict[str, Any]]:
-        return [asdict(f) for f in self.entries]
+        """The findings as the trace keeps them: `step` is left out, the trace format has it in `evidence`."""
+        return [{k: v for k, v in asdict(f).items() if k != "step"} for f in self.entries]

@@ -1,0 +1,118 @@
+"""What a node may ask of its run: the `NodeHost` protocol and the records that cross it.
+
+A node (rlm.run.node) knows its run only through this protocol: it adds and reads
+findings, records its steps, starts its worker, makes sub-calls, and reads the
+settings, the budget and the progress callback. The engine implements it; a test
+or another driver may implement it too. Nothing here imports the node or the
+engine, so the node can be read, and driven, without them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from rlm.model.budget import Budget
+from rlm.model.client import ModelClient, Reply
+from rlm.run.actions import Action, ParseError
+from rlm.run.ledger import Finding
+from rlm.run.runner import ActionHost, Outcome
+from rlm.run.scope import Asker
+from rlm.run.settings import Settings
+from rlm.sandbox.client import Sandbox, WorkerSpec
+from rlm.trace.schema import BridgeCallRecord
+
+# A call made by code running in the worker (llm_query, partition_map, recall): name, arguments.
+Bridge = Callable[[str, dict[str, Any]], Any]
+
+
+@dataclass(frozen=True)
+class StepDone:
+    """One finished turn of a node, as the run records it (trace and progress)."""
+
+    node_id: str
+    depth: int
+    step: int
+    messages: list[dict[str, Any]]  # what was sent to the model
+    est_tokens: int  # our estimate of the prompt's tokens
+    reply: Reply
+    action: Action | ParseError
+    outcome: Outcome
+    duration: float
+    dropped_turns: int  # turns left out of the prompt for room so far
+    context: dict[str, Any]  # the prompt's assembled context (rlm.run.routing.Payload.to_dict)
+
+
+@dataclass(frozen=True)
+class Partition:
+    """partition_map's answers, one per chunk in order, with the lines each chunk covered."""
+
+    wheres: list[str]
+    results: list[str]
+
+    def observation(self, var: str) -> str:
+        """What the model is shown when it called partition_map as an action."""
+        lines = [f"{len(self.results)} chunks; answers in chunk order (also in the variable `{var}`):"]
+        lines += [
+            f"[{i + 1}] {where}: {r}"
+            for i, (where, r) in enumerate(zip(self.wheres, self.results, strict=True))
+        ]
+        return "\n".join(lines)
+
+
+class FindingsView(Protocol):
+    """The findings a node's prompt and recall() read."""
+
+    def findings_of(self, node_id: str) -> list[Finding]:
+        """The node's current findings (none superseded)."""
+        ...
+
+    def all_findings(self) -> list[Finding]:
+        """Every finding of the run so far."""
+        ...
+
+    def memories(self) -> list[Finding]:
+        """What earlier runs established about this input, as offered to this run."""
+        ...
+
+
+class NodeHost(ActionHost, FindingsView, Protocol):
+    """The run as a node sees it."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def budget(self) -> Budget: ...
+
+    @property
+    def table(self) -> dict[str, Any] | None:
+        """The input's parsed table as profiled (columns, common values), if it has one."""
+        ...
+
+    def model_for(self, depth: int) -> ModelClient:
+        """The model a node at this depth talks to."""
+        ...
+
+    def protocol_for(self, model: ModelClient) -> str:
+        """How the model is asked for actions: "tools" or "text"."""
+        ...
+
+    def progress(self, kind: str, data: dict[str, Any]) -> None: ...
+
+    def charge(self, node_id: str, reply: Reply) -> None:
+        """Charge a model reply to the run's budget and to the node's usage."""
+        ...
+
+    def start_sandbox(self, spec: WorkerSpec, bridge: Bridge) -> Sandbox:
+        """Start a worker over `spec`; calls made by its code go to `bridge`."""
+        ...
+
+    def record_step(self, done: StepDone) -> None: ...
+
+    def record_bridge_call(self, record: BridgeCallRecord) -> None: ...
+
+    def llm_query(self, asker: Asker, args: dict[str, Any]) -> str: ...
+
+    def partition_map(self, asker: Asker, args: dict[str, Any]) -> Partition: ...
