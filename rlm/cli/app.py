@@ -21,6 +21,7 @@ from rlm.cli.jsonout import print_json
 from rlm.cli.memory_cmd import feedback_command, memory_app
 from rlm.cli.plainhelp import PlainHelp
 from rlm.cli.replay_cmd import logs_command, replay_command
+from rlm.cli.settings_flags import with_settings_flags
 from rlm.errors import ExitCode, InternalError, Interrupted, RlmError
 from rlm.local.cli import app as local_app
 from rlm.text.visible import visible
@@ -101,86 +102,34 @@ EXIT_CODES = """Exit codes:
 
 
 @app.command(epilog=EXIT_CODES, cls=PlainHelp)
+@with_settings_flags()
 def ask(
     file: Annotated[
         str, typer.Argument(metavar="FILE", help="The file to investigate, or - for standard input.")
     ],
     question: Annotated[str, typer.Argument(metavar="QUESTION", help="The question, in plain words.")],
-    model: Annotated[
-        str | None, typer.Option("-m", "--model", help="litellm model string, or 'local' (env RLM_MODEL).")
-    ] = None,
-    sub_model: Annotated[
-        str | None, typer.Option("--sub-model", help="Cheaper model for sub-calls (env RLM_SUB_MODEL).")
-    ] = None,
-    api_base: Annotated[
-        str | None, typer.Option("--api-base", help="OpenAI-compatible server URL (llama.cpp, vLLM, ...).")
-    ] = None,
-    api_key: Annotated[
-        str | None, typer.Option("--api-key", help="API key (prefer the provider's environment variable).")
-    ] = None,
-    protocol: Annotated[
-        str | None, typer.Option("--protocol", help="tools | text | auto (default auto).")
-    ] = None,
-    gguf: Annotated[str | None, typer.Option("--gguf", help="GGUF file for -m local.")] = None,
-    max_steps: Annotated[int | None, typer.Option("--max-steps", help="Turns per node (default 20).")] = None,
-    max_depth: Annotated[
-        int | None, typer.Option("--max-depth", help="Recursion depth, at most 3 (default 3).")
-    ] = None,
-    timeout: Annotated[
-        float | None,
-        typer.Option("--timeout", help="Seconds per sandbox cell (default: 30, plus 60 per GiB of input)."),
-    ] = None,
-    max_calls: Annotated[
-        int | None, typer.Option("--max-calls", help="Model calls for the whole run (default 200).")
-    ] = None,
-    max_tokens: Annotated[
-        int | None, typer.Option("--max-tokens", help="Prompt+completion tokens for the run.")
-    ] = None,
-    max_cost: Annotated[
-        float | None, typer.Option("--max-cost", help="Dollars for the run (where prices are known).")
-    ] = None,
-    max_time: Annotated[
-        float | None, typer.Option("--max-time", help="Wall-clock seconds for the run.")
-    ] = None,
-    concurrency: Annotated[
-        int | None, typer.Option("--concurrency", help="Parallel sub-calls in partition_map (default 8).")
-    ] = None,
-    trace_dir: Annotated[
-        str | None,
-        typer.Option(
-            "--trace-dir",
-            help="Where traces go (default: the per-user data directory, e.g. ~/.local/share/rlm/traces) (env RLM_TRACE_DIR).",
-        ),
-    ] = None,
-    no_trace: Annotated[bool, typer.Option("--no-trace", help="Do not write a trace.")] = False,
+    *,
+    flags: dict[str, Any],
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON document on stdout instead of the answer.")
+        bool,
+        typer.Option(
+            "--json",
+            help="Print one JSON document on stdout instead of the answer (answer, explanation, citations "
+            "resolved to their findings, status, usage, trace, warnings).",
+        ),
     ] = False,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No progress on stderr.")] = False,
     jsonl: Annotated[
         bool,
-        typer.Option("--jsonl", help="Print the run as JSON events on stdout, one per line (rlm-events/1)."),
+        typer.Option(
+            "--jsonl",
+            help="Print the run as JSON events on stdout, one per line, as it goes (rlm-events/1; the "
+            "fields are in rlm/cli/events.py).",
+        ),
     ] = False,
     explain: Annotated[
         bool,
         typer.Option("--explain", help="Also show how the answer was established and the findings it cites."),
-    ] = False,
-    memory: Annotated[
-        str | None,
-        typer.Option("--memory", help="The memory database (env RLM_MEMORY; default: the per-user one)."),
-    ] = None,
-    no_memory: Annotated[
-        bool, typer.Option("--no-memory", help="Neither read nor add to the memory of earlier runs.")
-    ] = False,
-    no_cache: Annotated[
-        bool,
-        typer.Option("--no-cache", help="Ask every sub-call again, even one answered in an earlier run."),
-    ] = False,
-    no_reroute: Annotated[
-        bool,
-        typer.Option(
-            "--no-reroute", help="No second, widened look when the answer is written with low confidence."
-        ),
     ] = False,
     explain_to: Annotated[
         str | None,
@@ -196,28 +145,6 @@ def ask(
     from rlm.run.settings import load_settings
     from rlm.run.wiring import run_ask
 
-    flags = {
-        "model": model,
-        "sub_model": sub_model,
-        "api_base": api_base,
-        "api_key": api_key,
-        "protocol": protocol,
-        "gguf": gguf,
-        "max_steps": max_steps,
-        "max_depth": max_depth,
-        "cell_timeout": timeout,
-        "max_calls": max_calls,
-        "max_tokens": max_tokens,
-        "max_cost": max_cost,
-        "max_time": max_time,
-        "concurrency": concurrency,
-        "trace_dir": trace_dir,
-        "trace": False if no_trace else None,
-        "memory": memory,
-        "no_memory": True if no_memory else None,
-        "no_cache": True if no_cache else None,
-        "no_reroute": True if no_reroute else None,
-    }
     if explain_to not in (None, "stderr", "stdout"):
         _die(f"--explain-to must be stderr or stdout, not {explain_to!r}", int(ExitCode.USAGE))
     if jsonl and as_json:

@@ -10,21 +10,18 @@ import typer
 
 from rlm.cli.evaluate import TaskResult, check_tasks_arg, load_tasks, report, run_tasks
 from rlm.cli.jsonout import print_json
+from rlm.cli.settings_flags import with_settings_flags
 from rlm.errors import ExitCode, RlmError
 from rlm.text.visible import visible
 
 
+@with_settings_flags("model", "sub_model", "api_base", "max_steps", "trace_dir")
 def eval_command(
     tasks_file: Annotated[
         str, typer.Argument(metavar="TASKS", help="A JSON-lines tasks file (see rlm/cli/evaluate.py).")
     ],
-    model: Annotated[
-        str | None, typer.Option("-m", "--model", help="litellm model string, or local.")
-    ] = None,
-    sub_model: Annotated[str | None, typer.Option("--sub-model", help="Model for sub-calls.")] = None,
-    api_base: Annotated[str | None, typer.Option("--api-base", help="An OpenAI-compatible server.")] = None,
-    max_steps: Annotated[int | None, typer.Option("--max-steps", help="Turns per node.")] = None,
-    trace_dir: Annotated[str | None, typer.Option("--trace-dir", help="Where the runs' traces go.")] = None,
+    *,
+    flags: dict[str, Any],
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON document.")] = False,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No progress on stderr.")] = False,
 ) -> None:
@@ -35,16 +32,8 @@ def eval_command(
 
     try:
         tasks = load_tasks(check_tasks_arg(tasks_file))
-        flags = {
-            "model": model,
-            "sub_model": sub_model,
-            "api_base": api_base,
-            "max_steps": max_steps,
-            "trace_dir": trace_dir,
-            # Each task is scored on its own: nothing remembered from an earlier task (or run).
-            "no_memory": True,
-        }
-        settings = load_settings(flags)
+        # Each task is scored on its own: nothing remembered from an earlier task (or run).
+        settings = load_settings({**flags, "no_memory": True})
     except RlmError as exc:
         print(f"rlm: {exc.message}", file=sys.stderr)
         raise typer.Exit(int(exc.exit_code)) from None

@@ -23,6 +23,7 @@ import typer
 
 from rlm.cli.jsonout import print_json
 from rlm.cli.plainhelp import PlainHelp
+from rlm.cli.settings_flags import with_settings_flags
 from rlm.errors import ExitCode
 from rlm.memory.rules import Outcome
 from rlm.text.visible import visible
@@ -308,13 +309,16 @@ def stats_command(memory: MemoryOption = None, as_json: JsonOption = False) -> N
         )
 
 
+@with_settings_flags("trace_dir", help={"trace_dir": "Where `last` is looked for"})
 def feedback_command(
     run: Annotated[str, typer.Argument(metavar="RUN", help="A run id (a trace's name), or last.")],
     outcome: Annotated[str, typer.Argument(metavar="OUTCOME", help="worked, failed or partial.")],
     memory: MemoryOption = None,
-    trace_dir: Annotated[str | None, typer.Option("--trace-dir", help="Where `last` is looked for.")] = None,
+    *,
+    flags: dict[str, Any],
 ) -> None:
     """Say how a run's answer turned out: the memories it cited gain or lose standing."""
+    trace_dir = flags["trace_dir"]
     if outcome not in ("worked", "failed", "partial"):
         _fail(f"OUTCOME must be worked, failed or partial, not {outcome!r}", ExitCode.USAGE)
     run_id = run

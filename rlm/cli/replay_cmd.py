@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from rlm.cli.jsonout import print_json
+from rlm.cli.settings_flags import with_settings_flags
 from rlm.errors import ExitCode, InputError, RlmError, UsageError
 from rlm.text.visible import visible
 from rlm.trace.redact import redact_text
@@ -52,6 +53,9 @@ def _say_ignored(ignored: dict[str, tuple[str, str]]) -> None:
         print(f"rlm: {visible(redact_text(difference_line(ignored)))}", file=sys.stderr, flush=True)
 
 
+@with_settings_flags(
+    "trace_dir", help={"trace_dir": "Where 'last' is looked up and --rerun writes its trace"}
+)
 def replay_command(
     trace: Annotated[
         str, typer.Argument(help="A trace file, or 'last' for the newest in the trace directory.")
@@ -72,12 +76,11 @@ def replay_command(
     ] = None,
     full: Annotated[bool, typer.Option("--full", help="Show whole previews and code.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
-    trace_dir: Annotated[
-        str | None,
-        typer.Option("--trace-dir", help="Where 'last' is looked up and --rerun writes its trace."),
-    ] = None,
+    *,
+    flags: dict[str, Any],
 ) -> None:
     """Show a recorded investigation step by step; --verify or --rerun it."""
+    trace_dir = flags["trace_dir"]
     try:
         if verify and rerun:
             raise UsageError("use --verify or --rerun, not both")
@@ -133,19 +136,17 @@ def replay_command(
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
+@with_settings_flags("trace_dir", help={"trace_dir": "Where traces are"})
 def logs_command(
     limit: Annotated[int, typer.Option("-n", "--limit", help="How many runs to list.")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list on stdout.")] = False,
-    trace_dir: Annotated[
-        str | None,
-        typer.Option(
-            "--trace-dir",
-            help="Where traces are (default: the per-user data directory) (env RLM_TRACE_DIR).",
-        ),
-    ] = None,
+    *,
+    flags: dict[str, Any],
 ) -> None:
     """List recent runs: time, status, cost, question, answer and trace file."""
     from rlm.replay.logs import list_runs, render_runs
+
+    trace_dir = flags["trace_dir"]
 
     try:
         directories = _trace_dirs(trace_dir)

@@ -1,9 +1,10 @@
-"""The action vocabulary and the parser from a model's turn to one Action.
+"""The parser from a model's turn to one Action, checked against the declared vocabulary.
 
-The names and arguments are a public contract with models and with recorded
-traces: extend with optional arguments, never rename. Parsing never raises:
-whatever the model wrote becomes an Action or a ParseError whose message is
-shown to the model so it can correct itself.
+The actions, their arguments, types and defaults are declared once in rlm.run.actionspec;
+this module reads a reply (a native tool call, a fenced block, an action line) and checks
+and fills in its arguments from that declaration. Parsing never raises: whatever the model
+wrote becomes an Action or a ParseError whose message is shown to the model so it can
+correct itself.
 """
 
 from __future__ import annotations
@@ -15,71 +16,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlm.run.actionspec import ACTION_NAMES, ACTIONS, Arg, Spec
+from rlm.run.actionspec import tool_schemas as tool_schemas
 from rlm.trace.schema import ActionRecord
-
-REQUIRED = object()
-
-# name -> ordered (argument, type, default); REQUIRED marks a required argument.
-ACTION_SPECS: dict[str, list[tuple[str, type, Any]]] = {
-    "peek": [("start", int, REQUIRED), ("length", int, 20), ("unit", str, "lines")],
-    "grep": [("pattern", str, REQUIRED), ("max_matches", int, 50), ("ignore_case", bool, False)],
-    "execute": [("code", str, REQUIRED)],
-    "llm_query": [
-        ("question", str, REQUIRED),
-        ("start_line", int, None),
-        ("end_line", int, None),
-        ("text", str, None),
-    ],
-    "partition_map": [
-        ("question", str, REQUIRED),
-        ("chunk_lines", int, None),
-        ("chunk_chars", int, None),
-        ("result_var", str, "results"),
-    ],
-    "final": [("answer", str, REQUIRED)],
-}
-ACTION_NAMES = tuple(ACTION_SPECS)
-GREP_MAX_MATCHES = 500
-
-_DESCRIPTIONS = {
-    "peek": "Show part of the file. unit='lines': lines start..start+length-1 (1-based, like grep -n), each "
-    "with its number. unit='chars': `length` characters from character offset `start` (0-based), for files "
-    "with very long lines.",
-    "grep": "Search the file with a Python `re` regular expression. Shows matching lines with their 1-based "
-    f"numbers, at most max_matches (default 50, maximum {GREP_MAX_MATCHES}), and always the total number of "
-    "matching lines.",
-    "execute": "Run Python in a persistent sandbox where `context` (the whole file, str) and `context_lines` "
-    "(read-only list of lines without line endings; context_lines[0] is line 1) are defined. Only what the "
-    "code prints, and the value of a last bare expression, is shown. Variables persist between calls. "
-    "peek, grep, llm_query, partition_map, note(text), recall(id) and final(answer) are callable inside the code.",
-    "llm_query": "Ask a helper model a question about lines start_line..end_line of the file, or about a string "
-    "`text` you built. Returns its answer. Use it for what needs reading rather than computing.",
-    "partition_map": "Ask a helper model the same question about every chunk of the file (chunk_lines lines or "
-    "chunk_chars characters each). Returns the answers in chunk order; they are also stored in the sandbox "
-    "variable named by result_var (default `results`) for you to combine with execute.",
-    "final": "Give the final answer to the question and stop. Only after you have examined the file.",
-}
-
-_ARG_DOCS = {
-    ("peek", "start"): "first line (1-based) or character offset (0-based) to show",
-    ("peek", "length"): "number of lines or characters to show",
-    ("peek", "unit"): "'lines' (default) or 'chars'",
-    ("grep", "pattern"): "Python re pattern",
-    ("grep", "max_matches"): f"matching lines to show, default 50, at most {GREP_MAX_MATCHES}",
-    ("grep", "ignore_case"): "case-insensitive search",
-    ("execute", "code"): "Python source to run",
-    ("llm_query", "question"): "what the helper should answer",
-    ("llm_query", "start_line"): "first line of the slice (1-based)",
-    ("llm_query", "end_line"): "last line of the slice (inclusive)",
-    ("llm_query", "text"): "a string to ask about instead of a line range",
-    ("partition_map", "question"): "question asked of every chunk",
-    ("partition_map", "chunk_lines"): "lines per chunk",
-    ("partition_map", "chunk_chars"): "characters per chunk (split on line boundaries)",
-    ("partition_map", "result_var"): "sandbox variable that receives the list of answers",
-    ("final", "answer"): "the answer, with the exact figures you established",
-}
-
-_JSON_TYPES = {int: "integer", str: "string", bool: "boolean"}
 
 
 @dataclass
@@ -102,36 +41,12 @@ class ParseError:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def tool_schemas() -> list[dict[str, Any]]:
-    """The actions as OpenAI-style function tools."""
-    tools = []
-    for name, spec in ACTION_SPECS.items():
-        props: dict[str, Any] = {}
-        required = []
-        for arg, typ, default in spec:
-            prop: dict[str, Any] = {"type": _JSON_TYPES[typ], "description": _ARG_DOCS[(name, arg)]}
-            if name == "peek" and arg == "unit":
-                prop["enum"] = ["lines", "chars"]
-            props[arg] = prop
-            if default is REQUIRED:
-                required.append(arg)
-        tools.append(
-            {
-                "type": "function",
-                "function": {
-                    "name": name,
-                    "description": _DESCRIPTIONS[name],
-                    "parameters": {"type": "object", "properties": props, "required": required},
-                },
-            }
-        )
-    return tools
-
-
-def _coerce(name: str, arg: str, typ: type, value: Any) -> tuple[bool, Any]:
+def _coerce(arg: Arg, value: Any) -> tuple[bool, Any]:
+    """`value` as the argument's type, where a model's way of writing it is unambiguous
+    ("5" for 5, "true" for True, 5.0 for 5)."""
     if value is None:
         return True, None
-    if typ is bool:
+    if arg.kind is bool:
         if isinstance(value, bool):
             return True, value
         if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
@@ -139,7 +54,7 @@ def _coerce(name: str, arg: str, typ: type, value: Any) -> tuple[bool, Any]:
         if isinstance(value, int):
             return True, bool(value)
         return False, None
-    if typ is int:
+    if arg.kind is int:
         if isinstance(value, bool):
             return False, None
         if isinstance(value, int):
@@ -149,11 +64,11 @@ def _coerce(name: str, arg: str, typ: type, value: Any) -> tuple[bool, Any]:
         if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
             return True, int(value)
         return False, None
-    if typ is str:
+    if arg.kind is str:
         if isinstance(value, str):
             return True, value
-        if arg == "answer" and isinstance(value, int | float | list | dict | bool):
-            return True, value if isinstance(value, str) else json.dumps(value)
+        if arg.any_json and isinstance(value, int | float | list | dict | bool):
+            return True, json.dumps(value)
         return False, None
     return True, value
 
@@ -162,60 +77,65 @@ def validate(
     name: str, args: Any, positional: list[Any] | None = None, call_id: str | None = None
 ) -> Action | ParseError:
     """Check an action's name and arguments; fill in defaults."""
-    if name not in ACTION_SPECS:
+    if name not in ACTIONS:
         return ParseError(f"unknown action `{name}`; the actions are: {', '.join(ACTION_NAMES)}", call_id)
     if not isinstance(args, dict):
         return ParseError(f"the arguments of `{name}` must be an object of named arguments", call_id)
-    spec = ACTION_SPECS[name]
-    names = [a for a, _, _ in spec]
+    spec = ACTIONS[name]
+    names = spec.arg_names()
     args = dict(args)
     positional = positional or []
-    if len(positional) > len(spec):
-        return ParseError(f"`{name}` takes at most {len(spec)} arguments ({', '.join(names)})", call_id)
-    for (arg, _, _), value in zip(spec, positional, strict=False):
-        if arg in args:
-            return ParseError(f"argument `{arg}` of `{name}` given twice", call_id)
-        args[arg] = value
+    if len(positional) > len(spec.args):
+        return ParseError(f"`{name}` takes at most {len(spec.args)} arguments ({', '.join(names)})", call_id)
+    for arg, value in zip(spec.args, positional, strict=False):
+        if arg.name in args:
+            return ParseError(f"argument `{arg.name}` of `{name}` given twice", call_id)
+        args[arg.name] = value
     unknown = [a for a in args if a not in names]
     if unknown:
         return ParseError(
             f"unknown argument `{unknown[0]}` for `{name}`; it takes: {', '.join(names)}", call_id
         )
     out: dict[str, Any] = {}
-    for arg, typ, default in spec:
-        if arg not in args or args[arg] is None:
-            if default is REQUIRED:
-                return ParseError(f"missing required argument `{arg}` for `{name}`", call_id)
-            out[arg] = default
+    for arg in spec.args:
+        if arg.name not in args or args[arg.name] is None:
+            if arg.required:
+                return ParseError(f"missing required argument `{arg.name}` for `{name}`", call_id)
+            out[arg.name] = arg.default
             continue
-        ok, value = _coerce(name, arg, typ, args[arg])
+        ok, value = _coerce(arg, args[arg.name])
         if not ok:
             return ParseError(
-                f"argument `{arg}` of `{name}` must be {_JSON_TYPES[typ]}, got {type(args[arg]).__name__}",
+                f"argument `{arg.name}` of `{name}` must be {arg.json_type}, got {type(args[arg.name]).__name__}",
                 call_id,
             )
-        out[arg] = value
-    return _check_values(Action(name, out, call_id))
+        out[arg.name] = value
+    problem = _check_values(spec, out)
+    return ParseError(problem, call_id) if problem else Action(name, out, call_id)
 
 
-def _check_values(action: Action) -> Action | ParseError:
-    a = action.args
-    if action.name == "peek":
-        if a["unit"] not in ("lines", "chars"):
-            return ParseError("`unit` of `peek` must be 'lines' or 'chars'", action.call_id)
-        if a["length"] < 1:
-            return ParseError("`length` of `peek` must be at least 1", action.call_id)
-    elif action.name == "grep":
-        if not a["pattern"]:
-            return ParseError("`pattern` of `grep` must not be empty", action.call_id)
-        a["max_matches"] = max(1, min(GREP_MAX_MATCHES, a["max_matches"]))
-    elif action.name == "execute" and not a["code"].strip():
-        return ParseError("`code` of `execute` is empty", action.call_id)
-    elif action.name == "final" and not a["answer"].strip():
-        return ParseError("`final` needs a non-empty answer", action.call_id)
-    elif action.name == "partition_map" and a["chunk_lines"] is not None and a["chunk_chars"] is not None:
-        return ParseError("give `chunk_lines` or `chunk_chars` to `partition_map`, not both", action.call_id)
-    return action
+def _check_values(spec: Spec, values: dict[str, Any]) -> str | None:
+    """What is wrong with the values, as the spec's bounds say; clamps numbers in place.
+    Choices are checked before bounds, bounds before emptiness: the first problem is the one told."""
+    present = [(a, values[a.name]) for a in spec.args if values[a.name] is not None]
+    for arg, value in present:
+        if arg.choices and value not in arg.choices:
+            allowed = " or ".join(repr(c) for c in arg.choices)
+            return f"`{arg.name}` of `{spec.name}` must be {allowed}"
+    for arg, value in present:
+        if arg.at_least is not None and value < arg.at_least:
+            return f"`{arg.name}` of `{spec.name}` must be at least {arg.at_least}"
+    for arg, value in present:
+        if arg.if_empty and not (value.strip() if arg.blank_is_empty else value):
+            return arg.if_empty
+    for arg, value in present:
+        if arg.clamp is not None:
+            values[arg.name] = max(arg.clamp[0], min(arg.clamp[1], value))
+    if spec.exclusive is not None:
+        first, second = spec.exclusive
+        if values[first] is not None and values[second] is not None:
+            return f"give `{first}` or `{second}` to `{spec.name}`, not both"
+    return None
 
 
 def parse_tool_call(name: str, arguments: str, call_id: str | None = None) -> Action | ParseError:
@@ -250,7 +170,7 @@ def _literal_call(source: str) -> tuple[str, list[Any], dict[str, Any]] | None:
     if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
         return None
     name = call.func.id.lower() if call.func.id.upper() == "FINAL" else call.func.id
-    if name not in ACTION_SPECS:
+    if name not in ACTIONS:
         return None
     try:
         positional = [ast.literal_eval(a) for a in call.args]

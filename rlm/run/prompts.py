@@ -1,12 +1,14 @@
 """Everything a model is told. Short enough for a 4k-token local model.
 
 A model acting through rlm sees only its prompt, so every action, argument
-and limit it can meet is spelled out here.
+and limit it can meet is spelled out here; the list of actions and their
+signatures comes from their declaration (rlm.run.actionspec).
 """
 
 from __future__ import annotations
 
 from rlm.input.tables import EXAMPLES_LINE
+from rlm.run.actionspec import prompt_lines, tools_sentence
 from rlm.run.framing import frame
 from rlm.run.ledger import RESULT_FINDING_CHARS
 from rlm.run.queryhint import QueryHint
@@ -31,24 +33,7 @@ action per turn; after each action you see its result.
 {data_rule}
 
 Actions:
-- peek(start, length=20, unit="lines"): show lines start..start+length-1 with their numbers (1-based, as in \
-grep -n); unit="chars" shows `length` characters from character offset `start` instead.
-- grep(pattern, max_matches=50, ignore_case=False): Python `re` regex; shows matching lines with their \
-numbers (at most max_matches, up to 500) and the exact total count of matching lines.
-- execute(code): run Python in a persistent sandbox (variables survive between turns). Only what you \
-print(), and the value of a last bare expression, is shown. Modules you may import: {modules}. No files, \
-no network. Each cell may run {seconds:g} s and use about {memory_mb:,} MB beyond the file: enough for one \
-full pass over the file; slices of context_lines are views and cost nothing. Inside code you can also call peek, grep (returns a list of (line_number, line)), \
-llm_query, partition_map, note(text) to record a finding, recall(id) to see again a finding (F3), memory \
-(M2) or earlier turn (T4) left out to save room, and final(answer).
-- llm_query(question, start_line=None, end_line=None, text=None): a helper model answers a question \
-about lines start_line..end_line, or about a string you built; returns its answer.
-- partition_map(question, chunk_lines=None, chunk_chars=None): the helper answers the question for every \
-chunk of the file; returns the answers in order (also stored in the variable `results`).
-- sql(query): a function of the sandbox, called in the code you execute (not an action of its own): a \
-read-only DuckDB SQL query over the table `log` (line_no, line, and the fields the profile lists for this \
-file's format); returns a list of row tuples, shown as a table when it is the last expression. Prefer it for counts, distinct values and group-bys: it is exact and fast on the whole file.
-- final(answer): give your answer and stop. Allowed only after you have looked at the data.
+{actions}
 
 What you establish is kept as findings: the printed result of every cell, each grep's count and first \
 lines, and note(text). After final, a last step writes the answer from these findings alone, so print the \
@@ -94,9 +79,8 @@ and, once a result answers the question, pass the value that answers it to final
 final({answer})
 ```"""
 
-_TOOLS_PROTOCOL = """
-
-Each turn call exactly one of the tools peek, grep, execute, llm_query, partition_map or final."""
+# The tools protocol names the tools: the declared actions (rlm.run.actionspec).
+_TOOLS_PROTOCOL = "\n\n{tools}"
 
 
 def system_prompt(
@@ -108,16 +92,13 @@ def system_prompt(
     has_table: bool = False,
     hint: QueryHint | None = None,
 ) -> str:
+    # The list of actions is their declaration's, with this run's limits filled in.
+    actions = prompt_lines().format(modules=MODULES, seconds=cell_seconds, memory_mb=memory_mb)
     body = _COMMON.format(
-        modules=MODULES,
-        cap=observation_cap,
-        finding_cap=RESULT_FINDING_CHARS,
-        seconds=cell_seconds,
-        memory_mb=memory_mb,
-        data_rule=DATA_RULE,
+        actions=actions, cap=observation_cap, finding_cap=RESULT_FINDING_CHARS, data_rule=DATA_RULE
     )
     if protocol == "tools":
-        return body + _TOOLS_PROTOCOL
+        return body + _TOOLS_PROTOCOL.format(tools=tools_sentence())
     if hint is not None:
         return body + _HINT_PROTOCOL.format(code=hint.code(), answer=hint.answer)
     name, example = _EXAMPLE_SQL if has_table else _EXAMPLE_PYTHON

@@ -1,64 +1,159 @@
 """Settings: one place for flags > environment (RLM_*) > config file > defaults.
 
+Each setting is declared once, as a field of `Settings` (rlm.run.options says what a
+declaration holds): the flags of `rlm ask` (rlm.cli.settings_flags), the variables, the
+config-file keys and the README's options table (scripts/readme_tables.py) all come from it.
 The config file is TOML (`$RLM_CONFIG`, else `~/.config/rlm/config.toml`),
 with the same keys as the fields below, e.g. `model = "gpt-4o-mini"`.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import tomllib
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from rlm.errors import ConfigError, UsageError
-from rlm.run.routing import SPECS
+from rlm.run.options import Option, Rule, option, options_of
 from rlm.trace.redact import register_secret, register_url_secrets, url_without_secrets
 
 MAX_DEPTH_HARD = 3
 PROTOCOLS = ("auto", "tools", "text")
+# A limit in seconds past a week is a typo, and past ~3e8 it overflows the timers it feeds.
+_WEEK = 7 * 86_400.0
+
+# A model request's time limit when none is set: a hosted model answers in seconds; the
+# offline model on two cores reads a 3,000-token prompt and writes its reply in minutes.
+REQUEST_SECONDS_HOSTED = 120.0
+REQUEST_SECONDS_LOCAL = 600.0
+
+# A cell's time limit when none is set: room for a full pass in Python over the input
+# (about 30 s per GiB for a regex loop over log lines in the sandbox), never under 30 s.
+CELL_SECONDS_MIN = 30.0
+CELL_SECONDS_PER_GIB = 60.0
 
 
 @dataclass
 class Settings:
-    model: str | None = None
-    sub_model: str | None = None
-    api_base: str | None = None
-    api_key: str | None = None
-    protocol: str = "auto"
-    gguf: str | None = None
+    """Every setting, declared once: type, default, flag, bounds and help (rlm.run.options).
+    The config-file key is the field's name and the variable RLM_ + the name in capitals."""
+
+    model: str | None = option(
+        None, "litellm model string, or 'local'", flags=("-m", "--model"), unset="local if installed"
+    )
+    sub_model: str | None = option(
+        None,
+        "Model for sub-calls (llm_query, partition_map), e.g. a cheaper one",
+        flags=("--sub-model",),
+        unset="the model",
+    )
+    api_base: str | None = option(
+        None,
+        "OpenAI-compatible server URL (llama.cpp, vLLM, a stub)",
+        flags=("--api-base",),
+    )
+    api_key: str | None = option(
+        None, "API key (better: the provider's own variable, e.g. OPENAI_API_KEY)", flags=("--api-key",)
+    )
+    protocol: str = option(
+        "auto",
+        "How the model acts: tools (native tool calls), text (one fenced block a turn) or auto",
+        flags=("--protocol",),
+        choices=PROTOCOLS,
+        doc="`tools` (native tool calls), `text` (one fenced block per turn), `auto` (tools where litellm "
+        "says the model supports function calling; a custom `--api-base` is `text`)",
+    )
+    gguf: str | None = option(
+        None, "GGUF file for -m local", flags=("--gguf",), unset="the model `rlm local setup` installed"
+    )
     # limits
-    max_steps: int = 20
-    max_depth: int = 3
-    cell_timeout: float | None = None  # seconds per cell; None: scaled to the input (cell_seconds_for)
-    max_calls: int = 200
-    max_tokens: int = 2_000_000
-    max_cost: float | None = None
-    max_time: float | None = None
-    concurrency: int = 8
+    max_steps: int = option(20, "Turns per node", flags=("--max-steps",), low=1)
+    max_depth: int = option(
+        3, f"Recursion depth, at most {MAX_DEPTH_HARD}", flags=("--max-depth",), low=0, high=MAX_DEPTH_HARD
+    )
+    cell_timeout: float | None = option(
+        None,
+        "Seconds per sandbox cell",
+        flags=("--timeout",),
+        low=0,
+        above=True,
+        high=_WEEK,
+        unset=f"{CELL_SECONDS_MIN:g}, plus {CELL_SECONDS_PER_GIB:g} per GiB of input",
+    )
+    max_calls: int = option(200, "Model calls for the whole run", flags=("--max-calls",), low=1)
+    max_tokens: int = option(
+        2_000_000, "Prompt and completion tokens for the whole run", flags=("--max-tokens",), low=1
+    )
+    max_cost: float | None = option(
+        None, "Dollars for the whole run (where prices are known)", flags=("--max-cost",), low=0, unset="none"
+    )
+    max_time: float | None = option(
+        None,
+        "Wall-clock seconds for the whole run",
+        flags=("--max-time",),
+        low=0,
+        above=True,
+        high=_WEEK,
+        unset="none",
+    )
+    concurrency: int = option(
+        8, "Parallel sub-calls in partition_map", flags=("--concurrency",), low=1, high=256
+    )
     # sizes of what goes into prompts
-    max_observation_chars: int = 4000
-    history_tokens: int = 12_000
-    sub_prompt_tokens: int = 6000
-    reply_max_tokens: int = 2048
+    max_observation_chars: int = option(
+        4000, "Characters of an action's result shown to the model", low=1, high=1_000_000
+    )
+    history_tokens: int = option(12_000, "Tokens of earlier turns a node's prompt keeps", low=1)
+    sub_prompt_tokens: int = option(6000, "Tokens of the excerpt one sub-call reads", low=1)
+    reply_max_tokens: int = option(2048, "Tokens a model may write in one reply", low=1)
     # model-call behaviour
-    request_timeout: float | None = None  # seconds per request; None: request_timeout_for
-    retries: int = 4
-    retry_base_delay: float = 1.0
-    temperature: float = 0.0
-    # sandbox
-    memory_headroom_mb: int = 1024
+    request_timeout: float | None = option(
+        None,
+        "Seconds per model request",
+        low=0,
+        above=True,
+        high=_WEEK,
+        unset=f"{REQUEST_SECONDS_HOSTED:g}; {REQUEST_SECONDS_LOCAL:g} for -m local",
+    )
+    retries: int = option(4, "Retries of a failed model call", low=0, high=100)
+    retry_base_delay: float = option(
+        1.0, "Seconds before the first retry, doubled for each next one", low=0, high=3600
+    )
+    temperature: float = option(0.0, "Sampling temperature of every model call", low=0, high=2)
+    # sandbox; 0 would mean no memory cap at all for model code: never a setting's doing.
+    memory_headroom_mb: int = option(
+        1024, "Megabytes model code may use beyond the input it reads", low=16, high=1 << 20
+    )
     # outputs
-    trace_dir: str | None = None  # None: the per-user data directory (trace_dir_for)
-    trace: bool = True
-    cache_dir: str | None = None
+    trace_dir: str | None = option(
+        None,
+        "Where traces go",
+        flags=("--trace-dir",),
+        unset="the per-user data directory, e.g. ~/.local/share/rlm/traces",
+        doc="where the run's trace goes; `rlm logs` and `rlm replay last` look there (and only there), "
+        "from any directory",
+    )
+    trace: bool = option(True, "Do not write a trace", flags=("--no-trace",))
+    cache_dir: str | None = option(
+        None, "Where the index and table of an input are kept", unset="the per-user cache directory"
+    )
     # memory across runs (rlm.memory): the database, whether to use it, whether to reuse sub-calls
-    memory: str | None = None  # None: rlm.memory.store.default_memory_path()
-    no_memory: bool = False
-    no_cache: bool = False
-    no_reroute: bool = False  # no second, widened synthesis pass on a low-confidence answer
+    memory: str | None = option(
+        None, "The memory database", flags=("--memory",), unset="the per-user one (docs/memory.md)"
+    )
+    no_memory: bool = option(
+        False, "Neither read nor add to the memory of earlier runs", flags=("--no-memory",)
+    )
+    no_cache: bool = option(
+        False, "Ask every sub-call again, even one answered in an earlier run", flags=("--no-cache",)
+    )
+    no_reroute: bool = option(
+        False,
+        "No second, widened look when the answer is written with low confidence",
+        flags=("--no-reroute",),
+    )
 
     def affecting_results(self) -> dict[str, Any]:
         """What a trace records: everything that can change the answer, no secrets."""
@@ -69,129 +164,14 @@ class Settings:
         return d
 
 
-_FIELD_TYPES = {f.name: f.type for f in fields(Settings)}
-
-# A limit in seconds past a week is a typo, and past ~3e8 it overflows the timers it feeds.
-_WEEK = 7 * 86_400.0
-
-
-@dataclass(frozen=True)
-class Rule:
-    """What one setting accepts: its type, and the bounds beyond which it makes no sense."""
-
-    kind: type
-    low: float | None = None
-    above: bool = False  # the low bound itself is refused (a time limit of 0 s)
-    high: float | None = None
-    choices: tuple[str, ...] = ()
-
-    def expects(self) -> str:
-        if self.choices:
-            return "one of " + ", ".join(self.choices)
-        if self.kind is bool:
-            return "true or false"
-        if self.kind is str:
-            return "a text (a name, a path or a URL)"
-        noun = "a whole number" if self.kind is int else "a number"
-        bounds = []
-        if self.low is not None:
-            bounds.append(f"above {_num(self.low)}" if self.above else f"at least {_num(self.low)}")
-        if self.high is not None:
-            bounds.append(f"at most {_num(self.high)}")
-        return f"{noun} ({', '.join(bounds)})" if bounds else noun
-
-
-def _num(x: float) -> str:
-    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
-
-
-RULES: dict[str, Rule] = {
-    "model": Rule(str),
-    "sub_model": Rule(str),
-    "api_base": Rule(str),
-    "api_key": Rule(str),
-    "protocol": Rule(str, choices=PROTOCOLS),
-    "gguf": Rule(str),
-    "max_steps": Rule(int, 1),
-    "max_depth": Rule(int, 0, high=MAX_DEPTH_HARD),
-    "cell_timeout": Rule(float, 0, above=True, high=_WEEK),
-    "max_calls": Rule(int, 1),
-    "max_tokens": Rule(int, 1),
-    "max_cost": Rule(float, 0),
-    "max_time": Rule(float, 0, above=True, high=_WEEK),
-    "concurrency": Rule(int, 1, high=256),
-    "max_observation_chars": Rule(int, 1, high=1_000_000),
-    "history_tokens": Rule(int, 1),
-    "sub_prompt_tokens": Rule(int, 1),
-    "reply_max_tokens": Rule(int, 1),
-    "request_timeout": Rule(float, 0, above=True, high=_WEEK),
-    "retries": Rule(int, 0, high=100),
-    "retry_base_delay": Rule(float, 0, high=3600),
-    "temperature": Rule(float, 0, high=2),
-    # 0 would mean no memory cap at all for model code: never a setting's doing.
-    "memory_headroom_mb": Rule(int, 16, high=1 << 20),
-    "trace_dir": Rule(str),
-    "trace": Rule(bool),
-    "cache_dir": Rule(str),
-    "memory": Rule(str),
-    "no_memory": Rule(bool),
-    "no_cache": Rule(bool),
-    "no_reroute": Rule(bool),
-}
-
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
-# Flags whose name is not the setting's own.
-_FLAG_NAMES = {"cell_timeout": "--timeout"}
-
-
-def _number(rule: Rule, value: Any) -> int | float:
-    """`value` as the rule's number type; ValueError when it is not one (bool, 2.5 for an int, nan)."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ValueError
-    number = float(value.strip()) if isinstance(value, str) else float(value)
-    if not math.isfinite(number):
-        raise ValueError
-    if rule.kind is int:
-        if not number.is_integer():
-            raise ValueError
-        # Exact for digits (a float would round a 20-digit count), else the float's value (1e6).
-        digits = isinstance(value, str) and value.strip().lstrip("+-").isdigit()
-        return int(value) if digits else int(number)
-    return number
+OPTIONS: dict[str, Option] = options_of(Settings)
+RULES: dict[str, Rule] = {name: o.rule for name, o in OPTIONS.items()}
 
 
 def coerce(name: str, value: Any) -> Any:
     """`value` (from a flag, an RLM_* variable, the config file or a trace) as setting `name`
     holds it; ValueError naming what the setting expects when it is out of type or bounds."""
-    rule = RULES[name]
-    optional = "None" in str(_FIELD_TYPES[name])
-    if value is None or (value == "" and optional):
-        if optional:
-            return None
-        raise ValueError(rule.expects())
-    try:
-        if rule.kind is bool:
-            if isinstance(value, bool):
-                return value
-            word = str(value).strip().lower() if isinstance(value, str) else None
-            if word in _TRUE or word in _FALSE:
-                return word in _TRUE
-            raise ValueError
-        if rule.kind is str:
-            # A TOML table or list where a path goes, or a NUL no system call takes.
-            if not isinstance(value, str) or "\x00" in value or value.strip() == "":
-                raise ValueError
-            if rule.choices and value not in rule.choices:
-                raise ValueError
-            return value
-        number = _number(rule, value)
-    except ValueError:
-        raise ValueError(rule.expects()) from None
-    too_low = rule.low is not None and (number <= rule.low if rule.above else number < rule.low)
-    if too_low or (rule.high is not None and number > rule.high):
-        raise ValueError(rule.expects())
-    return number
+    return OPTIONS[name].coerce(value)
 
 
 def _shown(value: Any) -> str:
@@ -215,7 +195,7 @@ def _load_config_file() -> dict[str, Any]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
-    unknown = sorted(set(data) - set(_FIELD_TYPES))
+    unknown = sorted(set(data) - set(OPTIONS))
     if unknown:
         raise ConfigError(f"unknown key(s) in {path}: {', '.join(unknown)}")
     checked: dict[str, Any] = {}
@@ -233,20 +213,19 @@ def load_settings(flags: dict[str, Any] | None = None) -> Settings:
     exit 4 for the config file, exit 2 for a variable or a flag."""
     merged: dict[str, Any] = {}
     merged.update(_load_config_file())
-    for name in _FIELD_TYPES:
-        env = os.environ.get("RLM_" + name.upper())
+    for name, declared in OPTIONS.items():
+        env = os.environ.get(declared.env)
         if env is not None:
             try:
-                merged[name] = coerce(name, env)
+                merged[name] = declared.coerce(env)
             except ValueError as exc:
-                raise UsageError(f"RLM_{name.upper()} must be {exc}, not {_shown(env)}") from None
+                raise UsageError(f"{declared.env} must be {exc}, not {_shown(env)}") from None
     for name, value in (flags or {}).items():
         if value is not None:
             try:
                 merged[name] = coerce(name, value)
             except ValueError as exc:
-                flag = _FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
-                raise UsageError(f"{flag} must be {exc}, not {_shown(value)}") from None
+                raise UsageError(f"{OPTIONS[name].flag} must be {exc}, not {_shown(value)}") from None
     settings = Settings(**merged)
     validate(settings)
     # Keys given here (not in the environment, where redaction finds them) are masked too.
@@ -273,23 +252,11 @@ class Sizing:
     sub_prompt_tokens: int
 
 
-# A model request's time limit when none is set: a hosted model answers in seconds; the
-# offline model on two cores reads a 3,000-token prompt and writes its reply in minutes.
-REQUEST_SECONDS_HOSTED = 120.0
-REQUEST_SECONDS_LOCAL = 600.0
-
-
 def request_timeout_for(settings: Settings, *, local: bool) -> float:
     """The per-request time limit: the configured one, else one that suits where the model runs."""
     if settings.request_timeout is not None:
         return settings.request_timeout
     return REQUEST_SECONDS_LOCAL if local else REQUEST_SECONDS_HOSTED
-
-
-# A cell's time limit when none is set: room for a full pass in Python over the input
-# (about 30 s per GiB for a regex loop over log lines in the sandbox), never under 30 s.
-CELL_SECONDS_MIN = 30.0
-CELL_SECONDS_PER_GIB = 60.0
 
 
 def cell_seconds_for(s: Settings, input_bytes: int) -> float:
@@ -319,6 +286,10 @@ def trace_dirs_to_read(s: Settings) -> list[str]:
 
 
 def sizing_for(s: Settings, window: int) -> Sizing:
+    # Imported here: the CLI builds its flags from this module, and `rlm --version` or
+    # `rlm logs` need none of the prompt machinery routing brings.
+    from rlm.run.routing import SPECS
+
     reply = min(s.reply_max_tokens, max(256, window // 6))
     return Sizing(
         reply_tokens=reply,
