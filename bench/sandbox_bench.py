@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from rlm.sandbox.client import Sandbox, WorkerSpec  # noqa: E402
-from rlm.sandbox.worker.policy import Interpreter  # noqa: E402
+from rlm.sandbox.worker.interpreter import Interpreter  # noqa: E402
 
 APACHE = REPO.parent / "shared" / "data" / "elastic" / "apache_logs"
 

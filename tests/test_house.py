@@ -1,15 +1,21 @@
-"""The house rules, checked: package arrows, the worker's import boundary, one trace schema.
+"""The house rules, checked: the import contracts, the worker's lock-down imports, one trace schema.
 
-These read the source (ast) and docs/trace-format.md; they fail when a module
-starts importing across the architecture, when code that runs in the
-locked-down worker imports something it cannot have there, or when the trace
-schema in code and its documentation part ways.
+The package arrows and the worker boundary are import-linter contracts in
+pyproject.toml (docs/architecture.md says what each means); these tests run
+them, and check that they catch a crossing import. What contracts cannot
+say is checked here from the source (ast): code the locked-down worker runs
+imports nothing at call time and nothing beyond the standard library and the
+three libraries it loads before lock-down. The trace schema in code and its
+documentation must not part ways.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,51 +26,27 @@ from rlm.trace import schema
 ROOT = Path(__file__).resolve().parent.parent
 RLM = ROOT / "rlm"
 
-# Which package may import which (the arrows point one way: cli -> run -> model ... -> text).
-ALLOWED = {
-    "cli": {"run", "replay", "trace", "local", "model", "input", "text", "memory", "errors", "version"},
-    "replay": {"run", "trace", "sandbox", "input", "text", "errors"},
-    "run": {"model", "sandbox", "sandbox.worker", "input", "text", "trace", "local", "memory", "errors"},
-    "memory": {"errors"},
-    "model": {"errors"},
-    "local": {"errors"},
-    "sandbox": {"text", "errors", "version"},
-    "sandbox.worker": {"sandbox", "text", "input"},
-    "input": {"text", "errors"},
-    "trace": {"errors", "version"},
-    "text": set(),
-    "errors": set(),
-}
-# rlm.privatefiles (0600 files in 0700 folders, written whole, never through a symlink) imports
-# nothing of rlm: every package may import it.
-for _deps in ALLOWED.values():
-    _deps.add("privatefiles")
-ALLOWED["privatefiles"] = set()
+# `lint-imports`, run by the interpreter running the tests (CI runs the same command after mypy).
+LINT_IMPORTS = [
+    sys.executable,
+    "-c",
+    "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())",
+    "--no-cache",
+    "--no-logo",
+]
 
 # Code the worker runs: the worker package and everything it reaches. Outside rlm it may
 # import only these (all loaded before lock-down; the audit hook fails any later import).
 WORKER_ENTRY = "rlm.sandbox.worker.main"
 WORKER_THIRD_PARTY = {"numpy", "RestrictedPython", "duckdb"}
+# The rlm modules it may reach: the worker package, worker-safe text, the lock-down.
+WORKER_SAFE = ("rlm.sandbox.worker", "rlm.text")
+WORKER_ALSO = {"rlm", "rlm.sandbox", "rlm.sandbox.oslimits"}
 # Functions in worker-reachable modules that import inside their body, and why that is safe.
 CALL_TIME_IMPORTS = {
-    ("rlm.sandbox.worker.main", "_preload"): "the preload itself, before lock-down",
-    ("rlm.sandbox.worker.main", "_die_with_parent"): "at start-up, before lock-down",
-    ("rlm.sandbox.worker.main", "__init__"): "the worker's set-up, before lock-down",
-    ("rlm.sandbox.worker.policy", "_re_attrs"): "builds the policy tables at start-up",
-    ("rlm.sandbox.worker.policy", "_make_builtins"): "builds the builtins at start-up",
     ("rlm.text.index", "_numpy"): "numpy is preloaded by the worker; the parent loads it lazily",
-    ("rlm.input.tables", "__init__"): "the SQL session opens before lock-down",
-    # Parent-only functions of rlm.input.tables (the table build): never called in the worker.
-    ("rlm.input.tables", "ensure_table"): "parent only",
-    ("rlm.input.tables", "_unreadable_db"): "parent only (a cached table checked before use)",
-    ("rlm.input.tables", "build_table"): "parent only",
-    ("rlm.input.tables", "_stop_if_asked"): "parent only (the table build)",
-    ("rlm.input.tables", "_create_csv"): "parent only",
-    ("rlm.input.tables", "_utc"): "parent only (the build's connection)",
-    ("rlm.input.tables", "_has_cr"): "parent only",
-    ("rlm.input.tables", "_transcode"): "parent only",
-    ("rlm.input.tables", "_what_columns_hold"): "parent only (the profile's values, examples)",
-    ("rlm.input.tables", "describe_table"): "parent only (the profile's text)",
+    ("rlm.sandbox.worker.sql_session", "__init__"): "the SQL session opens before lock-down, "
+    "and only a worker whose input has a table imports duckdb",
 }
 
 
@@ -77,15 +59,6 @@ def _module_name(path: Path) -> str:
 
 def _modules() -> dict[str, Path]:
     return {_module_name(p): p for p in RLM.rglob("*.py")}
-
-
-def _package(module: str) -> str:
-    parts = module.split(".")
-    if module == "rlm":
-        return "version"
-    if parts[1:3] == ["sandbox", "worker"]:
-        return "sandbox.worker"
-    return parts[1]
 
 
 def _imports(path: Path) -> list[tuple[str, str | None]]:
@@ -107,41 +80,48 @@ def _imports(path: Path) -> list[tuple[str, str | None]]:
     return found
 
 
-def test_packages_import_only_along_the_arrows() -> None:
-    modules = _modules()
-    wrong = []
-    for name, path in modules.items():
-        if name in ("rlm", "rlm.__main__"):
-            continue
-        here = _package(name)
-        for imported, _ in _imports(path):
-            if not imported.startswith("rlm") or imported not in modules and imported != "rlm":
-                continue
-            there = _package(imported)
-            if there != here and there not in ALLOWED[here]:
-                wrong.append(f"{name} imports {imported} ({here} -> {there})")
-    assert not wrong, "\n".join(wrong)
+def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    """`lint-imports` over the rlm package under `root`, with `root`'s pyproject.toml."""
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run(LINT_IMPORTS, cwd=root, env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_the_package_graph_has_no_cycles() -> None:
-    graph = {pkg: {d for d in deps if d in ALLOWED} for pkg, deps in ALLOWED.items()}
-    state: dict[str, int] = {}
+def test_the_import_contracts_hold() -> None:
+    """The arrows, the worker boundary and the one door to litellm (pyproject.toml), kept."""
+    done = _lint_imports(ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout, done.stdout
 
-    def visit(pkg: str, path: list[str]) -> None:
-        if state.get(pkg) == 1:
-            pytest.fail("import cycle: " + " -> ".join([*path, pkg]))
-        if state.get(pkg) == 2:
-            return
-        state[pkg] = 1
-        for dep in graph[pkg]:
-            visit(dep, [*path, pkg])
-        state[pkg] = 2
 
-    for pkg in graph:
-        visit(pkg, [])
+def test_the_contracts_catch_an_import_across_the_architecture(tmp_path: Path) -> None:
+    """A copy of the package with one crossing import per contract: each contract breaks and
+    names the import, followed through the modules between (a worker module reaching the
+    profile through a module of its own)."""
+    shutil.copytree(RLM, tmp_path / "rlm", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    planted = {
+        "rlm/sandbox/worker/planted_relay.py": "import rlm.sandbox.worker.planted_reach\n",
+        "rlm/sandbox/worker/planted_reach.py": "import rlm.input.source\n",
+        "rlm/model/planted_cli.py": "import rlm.cli.app\n",
+        "rlm/text/planted_rich.py": "import rich\n",
+        "rlm/replay/planted_litellm.py": "import litellm\n",
+    }
+    for name, text in planted.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    done = _lint_imports(tmp_path)
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out
+    assert "0 kept, 3 broken" in out, out
+    assert "rlm.model is not allowed to import rlm.cli" in out, out
+    assert "rlm.sandbox.worker.planted_reach -> rlm.input.source" in out, out
+    assert "rlm.sandbox.worker is not allowed to import rlm.input" in out, out
+    assert "rlm.text is not allowed to import rich" in out, out
+    assert "rlm.replay.planted_litellm -> litellm" in out, out
 
 
 def test_the_worker_imports_only_what_it_can_have_after_lock_down() -> None:
+    """Contracts follow imports but cannot tell one made at call time (after lock-down no file
+    can be opened, so it fails) from one made at load, nor say "only these libraries"."""
     modules = _modules()
     stdlib = set(sys.stdlib_module_names)
     reached, todo, wrong = set(), [WORKER_ENTRY], []
@@ -154,22 +134,13 @@ def test_the_worker_imports_only_what_it_can_have_after_lock_down() -> None:
             top = imported.split(".")[0]
             if func is not None and (name, func) not in CALL_TIME_IMPORTS:
                 wrong.append(f"{name}.{func} imports {imported} at call time")
-            if func is not None and CALL_TIME_IMPORTS.get((name, func), "").startswith("parent only"):
-                continue  # never called in the worker: what it imports is the parent's
             if top == "rlm":
                 if imported in modules:
                     todo.append(imported)
             elif top not in stdlib and top not in WORKER_THIRD_PARTY:
                 wrong.append(f"{name} imports {imported}: not stdlib, numpy, RestrictedPython or duckdb")
     assert not wrong, "\n".join(wrong)
-    # The boundary is what the package docstrings say it is.
-    outside = sorted(
-        m
-        for m in reached
-        if not m.startswith(("rlm.text", "rlm.sandbox.worker"))
-        and m not in ("rlm.sandbox.oslimits", "rlm.input.tables", "rlm.input.logformats", "rlm.sandbox")
-        and m not in ("rlm", "rlm.input", "rlm.privatefiles")
-    )
+    outside = sorted(m for m in reached if not m.startswith(WORKER_SAFE) and m not in WORKER_ALSO)
     assert not outside, f"the worker reaches parent-side modules: {outside}"
 
 

@@ -138,7 +138,7 @@ def test_lockdown_when_started_unprivileged(tmp_path: Path) -> None:
 CPU_PROBE = """
 import json, sys
 from rlm.sandbox.oslimits import apply_os_limits, arm_cpu_timer, disarm_cpu_timer
-from rlm.sandbox.worker.policy import Interpreter
+from rlm.sandbox.worker.interpreter import Interpreter
 apply_os_limits(memory_bytes=0)
 interp = Interpreter({})
 out = []

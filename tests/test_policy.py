@@ -7,7 +7,8 @@ import textwrap
 
 import pytest
 
-from rlm.sandbox.worker.policy import ALLOWED_MODULES, CellOutcome, Interpreter
+from rlm.sandbox.worker.interpreter import CellOutcome, Interpreter
+from rlm.sandbox.worker.policy import ALLOWED_MODULES
 
 
 def make(**protected: object) -> Interpreter:

@@ -1,7 +1,8 @@
 """Opening an input (path, stdin, FIFO), its profile, log formats and the cached index and table.
 
-Runs in the parent. `source.open_source` returns a `Source` with the
-profile the prompt shows; `tables` builds the DuckDB table of a recognised
-log format (`logformats`) and serves `sql()` inside the worker, where it is
-opened before lock-down. May import: rlm.text, rlm.errors.
+Runs in the parent. `source.open_source` returns a `Source` with the profile
+the prompt shows (`detect` names its format); `tables` builds the DuckDB
+table of a recognised log format (`logformats`), which the worker opens
+before lock-down to serve `sql()` (rlm.sandbox.worker.sql_session). What it
+may import: docs/architecture.md (the contracts in pyproject.toml).
 """

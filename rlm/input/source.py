@@ -18,7 +18,6 @@ import hashlib
 import json
 import mmap
 import os
-import re
 import select
 import stat
 import sys
@@ -30,6 +29,7 @@ from typing import Any, BinaryIO
 
 from rlm.errors import InputError
 from rlm.input.cachedir import CACHE_KEEP_DAYS, platform_cache_dir, prune_cache, resolve
+from rlm.input.detect import FORMAT_HINTS, detect_format
 from rlm.input.snapshot import Identity, change_of
 from rlm.input.snapshot import fingerprint as snapshot_fingerprint
 from rlm.input.tables import (
@@ -376,7 +376,7 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
         binary = text.binary
         sample = [first_bytes(i) for i in range(min(n, 50))]
         table_sample = [first_bytes(i) for i in range(min(n, 200))]
-    fmt = "binary" if binary else _detect_format(sample, display, head_bytes)
+    fmt = "binary" if binary else detect_format(sample, display, head_bytes)
     table = None
     table_error: str | None = None
     # A file of records gets a table, its few lines over TABLE_LINE_MAX_BYTES cut there (one
@@ -727,77 +727,6 @@ def _why(exc: BaseException) -> str:
     if isinstance(exc, OSError):
         return str(exc.strerror or exc)
     return "not JSON"
-
-
-# --------------------------------------------------------------------------- formats
-
-_APACHE = re.compile(r'^\S+ \S+ \S+ \[[^\]]+\] "[^"]*" \d{3} (?:\d+|-)')
-_SYSLOG = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ ")
-# A timestamp (or a log level) near the start of a line marks a log, whatever its layout.
-_TIMESTAMPED = re.compile(
-    r"\d{4}-\d{2}-\d{2}[ T]\d\d:\d\d|\d{4}[./]\d{2}[./]\d{2}|\d{2}/\d{2}/\d{2,4}[ :]\d\d:\d\d|"
-    r"\d{2}/[A-Z][a-z]{2}/\d{4}|\b\d{6} \d{6}\b|\b\d{10}(?:\.\d+)?\b|[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d|"
-    r"\b\d\d[.:-]\d\d[ T]\d\d:\d\d:\d\d|\b(?:INFO|WARN|WARNING|ERROR|DEBUG|TRACE|FATAL)\b"
-)
-
-
-# How to take each detected format apart in code: small models guess field
-# positions wrong (a status code counted by substring catches sizes and paths).
-_ACCESS_HINT = (
-    "line.split() gives [0] client IP, [3] '[day/Mon/year:time', [5] '\"METHOD', [6] path, "
-    "[8] status code, [9] bytes (when the request has three parts)"
-)
-FORMAT_HINTS = {
-    "apache-access": _ACCESS_HINT,
-    "nginx-access": _ACCESS_HINT,
-    "syslog": "line.split() gives [0] month, [1] day, [2] time, [3] host, [4] 'program[pid]:'; "
-    "the message follows",
-    "csv": "csv.DictReader(context_lines) yields one dict per row, keyed by the header line",
-    "tsv": "csv.DictReader(context_lines, delimiter='\\t') yields one dict per row, keyed by the header",
-    "jsonl": "one JSON object per line: json.loads(line)",
-    "json": "the whole file is one JSON document: json.loads(context)",
-}
-
-
-def _detect_format(sample: list[str], display: str, head: bytes) -> str:
-    """A best guess from up to 50 leading lines; "text" when nothing fits."""
-    rows = [s for s in sample if s.strip()]
-    if not rows:
-        return "text"
-
-    def share(pred: Any) -> float:
-        return sum(1 for s in rows if pred(s)) / len(rows)
-
-    if share(_APACHE.match) >= 0.8:
-        return "nginx-access" if "nginx" in display.lower() else "apache-access"
-    if share(_is_json_object) >= 0.8:
-        return "jsonl"
-    first = rows[0].lstrip()
-    if first in ("{", "[") or first.startswith(('{"', "[{", '["', "[[")):
-        return "json"
-    if share(_SYSLOG.match) >= 0.8:
-        return "syslog"
-    stamped = share(lambda s: _TIMESTAMPED.search(s, 0, 80) is not None)
-    for sep, name in (("\t", "tsv"), (",", "csv"), (";", "csv")):
-        counts = [s.count(sep) for s in rows[:20]]
-        consistent = sum(1 for c in counts if c == counts[0]) >= 0.8 * len(counts)
-        # One comma per line is often a timestamp's milliseconds ("18:01:47,978").
-        wide_enough = counts[0] >= 2 or (counts[0] == 1 and stamped < 0.6)
-        if consistent and wide_enough and len(rows) > 1:
-            return name
-    if stamped >= 0.6:
-        return "log"
-    return "text"
-
-
-def _is_json_object(s: str) -> bool:
-    s = s.strip()
-    if not (s.startswith("{") and s.endswith("}")):
-        return False
-    try:
-        return isinstance(json.loads(s), dict)
-    except ValueError:
-        return False
 
 
 # --------------------------------------------------------------------------- helpers

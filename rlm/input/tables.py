@@ -1,21 +1,12 @@
-"""Parsed tables: the input as the DuckDB table `log`, built once per file, queried in the sandbox.
+"""Parsed tables: the input as the DuckDB table `log`, built once per file by the parent.
 
-Two halves:
-
-- the parent (`ensure_table`) builds `<cache key>.t<version>.duckdb` beside
-  the line index, keyed like it, with `log(line_no BIGINT, line VARCHAR, ...)`
-  and the columns its format parses (rlm.input.logformats); a description of it
-  (`<key>.t<version>.json`) feeds the profile. A second question about the
-  same file finds both and pays nothing.
-- the worker (`SqlSession`) opens that file read-only BEFORE lock-down, with
-  DuckDB's own switches off: no external access (no other file, no network,
-  no ATTACH / COPY / INSTALL / LOAD), no extension auto-loading, no spilling
-  to disk, a memory limit, one thread, and the configuration locked. A
-  watchdog thread, started before lock-down too, interrupts a query when the
-  cell's CPU time is nearly spent, so a runaway query costs that query, not
-  the worker.
-
-The worker half imports only duckdb and the standard library.
+`ensure_table` builds `<cache key>.t<version>.duckdb` beside the line index,
+keyed like it, with `log(line_no BIGINT, line VARCHAR, ...)` and the columns
+its format parses (rlm.input.logformats); a description of it
+(`<key>.t<version>.json`) feeds the profile (`describe_table`). A second
+question about the same file finds both and pays nothing. The worker opens
+the file read-only and serves sql() over it (rlm.sandbox.worker.sql_session);
+how a connection to it behaves on both sides is rlm.text.tabledb.
 """
 
 from __future__ import annotations
@@ -23,29 +14,27 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
-import shutil
-import signal
 import stat
 import tempfile
 import threading
 import time
 from typing import Any
 
+from rlm.input.tablecopy import copy_for_duckdb, cut_long_lines, has_cr, head_has_cr
 from rlm.privatefiles import private_workdir, publish_private, read_private, write_private
+from rlm.text.sqltext import sql_name, sql_string
+from rlm.text.tabledb import NO_EXTENSION_LOADING, first_line, settle_connection
 
 __all__ = [
     "TABLE_VERSION",
     "BUILD_PREFIX",
+    "EXAMPLES_LINE",
     "LINE_CUT_BYTES",
     "TableError",
-    "SqlError",
-    "SqlResult",
-    "SqlSession",
     "ensure_table",
     "build_table",
     "describe_table",
-    "sql_helper",
+    "table_paths",
 ]
 
 TABLE_VERSION = 6  # 2: a log stored in parts, current storage format; 3: common values; 4: sshd login events name their method; 5: example queries; 6: up to 40 values a column
@@ -55,9 +44,6 @@ BUILD_PREFIX = "rlm-build-"
 # A line longer than this is stored cut to it (at a character boundary) in `line`, and the
 # table's note says so: one huge line must not cost the whole file its sql().
 LINE_CUT_BYTES = 1 << 20
-MAX_RESULT_ROWS = 100_000  # rows sql() hands back; more means the query should aggregate or LIMIT
-SHOWN_ROWS = 20  # rows the REPL echo shows
-SHOWN_CELL_CHARS = 60
 _FIRST_LINES = 200  # lines the format is recognized on
 _JSON_SAMPLE = 2000  # JSON lines whose keys make the columns
 # Tables are built for files of records, lines up to 1 MB (rlm.source.TABLE_LINE_MAX_BYTES).
@@ -89,13 +75,6 @@ _STORAGE_VERSION = "latest"
 
 class TableError(Exception):
     """The table could not be built; the run goes on without `sql`."""
-
-
-class SqlError(Exception):
-    """A query failed: the message is DuckDB's, or says which limit stopped it."""
-
-
-# =========================================================================== building (parent)
 
 
 def table_paths(cache_base: str) -> tuple[str, str]:
@@ -215,47 +194,17 @@ def _unreadable_db(db_path: str, rows: int) -> str | None:
         con = duckdb.connect(
             db_path,
             read_only=True,
-            config={"autoinstall_known_extensions": False, "autoload_known_extensions": False},
+            config=NO_EXTENSION_LOADING,
         )
         try:
             found = con.execute("SELECT count(*) FROM log").fetchone()
         finally:
             con.close()
     except duckdb.Error as exc:
-        return f"its database cannot be opened: {_first_line(exc)}"
+        return f"its database cannot be opened: {first_line(exc)}"
     if found is None or found[0] != rows:
         return f"its database holds {found[0] if found else 0:,} rows, its description {rows:,}"
     return None
-
-
-def _cut_long_lines(src: str, work: str, spans: list[tuple[int, int]]) -> str:
-    """A copy of `src` in `work` with each line of `spans` ((start, end) byte offsets, end
-    past its '\n') cut to LINE_CUT_BYTES at a character boundary; every other byte as is."""
-    dest = os.path.join(work, "cut.txt")
-    with open(src, "rb") as fh, open(dest, "wb") as out:
-        pos = 0
-        for start, end in spans:
-            _copy_bytes(fh, out, pos, start - pos)
-            fh.seek(start)
-            head = fh.read(LINE_CUT_BYTES + 1)
-            keep = LINE_CUT_BYTES
-            while keep > 0 and head[keep] & 0xC0 == 0x80:  # not inside a UTF-8 sequence
-                keep -= 1
-            out.write(head[:keep] + b"\n")
-            pos = end
-        fh.seek(pos)
-        shutil.copyfileobj(fh, out, 16 << 20)
-    return dest
-
-
-def _copy_bytes(fh: Any, out: Any, offset: int, count: int) -> None:
-    fh.seek(offset)
-    while count > 0:
-        block = fh.read(min(count, 16 << 20))
-        if not block:
-            break
-        out.write(block)
-        count -= len(block)
 
 
 def _with_cut_note(note: str | None, cut: list[tuple[int, int]] | None) -> str | None:
@@ -278,7 +227,7 @@ def _raw_source(path: str, numbered: bool = True, *, skip: int = 0, limit: int |
     lines: the reader counts the lines it skips as it reads them (a stray
     carriage return splits both alike), and a LIMIT over one thread streams.
     """
-    lit = "'" + path.replace("'", "''") + "'"
+    lit = sql_string(path)
     number = "row_number() OVER ()" if numbered else "NULL::BIGINT"
     return (
         f"SELECT {number} AS line_no, coalesce(line, '') AS line FROM read_csv({lit}, "
@@ -315,7 +264,7 @@ def build_table(
     try:
         utf8 = encoding in ("utf-8", "ascii", "utf-8-sig") and not invalid_lines
         if cut:
-            path = _cut_long_lines(path, work, cut)  # built from a copy with those lines cut
+            path = cut_long_lines(path, work, cut, LINE_CUT_BYTES)  # built from a copy with those lines cut
         # DuckDB reads UTF-8 only, and splits lines at a carriage return too. Most files
         # are '\n'-only UTF-8: the table is built straight from them, no pass over the
         # file beforehand. Otherwise DuckDB gets a copy with '\n' endings (a line's final
@@ -324,9 +273,9 @@ def build_table(
         # the encoding or the first lines call for it, after the build when a stray '\r'
         # further on made DuckDB's lines more than the file's.
         if not utf8:
-            source = _copy(path, work, encoding)
-        elif _head_has_cr(path):
-            source = _copy(path, work, None)
+            source = copy_for_duckdb(path, work, encoding)
+        elif head_has_cr(path):
+            source = copy_for_duckdb(path, work, None)
         else:
             source = path
         try:
@@ -350,9 +299,9 @@ def build_table(
                 # the first attempt's threads: more would buy ordered batches that run out again
                 threads=_build_threads(_build_memory_mb()),
             )
-        if rows != n_lines and source == path and _has_cr(path):
+        if rows != n_lines and source == path and has_cr(path):
             _remove_db(tmp_db)
-            source = _copy(path, work, None)
+            source = copy_for_duckdb(path, work, None)
             columns, parsed, rows, note = _build(duckdb, fmt, source, tmp_db, work, n_lines, parts=parts)
         if rows != n_lines:
             raise TableError(f"the table has {rows:,} rows but the file {n_lines:,} lines")
@@ -364,7 +313,7 @@ def build_table(
         # user's stop, never "no table" and a run that goes on.
         _stop_if_asked(exc)
         if isinstance(exc, duckdb.Error):
-            raise TableError(f"DuckDB could not build the table: {_first_line(exc)}") from None
+            raise TableError(f"DuckDB could not build the table: {first_line(exc)}") from None
         raise
     finally:
         workdir.close()
@@ -416,16 +365,6 @@ def _what_columns_hold(
     return values, example_queries(columns, values, entities, measure, reserved)
 
 
-def _copy(path: str, work: str, encoding: str | None) -> str:
-    """A '\n'-only UTF-8 copy of `path` in `work` (transcoded from `encoding` unless None)."""
-    dest = os.path.join(work, "input.txt")
-    if encoding is None:
-        _strip_cr(path, dest)
-    else:
-        _transcode(path, dest, encoding)
-    return dest
-
-
 def _remove_db(db: str) -> None:
     for leftover in (db, db + ".wal"):
         if os.path.exists(leftover):
@@ -459,12 +398,11 @@ def _build(
             # DuckDB spills to the build's directory beside the cache.
             "memory_limit": f"{memory_mb}MB",
             "temp_directory": os.path.join(work, "spill"),
-            "autoinstall_known_extensions": False,
-            "autoload_known_extensions": False,
+            **NO_EXTENSION_LOADING,
         },
     )
     try:
-        _utc(con)
+        settle_connection(con, duckdb.Error)
         if fmt.kind != "lines":
             # CSV and JSON lines: every string column zstd-compressed (see _create_log).
             con.execute("SET force_compression = 'zstd'")
@@ -515,7 +453,7 @@ def _create_lines(
     # 11.2 s of CPU; zstd for `line` only, 195 MB and 10.4 s.
     described = con.execute(f"DESCRIBE {_lines_select(fmt, source)}").fetchall()
     defs = ", ".join(
-        f'"{_q(name)}" {typ}' + (" USING COMPRESSION zstd" if name == "line" else "")
+        f"{sql_name(name)} {typ}" + (" USING COMPRESSION zstd" if name == "line" else "")
         for name, typ, *_ in described
     )
     for table in tables:
@@ -607,7 +545,7 @@ def _run_side_by_side(con: Any, statements: list[str]) -> None:
 def _create_csv(con: Any, fmt: Any, source: str, n_lines: int) -> tuple[list[tuple[str, str]], int | str]:
     import duckdb
 
-    lit = "'" + source.replace("'", "''") + "'"
+    lit = sql_string(source)
     delim = ", delim='\\t'" if fmt.delimiter == "\t" else ""
     try:
         con.execute(
@@ -616,7 +554,7 @@ def _create_csv(con: Any, fmt: Any, source: str, n_lines: int) -> tuple[list[tup
         )
     except duckdb.Error as exc:
         con.execute("CREATE TABLE log AS SELECT * FROM src ORDER BY line_no")
-        return [], f"the CSV columns could not be parsed: {_first_line(exc)}"
+        return [], f"the CSV columns could not be parsed: {first_line(exc)}"
     records = con.execute("SELECT count(*) FROM rows").fetchone()[0]
     trailing_blank = con.execute(
         "SELECT count(*) FROM src WHERE line_no > (SELECT coalesce(max(line_no), 0) FROM src WHERE line <> '')"
@@ -632,7 +570,7 @@ def _create_csv(con: Any, fmt: Any, source: str, n_lines: int) -> tuple[list[tup
     outs, cols = [], []
     for name, typ in ((r[0], r[1]) for r in described if r[0] != "__rlm_line_no"):
         alias = name + "_" if name in ("line_no", "line") else name
-        outs.append(f'c."{_q(name)}" AS "{_q(alias)}"')
+        outs.append(f"c.{sql_name(name)} AS {sql_name(alias)}")
         cols.append((alias, typ))
     del names
     con.execute(
@@ -656,11 +594,11 @@ def _create_jsonl(con: Any, source: str) -> tuple[list[tuple[str, str]], int | s
         con.execute("CREATE VIEW log AS SELECT rowid + 1 AS line_no, * FROM log_data")
         return [], "no JSON objects were found to take keys from"
     keys = list(json.loads(structure).keys())
-    lit = "'" + structure.replace("'", "''") + "'"
+    lit = sql_string(structure)
     outs = []
     for key in keys:
         alias = key + "_" if key in ("line_no", "line") else key
-        outs.append(f'j."{_q(key)}" AS "{_q(alias)}"')
+        outs.append(f"j.{sql_name(key)} AS {sql_name(alias)}")
     con.execute(
         f"CREATE TABLE log_data AS SELECT line, {', '.join(outs)} FROM (SELECT line, "
         f"CASE WHEN {is_object} THEN try(from_json(line, {lit})) END AS j FROM ({raw}))"
@@ -669,19 +607,6 @@ def _create_jsonl(con: Any, source: str) -> tuple[list[tuple[str, str]], int | s
     cols = _columns(con)
     parsed = con.execute(f"SELECT count(*) FROM log_data WHERE {is_object}").fetchone()[0]
     return cols, parsed
-
-
-def _utc(con: Any) -> None:
-    """Timestamps with a time zone show in UTC, whatever the machine's zone; and no progress
-    bar: DuckDB prints it on stdout, which belongs to the answer (a connection option, so it
-    cannot be given to connect())."""
-    import duckdb
-
-    con.execute("SET enable_progress_bar = false")
-    try:
-        con.execute("SET TimeZone = 'UTC'")
-    except duckdb.Error:
-        pass
 
 
 def _columns(con: Any) -> list[tuple[str, str]]:
@@ -718,58 +643,9 @@ def _build_parts(memory_mb: int, n_lines: int) -> int:
     return max(1, min(_cpus(), memory_mb // _MB_PER_PART, n_lines // _PART_MIN_LINES))
 
 
-def _head_has_cr(path: str) -> bool:
-    """A carriage return in the first 64 KB: CRLF line endings, most likely."""
-    with open(path, "rb") as fh:
-        return b"\r" in fh.read(65536)
-
-
-def _has_cr(path: str) -> bool:
-    """A carriage return anywhere (read in blocks: a mapping of the file would count in the RSS)."""
-    with open(path, "rb") as fh:
-        while block := fh.read(16 << 20):
-            if b"\r" in block:
-                return True
-    return False
-
-
-def _strip_cr(src: str, dest: str) -> None:
-    """Copy a UTF-8 file with CRLF (or stray CR) endings as '\n'-only."""
-    chunk = 64 << 20
-    with open(src, "rb") as fh, open(dest, "wb") as out:
-        carry = b""
-        while block := fh.read(chunk):
-            block = carry + block
-            carry = b""
-            if block.endswith(b"\r"):
-                block, carry = block[:-1], b"\r"
-            out.write(block.replace(b"\r\n", b"\n").replace(b"\r", b" "))
-        if carry:
-            out.write(b"")  # a final lone CR ends the file: context_lines drops it too
-
-
-def _transcode(src: str, dest: str, encoding: str) -> None:
-    from rlm.text.textfile import MappedText
-
-    with MappedText(src, encoding=encoding) as text, open(dest, "w", encoding="utf-8", newline="\n") as out:
-        lines = text.lines
-        step = 65536
-        for i in range(0, len(lines), step):
-            out.write("".join(s.replace("\r", " ") + "\n" for s in lines[i : i + step]))
-
-
-def _q(name: str) -> str:
-    return name.replace('"', '""')
-
-
 def _py_str(text: str) -> str:
     """`text` as a Python string literal, in double quotes when it can be (SQL quotes values with ')."""
     return f'"{text}"' if '"' not in text and "\\" not in text else repr(text)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 EXAMPLES_LINE = "Examples, inside execute: "  # how the profile's line of example queries starts
@@ -795,375 +671,3 @@ def describe_table(info: dict[str, Any], max_chars: int = 420) -> str:
     # repr: a query quoting a column name holds double quotes
     out.append(EXAMPLES_LINE + "; ".join(f"sql({_py_str(q)})" for q in info.get("examples") or []))
     return "\n".join(out)
-
-
-# =========================================================================== querying (worker)
-
-
-class SqlResult(list[Any]):
-    """sql() inside code: a list of row tuples with `.columns`; echoed as a small table."""
-
-    def __init__(
-        self, columns: list[str], rows: list[tuple[Any, ...]], more: bool, limit: int | None = None
-    ) -> None:
-        super().__init__(rows)
-        self.columns = columns
-        self.more = more
-        self.limit = limit  # the query's own final LIMIT, if any
-
-    def __repr__(self) -> str:
-        return render_table(self.columns, list(self), more=self.more, limit=self.limit)
-
-    __str__ = __repr__
-
-
-def _cell(v: Any) -> str:
-    s = "NULL" if v is None else str(v)
-    s = s.replace("\n", "\\n").replace("\r", "\\r")
-    return s if len(s) <= SHOWN_CELL_CHARS else s[: SHOWN_CELL_CHARS - 1] + "…"
-
-
-# A query's own final LIMIT (and OFFSET): a result that fills it may have been cut by it.
-_FINAL_LIMIT = re.compile(r"\blimit\s+(\d+)(?:\s+offset\s+\d+)?\s*;?\s*$", re.IGNORECASE)
-
-
-def query_limit(query: str) -> int | None:
-    """The LIMIT a query ends with, if any."""
-    m = _FINAL_LIMIT.search(query)
-    return int(m.group(1)) if m else None
-
-
-def render_table(
-    columns: list[str], rows: list[tuple[Any, ...]], *, more: bool = False, limit: int | None = None
-) -> str:
-    if not columns:
-        return "(no result)"
-    shown = rows[:SHOWN_ROWS]
-    grid = [[_cell(v) for v in row] for row in shown]
-    widths = [max([len(c)] + [len(r[i]) for r in grid]) for i, c in enumerate(columns)]
-    lines = [" | ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
-    lines.append("-+-".join("-" * w for w in widths))
-    for r in grid:
-        lines.append(" | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
-    n = len(rows)
-    if more:
-        lines.append(
-            f"({n:,} rows returned, the first {SHOWN_ROWS} shown; the query has more: "
-            f"sql() returns at most {MAX_RESULT_ROWS:,} — aggregate or add LIMIT)"
-        )
-    elif n > SHOWN_ROWS:
-        lines.append(f"({n:,} rows, the first {SHOWN_ROWS} shown; the returned list holds them all)")
-    else:
-        lines.append(f"({n} row{'s' if n != 1 else ''})")
-    if limit is not None and n == limit and not more:
-        # Small models read "(10 rows)" of a copied `LIMIT 10` as the number of distinct values.
-        lines[-1] = lines[-1][:-1] + (
-            f"; as many as the query's LIMIT {limit}, so there may be more: "
-            "count them with count(*) or count(DISTINCT …) and no LIMIT)"
-        )
-    return "\n".join(lines)
-
-
-class _Watchdog:
-    """A thread that interrupts the running query at a CPU-time or wall-clock deadline.
-
-    Started before lock-down (afterwards no thread can be created). It polls
-    every 20 ms while a query runs and sleeps on a condition otherwise.
-    """
-
-    def __init__(self, con: Any) -> None:
-        self._con = con
-        self._cond = threading.Condition()
-        self._cpu_deadline: float | None = None
-        self._wall_deadline = 0.0
-        self.fired = False
-        self._thread = threading.Thread(target=self._run, name="rlm-sql-watchdog", daemon=True)
-        self._thread.start()
-
-    def arm(self, cpu_deadline: float, wall_deadline: float) -> None:
-        with self._cond:
-            self.fired = False
-            self._cpu_deadline, self._wall_deadline = cpu_deadline, wall_deadline
-            self._cond.notify()
-
-    def disarm(self) -> None:
-        with self._cond:
-            self._cpu_deadline = None
-
-    def _run(self) -> None:
-        with self._cond:
-            while True:
-                if self._cpu_deadline is None:
-                    self._cond.wait()
-                    continue
-                if time.process_time() >= self._cpu_deadline or time.monotonic() >= self._wall_deadline:
-                    self.fired = True
-                    self._cpu_deadline = None
-                    try:
-                        self._con.interrupt()
-                    except Exception:  # noqa: BLE001 (a closed connection: nothing to stop)
-                        pass
-                    continue
-                self._cond.wait(0.02)
-
-
-_MARGIN = 0.25  # interrupt this long before the cell's CPU timer, so the query's message is the one shown
-
-
-class SqlSession:
-    """A read-only, confined DuckDB connection to one table file, opened before lock-down."""
-
-    def __init__(
-        self,
-        db_path: str,
-        *,
-        start_line: int | None = None,
-        end_line: int | None = None,
-        memory_bytes: int = 0,
-        default_seconds: float = 30.0,
-    ) -> None:
-        import duckdb
-
-        self._duckdb = duckdb
-        limit_mb = max(64, int(memory_bytes * 0.5) >> 20) if memory_bytes else 1024
-        self.default_seconds = default_seconds
-        self.con = duckdb.connect(
-            db_path,
-            read_only=True,
-            config={
-                "threads": 1,
-                "memory_limit": f"{limit_mb}MB",
-                "max_memory": f"{limit_mb}MB",
-                "temp_directory": "",
-                "autoinstall_known_extensions": False,
-                "autoload_known_extensions": False,
-                "allow_community_extensions": False,
-                "allow_unsigned_extensions": False,
-                "allow_persistent_secrets": False,
-            },
-        )
-        con = self.con
-        _utc(con)
-        # The file's table by its full name: a bare `main.log` inside a temp view is the view itself.
-        self._table = (
-            '"'
-            + (con.execute("SELECT current_database()").fetchone() or ("",))[0].replace('"', '""')
-            + '".main.log'
-        )
-        # Named in the error of a query that asks for a column the table does not have.
-        described = con.execute(f"DESCRIBE {self._table}").fetchall()
-        self.columns = [str(r[0]) for r in described]
-        self._text_columns = {str(r[0]).lower(): str(r[0]) for r in described if r[1] == "VARCHAR"}
-        self._absent_said: set[tuple[str, str]] = set()
-        self._view: tuple[int, int] | None = None
-        if start_line is not None or end_line is not None:
-            a = max(1, int(start_line or 1))
-            b = int(end_line) if end_line is not None else (1 << 62)
-            self._view = (a, b)
-            self._restore_log()
-        for name in ("python_enable_replacements", "python_scan_all_frames"):
-            try:
-                con.execute(f"SET {name} = false")
-            except duckdb.Error:
-                pass
-        # Types a result can hold, converted once now: the conversions import
-        # modules lazily, and after lock-down nothing can be imported.
-        con.execute(
-            "SELECT TIMESTAMPTZ '2020-01-01 00:00:00+00', TIMESTAMP '2020-01-01', DATE '2020-01-01', "
-            "TIME '01:02:03', INTERVAL 1 DAY, 1.5::DECIMAL(4,1), uuid(), {'a': 1}, [1, 2], "
-            "'x'::BLOB, 1::HUGEINT, '{}'::JSON, MAP {'k': 1}"
-        ).fetchall()
-        con.execute("SET enable_external_access = false")
-        con.execute("SET lock_configuration = true")
-        self.watchdog = _Watchdog(con)
-        self._warm_up()
-
-    def _warm_up(self) -> None:
-        """Run sql() itself once through each path a model's first query takes: rows of the
-        table (its own column types), an empty result, and the errors DuckDB raises (binder,
-        parser, conversion, a refused setting), so nothing on those paths is imported or
-        initialised lazily after lock-down, when it could not be."""
-        self.sql("SELECT * FROM log LIMIT 3")
-        self.sql("SELECT * FROM log WHERE false")
-        for bad in (
-            "SELECT no_such_column FROM log",
-            "SELEC 1",
-            "SELECT 'x'::INTEGER",
-            "SET threads = 2",
-            "SELECT * FROM read_csv('/')",
-        ):
-            try:
-                self.sql(bad)
-            except SqlError:
-                pass
-
-    def _deadlines(self) -> tuple[float, float, float]:
-        """(CPU deadline, wall deadline, seconds allowed) for a query starting now."""
-        now_cpu = time.process_time()
-        # The cell's CPU timer (rlm.sandbox.oslimits, ITIMER_PROF) raises in the cell when it
-        # runs out; stop the query a little before, so the cell gets the query's own message.
-        remaining, _ = signal.getitimer(signal.ITIMER_PROF)
-        if remaining <= 0:
-            allowed = self.default_seconds
-        else:
-            allowed = min(max(0.05, remaining - _MARGIN), self.default_seconds)
-        return now_cpu + allowed, time.monotonic() + allowed, allowed
-
-    def _restore_log(self) -> None:
-        """`log` is the file's table whatever a cell did with temp objects before."""
-        shadows = self.con.execute(
-            "SELECT table_type FROM information_schema.tables WHERE table_catalog = 'temp' AND table_name = 'log'"
-        ).fetchall()
-        for (kind,) in shadows:
-            self.con.execute(f"DROP {'VIEW' if kind == 'VIEW' else 'TABLE'} temp.main.log")
-        if self._view is not None:
-            a, b = self._view
-            self.con.execute(
-                f"CREATE OR REPLACE TEMP VIEW log AS SELECT * REPLACE (line_no - {a - 1} AS line_no) "
-                f"FROM {self._table} WHERE line_no BETWEEN {a} AND {b}"
-            )
-
-    def sql(self, query: str) -> SqlResult:
-        """Run a read-only query over `log`; returns its rows (at most MAX_RESULT_ROWS)."""
-        if not isinstance(query, str):
-            raise TypeError('sql(query): the query is a string of SQL, e.g. sql("SELECT count(*) FROM log")')
-        duckdb = self._duckdb
-        try:
-            self._restore_log()
-        except duckdb.Error:
-            pass
-        cpu_deadline, wall_deadline, allowed = self._deadlines()
-        self.watchdog.arm(cpu_deadline, wall_deadline)
-        try:
-            cur = self.con.execute(query)
-            columns = [d[0] for d in cur.description] if cur.description else []
-            rows = cur.fetchmany(MAX_RESULT_ROWS + 1) if columns else []
-        except Exception as exc:
-            # The watchdog's interrupt is an InterruptException; the cell's CPU timer firing
-            # inside DuckDB surfaces as a bare RuntimeError("Query interrupted").
-            interrupted = isinstance(exc, duckdb.InterruptException) or (
-                isinstance(exc, RuntimeError) and "interrupted" in str(exc).lower()
-            )
-            if self.watchdog.fired or interrupted:
-                raise SqlError(
-                    f"the query was stopped after {allowed:.1f} s (the cell's time limit); "
-                    "narrow it with WHERE, aggregate, or add LIMIT"
-                ) from None
-            if isinstance(exc, duckdb.OutOfMemoryException):
-                raise SqlError(
-                    f"the query needs more memory than the sandbox allows ({_first_line(exc)}); "
-                    "aggregate or add LIMIT instead of collecting rows"
-                ) from None
-            if isinstance(exc, duckdb.Error):
-                raise SqlError(_explain(exc, self.columns)) from None
-            raise
-        else:
-            if _finds_nothing(rows):
-                self._say_absent_values(query)  # still under the watchdog: its queries scan too
-        finally:
-            self.watchdog.disarm()
-        more = len(rows) > MAX_RESULT_ROWS
-        return SqlResult(columns, rows[:MAX_RESULT_ROWS], more, query_limit(query))
-
-    def _say_absent_values(self, query: str) -> None:
-        """Print a note for each `column = 'value'` of a query that found nothing whose value no
-        row holds: a guessed value (`event = 'auth_success'`, `payment = 'Cash'`) counts 0 and
-        reads as an answer. The note names the column's values, the same spelling in another
-        case first. Printed, so a `sql(...)[0][0]` shows it too; once per column and value."""
-        duckdb = self._duckdb
-        for name, literal in _EQUALS_TEXT.findall(query):
-            column = self._text_columns.get(name.lower())
-            value = literal.replace("''", "'")
-            if column is None or column in ("line", "message") or (column, value) in self._absent_said:
-                continue
-            ident = '"' + column.replace('"', '""') + '"'
-            try:
-                if self.con.execute(
-                    f"SELECT count(*) FROM {self._table} WHERE {ident} = ?", [value]
-                ).fetchone() != (0,):
-                    continue
-                top = self.con.execute(
-                    f"SELECT {ident}, count(*) AS n FROM {self._table} WHERE {ident} IS NOT NULL "
-                    f"GROUP BY {ident} ORDER BY lower({ident}) = lower(?) DESC, n DESC LIMIT {_ALL_VALUES + 1}",
-                    [value],
-                ).fetchall()
-            except duckdb.Error:
-                return
-            self._absent_said.add((column, value))
-            # A short vocabulary (an event column) is listed whole: the value a question needs
-            # may be its rarest (one 'accepted_password' among 520 'failed_password').
-            shown = top if len(top) <= _ALL_VALUES else top[:_SOME_VALUES]
-            listed = ", ".join(f"{_sql_literal(v)} {n:,}" for v, n in shown)
-            which = "its values" if len(top) <= _ALL_VALUES else "its most common values"
-            more = "" if len(top) <= _ALL_VALUES else ", …"
-            print(
-                f"(sql: no row has {column} = {_sql_literal(value)}; "
-                + (f"{which}: {listed}{more})" if top else "the column is empty)")
-            )
-
-
-_ALL_VALUES = 30  # a column of at most this many values is listed whole in the note of nothing found
-_SOME_VALUES = 8  # else its most common ones
-
-# `column = 'text'` in a query, the column bare or double-quoted.
-_EQUALS_TEXT = re.compile(r'(?<![\w.])"?([A-Za-z_]\w*)"?\s*==?\s*\'((?:[^\']|\'\')*)\'')
-
-
-def _finds_nothing(rows: list[tuple[Any, ...]]) -> bool:
-    """No rows, or one row of zeros and NULLs (a count or a sum over nothing)."""
-    return not rows or (len(rows) == 1 and all(v is None or v == 0 for v in rows[0]))
-
-
-def _sql_literal(value: Any) -> str:
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-def _explain(exc: BaseException, columns: list[str]) -> str:
-    text = str(exc).strip()
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    msg = "\n".join(lines[:6]) if lines else type(exc).__name__
-    low = text.lower()
-    if "external access" in low or "enable_external_access" in low:
-        msg += "\n(sql() reads only the table `log`: no files, no network, no extensions)"
-    elif "lock_configuration" in low or "configuration has been locked" in low:
-        msg += "\n(sql() settings are fixed in the sandbox)"
-    elif "read-only" in low or "read only" in low:
-        msg += "\n(the table is read-only: select from it; TEMP tables and views are allowed)"
-    elif "referenced column" in low and "not found" in low:
-        # DuckDB names only near spellings; a model guessing a field needs the whole list.
-        msg += (
-            f"\n(the table `log` has the columns {', '.join(columns)}; a field it lacks can be taken "
-            "from `line`, e.g. regexp_extract(line, 'id=(\\d+)', 1))"
-        )
-    return msg
-
-
-def _unavailable(reason: str) -> Any:
-    def sql(query: str = "") -> SqlResult:
-        raise SqlError(f"sql() is not available here: {reason}")
-
-    return sql
-
-
-def sql_helper(spec: dict[str, Any]) -> Any:
-    """The `sql` callable for a worker spec: a session over spec['table_path'], or one that explains.
-
-    Called before lock-down (it opens the database and starts the watchdog thread).
-    """
-    table_path = spec.get("table_path")
-    if not table_path:
-        if spec.get("table_error"):
-            return _unavailable(f"no table could be built for this input ({spec['table_error']})")
-        return _unavailable(
-            "no table was built for this input (a text built by the investigation, or DuckDB missing)"
-        )
-    try:
-        session = SqlSession(
-            table_path,
-            start_line=spec.get("start_line"),
-            end_line=spec.get("end_line"),
-            memory_bytes=int(spec.get("memory_bytes") or 0),
-        )
-    except Exception as exc:  # noqa: BLE001 (the worker still serves everything else)
-        return _unavailable(f"the table could not be opened ({_first_line(exc)})")
-    return session.sql

@@ -2,6 +2,6 @@
 
 `store` is the SQLite database (memories, run records, the sub-call cache),
 `rules` how feedback moves scores and tiers, `tags` what a memory is about,
-`recall` what a run is offered at its start and keeps at its end. May import:
-rlm.errors only (the run wiring and the CLI import it).
+`recall` what a run is offered at its start and keeps at its end. What it
+may import: docs/architecture.md (the contracts in pyproject.toml).
 """

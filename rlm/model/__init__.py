@@ -5,5 +5,6 @@ litellm is imported lazily, inside `client`, only when a model is called.
 self-checks) drive runs with; product code reaches it only through the
 client's provider table. `budget` lives here, not in rlm.run, because the
 client admits every call against it before the call is made (one door, one
-check). May import: rlm.errors only.
+check). What it may import: docs/architecture.md (the contracts in
+pyproject.toml).
 """

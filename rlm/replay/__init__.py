@@ -1,5 +1,6 @@
 """Reading recorded runs back: render a trace, verify it, re-run it, list runs.
 
-May import: rlm.trace, rlm.run (verify and rerun replay actions through the
-same runner a live node uses), rlm.sandbox, rlm.input, rlm.errors.
+verify and rerun replay actions through the same runner a live node uses
+(rlm.run). What it may import: docs/architecture.md (the contracts in
+pyproject.toml).
 """

@@ -3,6 +3,6 @@
 `client` runs in the parent and treats the worker as hostile (JSON replies,
 size caps, kill on timeout). `oslimits` is the lock-down itself (rlimits,
 network namespace, uid drop, Landlock, seccomp). Everything under `worker/`
-runs inside the locked-down process. May import: rlm.text, rlm.input.tables
-(worker side), rlm.errors.
+runs inside the locked-down process. What it may import:
+docs/architecture.md (the contracts in pyproject.toml).
 """

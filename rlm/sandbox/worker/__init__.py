@@ -1,10 +1,12 @@
 """The worker process (`python -m rlm.sandbox.worker.main`): everything that runs after lock-down.
 
 `main` reads the spec, preloads and starts what is needed, locks the process
-down (`rlm.sandbox.oslimits`) and serves cells; `policy` is the
-RestrictedPython interpreter and its guards; `modules` the allowed imports;
-`formatting` how results print. May import: the standard library, numpy,
-RestrictedPython, duckdb (opened before lock-down), rlm.text, rlm.input.tables
-and rlm.sandbox.oslimits; nothing is imported at call time
-(tests/test_house.py enforces it).
+down (`rlm.sandbox.oslimits`) and serves cells; `interpreter` runs a cell in
+the persistent namespace under `policy`, the RestrictedPython guards and
+checks; `stand_ins` are the modules a cell may import (`modules` lists
+them); `sql_session` serves `sql()` over the input's table, `sql_result` is
+what it returns; `formatting` how results print. Everything it needs is
+imported before lock-down, never at call time. What it may import (the worker
+boundary): docs/architecture.md, the contracts in pyproject.toml and
+tests/test_house.py.
 """

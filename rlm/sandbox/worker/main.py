@@ -19,15 +19,20 @@ sequence whose order is the safety argument.
 
 from __future__ import annotations
 
+import ctypes
+import importlib
 import json
 import os
 import re
+import signal
 import sys
 from typing import Any
 
 from rlm.sandbox.oslimits import apply_os_limits, arm_cpu_timer, disarm_cpu_timer
 from rlm.sandbox.worker.formatting import format_grep, format_peek_chars, format_peek_lines
-from rlm.sandbox.worker.policy import REFUSED_AT_RUN_TIME, CellOutcome, Interpreter
+from rlm.sandbox.worker.interpreter import CellOutcome, Interpreter
+from rlm.sandbox.worker.policy import REFUSED_AT_RUN_TIME
+from rlm.sandbox.worker.sql_session import sql_helper
 from rlm.text.textcap import cap_middle
 from rlm.text.textfile import Lines, MappedText, start_scan_threads
 
@@ -94,8 +99,6 @@ class Worker:
             index_path=spec.get("index_path"),
         )
         self._context: Any = None
-        from rlm.input.tables import sql_helper
-
         self.sql = sql_helper(spec)  # opens the table now: after lock-down no file can be opened
         self.notes: list[str] = []
         self.final_answer: str | None = None
@@ -424,8 +427,6 @@ class LateImport(ImportError):
 
 
 def _preload() -> None:
-    import importlib
-
     for name in _PRELOAD:
         importlib.import_module(name)
 
@@ -454,9 +455,6 @@ def _apply_os_limits(spec: dict[str, Any]) -> dict[str, Any]:
 def _die_with_parent() -> None:
     """The kernel kills the worker when rlm dies, however it dies (a second Ctrl-C, SIGKILL):
     a worker busy in a cell would not notice its closed pipe."""
-    import ctypes
-    import signal
-
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
