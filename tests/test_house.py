@@ -87,7 +87,7 @@ def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_import_contracts_hold() -> None:
-    """The arrows, the worker boundary and the one door to litellm (pyproject.toml), kept."""
+    """The arrows, the worker boundary, the one door to litellm and the run's seams (pyproject.toml), kept."""
     done = _lint_imports(ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 broken" in done.stdout, done.stdout
@@ -105,18 +105,23 @@ def test_the_contracts_catch_an_import_across_the_architecture(tmp_path: Path) -
         "rlm/model/planted_cli.py": "import rlm.cli.app\n",
         "rlm/text/planted_rich.py": "import rich\n",
         "rlm/replay/planted_litellm.py": "import litellm\n",
+        "rlm/run/planted_engine.py": "import rlm.run.engine\n",
     }
     for name, text in planted.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
+    # A node reaching its engine: the node imports a module that imports the engine.
+    with open(tmp_path / "rlm/run/node.py", "a", encoding="utf-8") as fh:
+        fh.write("\nimport rlm.run.planted_engine  # noqa: E402\n")
     done = _lint_imports(tmp_path)
     out = done.stdout + done.stderr
     assert done.returncode != 0, out
-    assert "0 kept, 3 broken" in out, out
+    assert "0 kept, 4 broken" in out, out
     assert "rlm.model is not allowed to import rlm.cli" in out, out
     assert "rlm.sandbox.worker.planted_reach -> rlm.input.source" in out, out
     assert "rlm.sandbox.worker is not allowed to import rlm.input" in out, out
     assert "rlm.text is not allowed to import rich" in out, out
     assert "rlm.replay.planted_litellm -> litellm" in out, out
+    assert "rlm.run.node -> rlm.run.planted_engine" in out, out
 
 
 def test_the_worker_imports_only_what_it_can_have_after_lock_down() -> None:

@@ -12,6 +12,8 @@ from typing import Any
 
 from conftest import ROOT, cli_env, latest_trace, run_cli, write_script
 
+from rlm.trace.reader import read_raw
+
 
 def _start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
@@ -25,15 +27,16 @@ def _start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
 
 
 def _wait_for_steps(directory: Path, n: int, proc: subprocess.Popen[str], timeout: float = 90) -> Path:
-    """The trace file once it records `n` steps (it is replaced atomically, so always whole JSON)."""
+    """The trace once it records `n` steps: its document's name (while the run goes, the trace
+    is the event log beside it, `<run_id>.jsonl`, which readers fold)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
-        files = sorted(directory.glob("*.json"))
+        files = sorted(directory.glob("*.jsonl"))
         if files:
-            doc = json.loads(files[-1].read_text())
+            doc = read_raw(files[-1])
             if len(doc["steps"]) >= n:
-                return files[-1]
+                return files[-1].with_suffix(".json")
         time.sleep(0.05)
     raise AssertionError(f"no trace with {n} steps after {timeout} s")
 
@@ -59,7 +62,8 @@ def test_sigkill_mid_run_leaves_a_trace_replay_reads_as_crashed(tmp_path: Path, 
     finally:
         if proc.poll() is None:
             proc.kill()
-    raw = json.loads(path.read_text())
+    assert not path.exists()  # killed: the event log is the trace
+    raw = read_raw(path)
     assert raw["status"] == "running" and raw["finished_at"] is None
     shown = run_cli(["replay", str(path)], cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import functools
+import hashlib
 import itertools
 import json
 import os
@@ -131,6 +132,23 @@ STOP_POLL_S = 0.1
 REFUSED_RETRIES = 1
 
 Events = Callable[[str, dict[str, Any]], None]
+# Where each call's outcome goes when the run records its model calls (rlm.run.cassette).
+Recorder = Callable[[dict[str, Any]], None]
+
+
+def request_key(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, max_tokens: int | None
+) -> str:
+    """A stable name for one request: the sha256 of its messages, tools and reply cap as
+    canonical JSON. The same request made again, by this run or a re-run, has the same key."""
+    canonical = json.dumps(
+        {"messages": messages, "tools": tools or None, "max_tokens": max_tokens},
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+        default=str,
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 class _Timeout(Exception):
@@ -270,6 +288,10 @@ class ModelClient:
         self.budget: Budget | None = None
         self._events: Events = lambda kind, data: None
         self._failed: dict[str, ProviderError] = {}
+        # Which client of the run this is ("root" or "sub"), and where each call's outcome is
+        # recorded when the run keeps its model calls (a trace's cassette); None: not kept.
+        self.role = "root"
+        self.recorder: Recorder | None = None
 
     def attach(
         self, budget: Budget, events: Events | None = None, failed: dict[str, Any] | None = None
@@ -556,6 +578,41 @@ class ModelClient:
         )
         return delay
 
+    def _record(
+        self,
+        request: tuple[list[dict[str, Any]], list[dict[str, Any]] | None, int | None],
+        reply: Reply | None = None,
+        error: Exception | None = None,
+    ) -> None:
+        """Hand the outcome of one call to the recorder: the reply as returned, with its usage,
+        or the error that ended the call (a provider given up on, a refusal, a limit reached)."""
+        if self.recorder is None:
+            return
+        entry: dict[str, Any] = {"role": self.role, "key": request_key(*request)}
+        if reply is not None:
+            entry.update(
+                reply=reply.to_dict(),
+                prompt_tokens=reply.prompt_tokens,
+                completion_tokens=reply.completion_tokens,
+                cost=reply.cost,
+            )
+        elif isinstance(error, BudgetExceeded):
+            entry.update(
+                error=error.detail,
+                error_kind="budget",
+                limit=error.limit,
+                stopped=self.budget is not None and self.budget.stopped is error,
+            )
+        elif isinstance(error, ProviderError | ConfigError):
+            entry.update(
+                error=error.message,
+                error_kind="config" if isinstance(error, ConfigError) else "provider",
+                gave_up=self._failed.get(self.where) is error,
+            )
+        else:
+            return
+        self.recorder(entry)
+
     def _bounded(self, call: Callable[[], Any], limit: float, by_deadline: bool) -> Any:
         """Run a blocking call for at most `limit` seconds in all (a dripped reply included).
 
@@ -612,15 +669,23 @@ class ModelClient:
         litellm = load_litellm()
         kw = self._kwargs(messages, tools, max_tokens, json_reply)
         self._before(messages, tools, max_tokens, final)
-        for attempt in itertools.count():
-            limit, by_deadline = self._limit(final)
-            started = time.monotonic()
-            try:
-                call = functools.partial(litellm.completion, **{**kw, "timeout": limit})
-                resp = self._bounded(call, limit, by_deadline)
-                return self._to_reply(resp, messages, tools, started)
-            except Exception as exc:
-                self._sleep(self._after_failure(exc, attempt, final))
+        request = (messages, tools, max_tokens)
+        try:
+            for attempt in itertools.count():
+                limit, by_deadline = self._limit(final)
+                started = time.monotonic()
+                try:
+                    call = functools.partial(litellm.completion, **{**kw, "timeout": limit})
+                    resp = self._bounded(call, limit, by_deadline)
+                    reply = self._to_reply(resp, messages, tools, started)
+                except Exception as exc:
+                    self._sleep(self._after_failure(exc, attempt, final))
+                    continue
+                self._record(request, reply=reply)
+                return reply
+        except (RlmError, BudgetExceeded) as exc:
+            self._record(request, error=exc)
+            raise
         raise AssertionError("unreachable")
 
     async def acomplete(
@@ -634,15 +699,23 @@ class ModelClient:
         litellm = load_litellm()
         kw = self._kwargs(messages, tools, max_tokens)
         self._before(messages, tools, max_tokens, final)
-        for attempt in itertools.count():
-            limit, by_deadline = self._limit(final)
-            started = time.monotonic()
-            try:
+        request = (messages, tools, max_tokens)
+        try:
+            for attempt in itertools.count():
+                limit, by_deadline = self._limit(final)
+                started = time.monotonic()
                 try:
-                    resp = await asyncio.wait_for(litellm.acompletion(**{**kw, "timeout": limit}), limit)
-                except TimeoutError:
-                    raise _Timeout(limit, by_deadline) from None
-                return self._to_reply(resp, messages, tools, started)
-            except Exception as exc:
-                await asyncio.sleep(self._after_failure(exc, attempt, final))
+                    try:
+                        resp = await asyncio.wait_for(litellm.acompletion(**{**kw, "timeout": limit}), limit)
+                    except TimeoutError:
+                        raise _Timeout(limit, by_deadline) from None
+                    reply = self._to_reply(resp, messages, tools, started)
+                except Exception as exc:
+                    await asyncio.sleep(self._after_failure(exc, attempt, final))
+                    continue
+                self._record(request, reply=reply)
+                return reply
+        except (RlmError, BudgetExceeded) as exc:
+            self._record(request, error=exc)
+            raise
         raise AssertionError("unreachable")

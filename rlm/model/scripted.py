@@ -1,8 +1,9 @@
 """A scripted model provider, registered in litellm as `scripted/<script.json>`.
 
 It plays replies from a JSON script so the real loop (litellm included) runs
-with no network: `rlm replay --rerun` plays a trace's recorded replies through
-it, and tests, demos and benchmarks use it. A script is a list of
+with no network: tests, demos and benchmarks use it, and `rlm replay --rerun`
+plays through it the replies of a trace written before traces kept a cassette
+(a trace with one is served by rlm.run.cassette, at the model client). A script is a list of
 replies, or an object:
 
     {"replies": [...],                      # played in order

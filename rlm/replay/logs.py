@@ -1,6 +1,8 @@
 """`rlm logs`: the recent runs in a trace directory, newest first.
 
 Trace names sort by time, so the newest are found without opening the rest.
+A run still going, or one that died before its end, is listed by its event log
+(`<run_id>.jsonl`, rlm.trace.eventlog) until its document is written.
 A file that cannot be read is listed as unreadable rather than hiding the others.
 A question or answer is shown with its control characters made visible and as
 rich Text, never markup: a trace's text cannot paint the terminal.
@@ -12,17 +14,26 @@ from pathlib import Path
 from typing import Any
 
 from rlm.errors import InputError
+from rlm.trace.eventlog import document_path
 from rlm.trace.reader import read_trace
 from rlm.trace.redact import redact
+from rlm.trace.retention import TRACE_NAME
 
 
 def trace_files(directories: str | Path | list[str] | list[Path]) -> list[Path]:
-    """Traces in the directories, newest first (names start with the start time)."""
+    """Traces in the directories, newest first (names start with the start time): every
+    document, and the event log of each run that has none yet (only logs named as a run
+    id: other JSON-lines files in the folder are not traces)."""
     found: list[Path] = []
     for d in map(Path, directories if isinstance(directories, list) else [directories]):
         if d.is_dir():
             found.extend(p for p in d.glob("*.json") if p.is_file())
-    return sorted(found, key=lambda p: p.name, reverse=True)
+            found.extend(
+                p
+                for p in d.glob("*.jsonl")
+                if TRACE_NAME.fullmatch(p.name) and p.is_file() and not document_path(p).is_file()
+            )
+    return sorted(found, key=lambda p: document_path(p).name, reverse=True)
 
 
 def latest_trace(directories: str | Path | list[str] | list[Path]) -> Path | None:

@@ -1,125 +1,41 @@
-"""`rlm replay TRACE --rerun`: drive the whole loop again from the recorded replies.
+"""`rlm replay TRACE --rerun`: drive the whole loop again from the recorded model calls.
 
-The model replies in the trace become two scripts for the scripted provider
-(rlm/model/scripted.py): one for the root model (its turns, then its synthesis) and
-one for the sub-model (child nodes' turns and syntheses in the order they were
-asked for, plus plain sub-call answers matched by their prompt). The real
-engine then runs with them, through litellm, with no network, and writes a
-new trace. What changed between the two runs is reported step by step; the
-point is to learn whether this version of the tool still reaches the same answer.
+A trace holds a cassette (rlm.run.cassette): every model call of the run, keyed by its
+request, with the reply the client returned. The real engine runs again with model
+clients that serve each request from it by key, whatever order the calls come in; a
+request whose prompt changed (the code did) is served the next recording of its role in
+order, and said. No network; a new trace is written. What changed between the two runs is
+reported step by step, with how the calls were served: the point is to learn whether this
+version of the tool still reaches the same answer.
+
+A trace written before the cassette is re-run the old way, from scripts rebuilt from its
+steps (rlm.replay.rerun_scripts), and the report says what that cannot replay.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import shutil
+import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from rlm.replay.paint import painter
-from rlm.replay.render import child_steps, describe_action
+from rlm.replay.render import describe_action
 from rlm.replay.replay_settings import RERUN_FROM_TRACE, RERUN_USES, replay_settings
+from rlm.replay.rerun_scripts import original_protocol, write_scripts
 from rlm.replay.verify import resolve_input
 from rlm.run.settings import Settings, load_settings
 from rlm.text.visible import visible
 
-
-def _scripted(reply: dict[str, Any] | None) -> dict[str, Any]:
-    """A recorded reply as a scripted-provider reply (tool arguments kept as the raw text)."""
-    reply = reply or {}
-    out: dict[str, Any] = {"content": reply.get("content") or None}
-    calls = reply.get("tool_calls") or []
-    if calls:
-        out["tool_calls"] = [{"name": c.get("name", ""), "args": c.get("arguments") or "{}"} for c in calls]
-    return out
-
-
-def _synthesis_reply(source: Any, content: Any, error: Any) -> dict[str, Any] | None:
-    """What the synthesis call of a node should get; None when the run made no such call."""
-    if source == "synthesis":
-        return {"content": str(content or "")}
-    if source in ("draft", "findings"):
-        # The call failed or answered nothing usable; an empty reply leads to the same fallback.
-        return {"content": ""}
-    if error:
-        return {"error": "bad_request", "message": str(error)}
-    return None  # "none" without an error: nothing to synthesize from, no call was made
-
-
-def original_protocol(doc: dict[str, Any]) -> str:
-    chosen = (doc.get("settings") or {}).get("protocol")
-    if chosen in ("tools", "text"):
-        return str(chosen)
-    for step in doc.get("steps") or []:
-        call = step.get("model_call") or {}
-        if (call.get("reply") or {}).get("tool_calls"):
-            return "tools"
-        if any(m.get("role") == "tool" for m in call.get("messages") or []):
-            return "tools"
-    return "text"
-
-
-def build_scripts(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(root script, sub-model script) reproducing every model call of the run."""
-    from rlm.run import prompts
-
-    steps_of: dict[str, list[dict[str, Any]]] = {}
-    for s in doc.get("steps") or []:
-        steps_of.setdefault(s["node"], []).append(s)
-    for steps in steps_of.values():
-        steps.sort(key=lambda s: s["index"])
-    parents = child_steps(doc)
-    nodes = doc.get("nodes") or []
-    kids: dict[tuple[str, Any], list[dict[str, Any]]] = {}
-    for n in nodes:
-        if n.get("parent"):
-            kids.setdefault((n["parent"], parents.get(n["id"])), []).append(n)
-
-    sub_replies: list[dict[str, Any]] = []
-
-    def child(node: dict[str, Any]) -> None:
-        # A child's calls, in the order they are made: its turn, the grandchildren
-        # that turn started, the next turn ..., then its synthesis.
-        for step in steps_of.get(node["id"], []):
-            sub_replies.append(_scripted((step.get("model_call") or {}).get("reply")))
-            for grandchild in kids.get((node["id"], step["index"]), []):
-                child(grandchild)
-        reply = _synthesis_reply(node.get("answer_source"), node.get("answer"), None)
-        if reply is not None:
-            sub_replies.append(reply)
-
-    root_replies: list[dict[str, Any]] = []
-    for root in (n for n in nodes if not n.get("parent")):
-        for step in steps_of.get(root["id"], []):
-            root_replies.append(_scripted((step.get("model_call") or {}).get("reply")))
-            for c in kids.get((root["id"], step["index"]), []):
-                child(c)
-    synthesis = doc.get("synthesis") or {}
-    reply = (
-        {"content": str((synthesis.get("reply") or {}).get("content") or "")}
-        if synthesis.get("reply")
-        else _synthesis_reply(synthesis.get("source"), None, synthesis.get("error"))
-    )
-    if reply is not None:
-        root_replies.append(reply)
-
-    # Plain sub-calls (llm_query on a small slice, partition_map chunks) may run
-    # in parallel: each is matched by its own prompt, once.
-    head = re.escape(prompts.SUBQUERY_SYSTEM[:60])
-    rules = [
-        {
-            "match": f"^system: {head}.*Question: {re.escape(str(c.get('question', '')))}\\n\\n"
-            f"Excerpt \\({re.escape(str(c.get('slice', '')))}\\):",
-            "reply": {"content": str(c.get("answer") or "")},
-            "times": 1,
-        }
-        for c in doc.get("subcalls") or []
-    ]
-    return {"replies": root_replies}, {"replies": sub_replies, "rules": rules}
+NO_CASSETTE = (
+    "this trace holds no recorded model calls (an earlier rlm wrote it): it is re-run from "
+    "its steps' replies in the order they show, which cannot replay a second, widened "
+    "synthesis pass"
+)
 
 
 @dataclass
@@ -144,6 +60,9 @@ class RerunResult:
     steps: list[StepDiff] = field(default_factory=list)
     # The recorded settings not used: {name: (recorded, used)}.
     ignored: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # How the cassette served the calls (rlm.run.cassette.Playback.to_dict); None without one.
+    model_calls: dict[str, Any] | None = None
+    note: str | None = None
 
     @property
     def answer_same(self) -> bool:
@@ -151,10 +70,13 @@ class RerunResult:
 
     @property
     def ok(self) -> bool:
+        calls = self.model_calls or {}
         return (
             self.answer_same
             and self.recorded_status == self.status
             and all(s.status == "same" for s in self.steps)
+            and not calls.get("unanswered")
+            and not calls.get("unplayed")
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -170,6 +92,8 @@ class RerunResult:
             "exit_code": self.exit_code,
             "recorded_settings_not_used": {k: was for k, (was, _) in self.ignored.items()},
             "steps": [asdict(s) for s in self.steps],
+            "model_calls": self.model_calls,
+            "note": self.note,
         }
 
 
@@ -203,17 +127,15 @@ def compare_steps(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[
 
 
 def _settings(
-    doc: dict[str, Any], user: Settings, root: Path, sub: Path
+    doc: dict[str, Any], user: Settings, models: dict[str, Any]
 ) -> tuple[Settings, dict[str, tuple[str, str]]]:
     """The user's settings, the loop-shaping ones the trace recorded, and the replay's own."""
     fixed = dict(
-        model=f"scripted/{root}",
-        sub_model=f"scripted/{sub}",
+        **models,
         api_base=None,
         api_key=None,
         gguf=None,
-        protocol=original_protocol(doc),
-        # One sub-call at a time: sub-model turns then come in the recorded order.
+        # One sub-call at a time: a request whose prompt changed is served in recorded order.
         concurrency=1,
         retries=0,
         trace=True,
@@ -225,29 +147,55 @@ def _settings(
     return replay_settings(doc, user, from_trace=RERUN_FROM_TRACE, uses=RERUN_USES, fixed=fixed)
 
 
+def _say(message: str) -> None:
+    print(f"rlm: {visible(message)}", file=sys.stderr, flush=True)
+
+
 def rerun_trace(
     doc: dict[str, Any],
     *,
     input_override: str | None,
     trace_path: str | os.PathLike[str],
     settings: Settings | None = None,
+    say: Callable[[str], None] = _say,
 ) -> RerunResult:
     """Drive the loop again under the user's `settings` (default: as flags, environment and
-    config resolve them; its trace_dir is where the new trace goes)."""
+    config resolve them; its trace_dir is where the new trace goes). `say` gets the one
+    line about a trace that can only be re-run the old way."""
     from rlm.replay.render import load_trace
+    from rlm.run.cassette import Cassette
     from rlm.run.wiring import run_ask
 
     path = resolve_input(doc, input_override, trace_path)
-    root_script, sub_script = build_scripts(doc)
-    workdir = Path(tempfile.mkdtemp(prefix="rlm-rerun-"))
-    try:
-        root, sub = workdir / "root.json", workdir / "sub.json"
-        root.write_text(json.dumps(root_script), encoding="utf-8")
-        sub.write_text(json.dumps(sub_script), encoding="utf-8")
-        used, ignored = _settings(doc, settings or load_settings(), root, sub)
-        result = run_ask(used, path, str(doc.get("question") or ""))
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    user = settings or load_settings()
+    question = str(doc.get("question") or "")
+    cassette = Cassette.of(doc, str(trace_path))
+    note = None
+    if cassette is not None:
+        # The recorded protocol setting stands: with `auto`, each client says what it did.
+        names = {
+            "model": cassette.model_name("root"),
+            "sub_model": cassette.model_name("sub" if "sub" in cassette.clients else "root"),
+        }
+        used, ignored = _settings(doc, user, names)
+        result = run_ask(used, path, question, cassette=cassette)
+        model_calls: dict[str, Any] | None = cassette.finish().to_dict()
+    else:
+        note = NO_CASSETTE
+        say(note)
+        workdir = Path(tempfile.mkdtemp(prefix="rlm-rerun-"))
+        try:
+            root, sub = write_scripts(doc, workdir)
+            names = {
+                "model": f"scripted/{root}",
+                "sub_model": f"scripted/{sub}",
+                "protocol": original_protocol(doc),
+            }
+            used, ignored = _settings(doc, user, names)
+            result = run_ask(used, path, question)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        model_calls = None
     new_doc = load_trace(result.trace_path) if result.trace_path else {"steps": []}
     return RerunResult(
         trace=str(trace_path),
@@ -259,7 +207,35 @@ def rerun_trace(
         exit_code=result.exit_code,
         steps=compare_steps(doc.get("steps") or [], new_doc.get("steps") or []),
         ignored=ignored,
+        model_calls=model_calls,
+        note=note,
     )
+
+
+def _calls(items: list[dict[str, Any]], key: str) -> str:
+    return ", ".join(f"{c.get('role')} call {c.get(key)}" for c in items)
+
+
+def _render_calls(calls: dict[str, Any], w: Callable[[str], Any], paint: Callable[[str, str], str]) -> None:
+    """How the cassette served the re-run's model calls."""
+    served = calls.get("by_key", 0) + len(calls.get("by_order") or [])
+    w(f"model calls: {calls.get('recorded', 0)} recorded, {served} played")
+    w(f" ({calls.get('by_key', 0)} matched by their request)\n")
+    if calls.get("by_order"):
+        w(
+            f"  {paint('PROMPT CHANGED', 'yellow')}: served in recorded order: "
+            f"{_calls(calls['by_order'], 'position')}\n"
+        )
+    if calls.get("unanswered"):
+        w(
+            f"  {paint('NOT RECORDED', 'red')}: asked by the re-run, no recording left: "
+            f"{_calls(calls['unanswered'], 'asked')}\n"
+        )
+    if calls.get("unplayed"):
+        w(
+            f"  {paint('NOT ASKED', 'red')}: recorded, never asked by the re-run: "
+            f"{_calls(calls['unplayed'], 'position')}\n"
+        )
 
 
 def render_rerun(result: RerunResult, out: TextIO) -> None:
@@ -269,6 +245,8 @@ def render_rerun(result: RerunResult, out: TextIO) -> None:
     w(f"Re-ran {result.trace} from its recorded model replies\n")
     if result.new_trace:
         w(f"new trace: {result.new_trace}\n")
+    if result.note:
+        w(f"note: {result.note}\n")
     for s in result.steps:
         if s.status == "same":
             w(f"  {s.node}.{s.index} {visible(s.recorded)}: {paint('same', 'green')}\n")
@@ -279,6 +257,8 @@ def render_rerun(result: RerunResult, out: TextIO) -> None:
             w(
                 f"  {s.node}.{s.index} {paint(s.status.upper(), 'red')} in the new run: {visible(s.recorded)}\n"
             )
+    if result.model_calls is not None:
+        _render_calls(result.model_calls, w, paint)
     if result.recorded_status != result.status:
         w(f"status: {result.recorded_status} -> {result.status}\n")
         if result.recorded_status in ("crashed", "interrupted"):

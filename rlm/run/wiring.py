@@ -18,6 +18,7 @@ from rlm.input.source import Profile
 from rlm.memory.recall import Recall, offer_lines
 from rlm.memory.store import Memory
 from rlm.model.client import ModelClient, load_litellm
+from rlm.run.cassette import Cassette, record_calls
 from rlm.run.engine import Engine, Progress, RunResult
 from rlm.run.ledger import Finding
 from rlm.run.settings import Settings, request_timeout_for, trace_dir_for
@@ -112,10 +113,12 @@ def run_ask(
     progress: Progress | None = None,
     stdin: Any = None,
     started: float | None = None,
+    cassette: Cassette | None = None,
 ) -> RunResult:
     """Answer `question` about the input; every outcome, even Ctrl-C or a bug, leaves a trace.
 
-    `started` is when the user's command began: --max-time counts from there.
+    `started` is when the user's command began: --max-time counts from there. With a
+    `cassette` (`rlm replay --rerun`), its recorded replies answer every model call.
     """
     from rlm.input.source import open_source
 
@@ -172,7 +175,7 @@ def run_ask(
                             else "loading the model client"
                         },
                     )
-                with open_models(settings) as (root, sub):
+                with open_models(settings) if cassette is None else cassette.models() as (root, sub):
                     trace.update(models={"root": root.model, "sub": sub.model})
                     memory = _recall(settings, profile, source.path, question, trace, report)
                     engine = Engine(
@@ -289,6 +292,7 @@ def _attach(
     failed: dict[str, Any] = {}  # one failure decision per provider for the whole run
     for client in {id(root): root, id(sub): sub}.values():
         client.attach(engine.budget, on_event, failed)
+    record_calls(trace, root, sub)
     if settings.max_cost is not None:
         reserve = root.cost_bound(engine.budget.synthesis_tokens, settings.reply_max_tokens)
         engine.budget.answer_cost_reserve = reserve or 0.0
@@ -331,6 +335,7 @@ def _finish(
         if result.stop is not None:
             fields["stop"] = result.stop
     trace.update(**fields)
+    trace.close()  # every way a run ends comes here: its event log becomes the document
 
 
 # -- memory (rlm.memory) -------------------------------------------------------------------------

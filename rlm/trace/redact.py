@@ -12,11 +12,16 @@ nothing is masked by its shape, only by being one of the known values.
 
 from __future__ import annotations
 
+import json
 import os
+import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 _KEY_ENV_HINTS = ("API_KEY", "_TOKEN", "SECRET", "ACCESS_KEY", "_KEY", "PASSWORD")
+# One search per variable name: the environment is read again for every trace event.
+_KEY_ENV_HINT = re.compile("|".join(map(re.escape, _KEY_ENV_HINTS)))
 _MIN_SECRET_LEN = 8
 MASK = "[REDACTED]"
 # Query parameters of an endpoint URL that carry a credential (Azure's api-key, key=, ...).
@@ -24,11 +29,11 @@ _URL_KEY_PARAMS = ("key", "api-key", "api_key", "apikey", "token", "access_token
 
 
 def _secret_values() -> list[str]:
-    values = []
-    for name, value in os.environ.items():
-        upper = name.upper()
-        if any(h in upper for h in _KEY_ENV_HINTS) and len(value) >= _MIN_SECRET_LEN:
-            values.append(value)
+    values = [
+        value
+        for name, value in os.environ.items()
+        if len(value) >= _MIN_SECRET_LEN and _KEY_ENV_HINT.search(name.upper())
+    ]
     extra = os.environ.get("RLM_API_KEY")
     if extra:
         values.append(extra)
@@ -99,8 +104,29 @@ def redact_text(text: str) -> str:
 
 def redact(obj: Any) -> Any:
     """Redact every string inside a JSON-like structure (the secrets are looked up once)."""
-    secrets = _all_secrets()
+    return _redact_with(obj, _all_secrets())
 
+
+def redact_dumps(obj: Any, dump: Callable[[Any], str]) -> str:
+    """`dump(obj)`, JSON text, with every secret in its strings masked as `redact` masks them.
+
+    Serialised first, and walked only when a secret's text is in the result: a string that
+    holds a secret holds its JSON-escaped form in the text, so a text without any is the
+    text of the redacted object. Most events hold none, and serialising is done in C
+    where walking is done in Python: this is what keeps a trace's writing cheap."""
+    secrets = _all_secrets()
+    text = dump(obj)
+    if any(form in text for value in secrets for form in _json_forms(value)):
+        text = dump(_redact_with(obj, secrets))
+    return text
+
+
+def _json_forms(value: str) -> set[str]:
+    """How a secret may appear in JSON text: as it is, escaped, escaped to ASCII."""
+    return {value, json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value)[1:-1]}
+
+
+def _redact_with(obj: Any, secrets: list[str]) -> Any:
     def walk(value: Any) -> Any:
         if isinstance(value, str):
             return _scrub(value, secrets) if value else value

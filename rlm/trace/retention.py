@@ -5,9 +5,11 @@ KEEP_TRACES traces and at most KEEP_TRACE_BYTES of them are kept (newest by
 modification time: a name can be made to sort last, a write time cannot be
 made newer than the runs that follow it). Only what rlm can show it wrote is
 ever deleted: regular files of the user's own, not symlinks, whose names are
-exactly a run id's (`2026-11-21T07-40-12-ab12.json`, rlm.trace.writer), in the
+exactly a run id's (`2026-11-21T07-40-12-ab12.json`, rlm.trace.writer, or the
+`.jsonl` event log of a run that is going or died before its end), in the
 folder the caller names (rlm's own per-user trace folder). Anything else in
-that folder is left alone and not counted.
+that folder is left alone and not counted. A run going on appends to its log,
+so its log is the newest file and is kept.
 
 `sweep_if_due` is what a run calls: it sweeps at most once a day, remembered by
 the modification time of a stamp file in the folder.
@@ -24,7 +26,7 @@ from pathlib import Path
 
 KEEP_TRACES = 1000
 KEEP_TRACE_BYTES = 500 * 1024 * 1024
-TRACE_NAME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-[0-9a-f]{4}\.json")
+TRACE_NAME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-[0-9a-f]{4}\.jsonl?")
 STAMP = ".rlm-trace-sweep"
 SWEEP_EVERY_SECONDS = 86400.0
 

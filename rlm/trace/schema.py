@@ -37,6 +37,8 @@ NodeStatus = Literal["running", "final", "max_steps", "budget", "provider", "san
 AnswerSource = Literal["synthesis", "draft", "findings", "none"]
 FindingKind = Literal["note", "result", "grep", "subcall", "final_draft", "memory"]
 ProviderEventKind = Literal["retry", "waiting", "provider_failed"]
+# How a recorded model call ended when it got no reply (rlm.model.client records it).
+CallErrorKind = Literal["provider", "config", "budget"]
 
 
 class ToolCallRecord(TypedDict):
@@ -173,6 +175,34 @@ class SynthesisRecord(TypedDict, total=False):
     first_attempt: dict[str, Any] | None
 
 
+class CassetteClientRecord(TypedDict, total=False):
+    model: str
+    where: str
+    context_window: int
+    tools: bool
+    priced: bool
+    measures_usage: bool
+
+
+class CassetteCallRecord(TypedDict, total=False):
+    role: Required[str]
+    key: Required[str]
+    reply: ReplyRecord
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float | None
+    error: str
+    error_kind: CallErrorKind
+    limit: str
+    stopped: bool
+    gave_up: bool
+
+
+class CassetteRecord(TypedDict, total=False):
+    clients: dict[str, CassetteClientRecord]
+    calls: list[CassetteCallRecord]
+
+
 class TraceDoc(TypedDict, total=False):
     schema: Required[str]
     tool_version: str
@@ -204,6 +234,7 @@ class TraceDoc(TypedDict, total=False):
     traceback: str
     totals: dict[str, Any]
     memory: dict[str, Any]
+    cassette: CassetteRecord
 
 
 # The records a reader may meet, by the name docs/trace-format.md gives them.
@@ -217,6 +248,9 @@ RECORDS: dict[str, type] = {
     "provider event": ProviderEventRecord,
     "finding": FindingRecord,
     "synthesis": SynthesisRecord,
+    "cassette": CassetteRecord,
+    "cassette client": CassetteClientRecord,
+    "cassette call": CassetteCallRecord,
 }
 
 
