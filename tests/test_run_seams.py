@@ -18,6 +18,7 @@ from conftest import FIXTURES, ROOT, run_cli, write_script
 from rlm.input.source import open_source
 from rlm.model.budget import Budget
 from rlm.model.client import ModelClient, Reply
+from rlm.run.events import Event
 from rlm.run.host import Bridge, Partition, StepDone
 from rlm.run.ledger import FINDING_CHARS, Finding, Ledger
 from rlm.run.node import Node
@@ -137,7 +138,7 @@ class OwnHost:
     def protocol_for(self, model: ModelClient) -> str:
         return "tools"
 
-    def progress(self, kind: str, data: dict[str, Any]) -> None:
+    def progress(self, event: Event, /) -> None:
         pass
 
     def charge(self, node_id: str, reply: Reply) -> None:

@@ -142,6 +142,7 @@ def ask(
     """Answer QUESTION about FILE. The answer goes to stdout; progress to stderr."""
     started = time.monotonic()
     from rlm.cli.render import StderrReporter, live_wanted
+    from rlm.run.events import FanOut, Progress
     from rlm.run.settings import load_settings
     from rlm.run.wiring import run_ask
 
@@ -151,17 +152,16 @@ def ask(
         _die("--json and --jsonl both write stdout: choose one", int(ExitCode.USAGE))
     # The status line shows from the first moment, before the input is read or a model started.
     reporter = StderrReporter(quiet=quiet, live=live_wanted(sys.stderr, quiet))
-    progress: Any = reporter
+    sinks: list[Progress] = [reporter]
     events = None
     if jsonl:
         from rlm.cli.events import JsonlEvents
 
         events = JsonlEvents(sys.stdout)
         events.emit("start", question=question, file=file)
-
-        def progress(kind: str, data: dict[str, Any]) -> None:
-            reporter(kind, data)
-            events(kind, data)
+        sinks.append(events)
+    # Every sink is handed the run's one stream of events (rlm.run.events), one event at a time.
+    progress = FanOut(*sinks)
 
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     signal.signal(signal.SIGINT, _on_ctrl_c)

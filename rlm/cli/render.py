@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from rlm.replay.paint import painter
 from rlm.run.actions import Action, ParseError
+from rlm.run.events import Event, Fanout, NodeStarted, Phase, Restart, Retry, RunWarning, Step, Waiting
 from rlm.text.textcap import cap_line
 from rlm.text.visible import visible
 from rlm.trace.redact import redact_text
@@ -51,12 +52,12 @@ class LiveStatus:
             self._done.set()
             self._status.stop()
 
-    def update(self, kind: str, data: dict[str, Any]) -> None:
-        if kind == "phase":
-            self.phase, self.since = data["what"], time.monotonic()
-        elif kind == "step":
-            self.step = f"{data['node']}.{data['step']}"
-            usage = data.get("usage") or {}
+    def update(self, event: Event) -> None:
+        if isinstance(event, Phase):
+            self.phase, self.since = event.what, time.monotonic()
+        elif isinstance(event, Step):
+            self.step = f"{event.node}.{event.step}"
+            usage = event.usage or {}
             self.tokens = int(usage.get("total_tokens") or 0)
             self.cost = usage.get("cost_usd")
         else:
@@ -84,8 +85,8 @@ class LiveStatus:
 
 
 class StderrReporter:
-    """Turns engine events into one short line each on stderr, and on a terminal keeps a
-    live status line below them (rich; NO_COLOR and TERM=dumb respected)."""
+    """A sink of the run's events (rlm.run.events): one short line each on stderr, and on a
+    terminal a live status line below them (rich; NO_COLOR and TERM=dumb respected)."""
 
     def __init__(self, stream: TextIO | None = None, quiet: bool = False, live: bool = False) -> None:
         self.stream = stream or sys.stderr
@@ -118,50 +119,17 @@ class StderrReporter:
             text = self.paint(text, {"dim": "dim", "warn": "yellow", "err": "red", "ok": "green"}[style])
         print(text, file=self.stream, flush=True)
 
-    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+    def __call__(self, event: Event, /) -> None:
         if self.live is not None:
-            self.live.update(kind, data)
-        if kind == "warning":
-            self.warn(data["message"])
+            self.live.update(event)
+        if isinstance(event, RunWarning):
+            self.warn(event.message)
             return
         if self.quiet:
             return
-        if kind == "step":
-            self._write(self._step_line(data), "dim")
-        elif kind == "node":
-            self._write(
-                f"  {'  ' * data['depth']}↳ {data['node']} (depth {data['depth']}): {cap_line(data['question'], 80)}",
-                "dim",
-            )
-        elif kind == "fanout":
-            self._write(f"  {data['node']}: partition_map over {data['chunks']} chunks", "dim")
-        elif kind == "restart":
-            self._write(f"  {data['node']}: sandbox restarted ({data['why']})", "warn")
-        elif kind == "retry":
-            self._write(
-                f"  {data['where']}: {cap_line(data['error'], 100)}; attempt {data['attempt']} of "
-                f"{data['attempts']} in {data['wait_s']:.1f} s"
-                + (" (as it asked)" if data.get("retry_after") is not None else ""),
-                "warn",
-            )
-        elif kind == "waiting":
-            self._write(
-                f"  waiting for {data['where']}: {data['waited_s']:.0f} s so far, giving up at "
-                f"{data['limit_s']:.0f} s",
-                "dim",
-            )
-
-    def _step_line(self, data: dict[str, Any]) -> str:
-        action = data["action"]
-        outcome = data["outcome"]
-        indent = "  " * (data["depth"] + 1)
-        if isinstance(action, ParseError):
-            what = f"unusable reply: {cap_line(action.message, 70)}"
-        else:
-            assert isinstance(action, Action)
-            what = action.name + " " + _describe_args(action)
-        first = outcome.observation.strip().splitlines()[0] if outcome.observation.strip() else ""
-        return f"{indent}{data['node']}.{data['step']} {what} → {cap_line(first, 70)}"
+        line = _line(event)
+        if line is not None:
+            self._write(*line)
 
     def warn(self, message: str) -> None:
         self.warnings.append(redact_text(message))
@@ -190,6 +158,47 @@ class StderrReporter:
         if result.trace_path:
             parts.append(f"trace {result.trace_path}")
         self._write("rlm: " + " · ".join(parts), "ok" if result.exit_code == 0 else "warn")
+
+
+def _line(event: Event) -> tuple[str, str] | None:
+    """The stderr line of an event and its style; None for those the status line alone shows
+    (a phase) and those told otherwise (a finding: in the summary and --explain; a give-up:
+    as the run's error)."""
+    if isinstance(event, Step):
+        return _step_line(event), "dim"
+    if isinstance(event, NodeStarted):
+        return (
+            f"  {'  ' * event.depth}↳ {event.node} (depth {event.depth}): {cap_line(event.question, 80)}",
+            "dim",
+        )
+    if isinstance(event, Fanout):
+        return f"  {event.node}: partition_map over {event.chunks} chunks", "dim"
+    if isinstance(event, Restart):
+        return f"  {event.node}: sandbox restarted ({event.why})", "warn"
+    if isinstance(event, Retry):
+        return (
+            f"  {event.where}: {cap_line(event.error, 100)}; attempt {event.attempt} of "
+            f"{event.attempts} in {event.wait_s:.1f} s"
+            + (" (as it asked)" if event.retry_after is not None else ""),
+            "warn",
+        )
+    if isinstance(event, Waiting):
+        return (
+            f"  waiting for {event.where}: {event.waited_s:.0f} s so far, giving up at {event.limit_s:.0f} s",
+            "dim",
+        )
+    return None
+
+
+def _step_line(event: Step) -> str:
+    action, outcome = event.action, event.outcome
+    indent = "  " * (event.depth + 1)
+    if isinstance(action, ParseError):
+        what = f"unusable reply: {cap_line(action.message, 70)}"
+    else:
+        what = action.name + " " + _describe_args(action)
+    first = outcome.observation.strip().splitlines()[0] if outcome.observation.strip() else ""
+    return f"{indent}{event.node}.{event.step} {what} → {cap_line(first, 70)}"
 
 
 def _count(n: int, noun: str) -> str:

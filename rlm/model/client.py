@@ -27,6 +27,7 @@ from typing import Any
 
 from rlm.errors import ConfigError, Interrupted, ProviderError, RlmError
 from rlm.model.budget import Budget, BudgetExceeded
+from rlm.model.events import ProviderEvent, ProviderEvents, ProviderFailed, Retry, Waiting
 from rlm.model.tokens import count_messages, count_text, count_tools, ensure_offline_tiktoken
 
 _lock = threading.Lock()
@@ -131,7 +132,6 @@ STOP_POLL_S = 0.1
 # A refused connection is tried once more (a server restarting), not `retries` times.
 REFUSED_RETRIES = 1
 
-Events = Callable[[str, dict[str, Any]], None]
 # Where each call's outcome goes when the run records its model calls (rlm.run.cassette).
 Recorder = Callable[[dict[str, Any]], None]
 
@@ -250,6 +250,10 @@ def _retry_after(exc: BaseException) -> float | None:
     return None
 
 
+def _ignore(event: ProviderEvent) -> None:
+    """Where a client not attached to a run sends its events: nowhere."""
+
+
 class ModelClient:
     """A litellm model with retries, usage accounting and offline token counts.
 
@@ -286,7 +290,7 @@ class ModelClient:
         self._context_window = context_window
         self._sleep = sleep
         self.budget: Budget | None = None
-        self._events: Events = lambda kind, data: None
+        self._events: ProviderEvents = _ignore
         self._failed: dict[str, ProviderError] = {}
         # Which client of the run this is ("root" or "sub"), and where each call's outcome is
         # recorded when the run keeps its model calls (a trace's cassette); None: not kept.
@@ -294,7 +298,7 @@ class ModelClient:
         self.recorder: Recorder | None = None
 
     def attach(
-        self, budget: Budget, events: Events | None = None, failed: dict[str, Any] | None = None
+        self, budget: Budget, events: ProviderEvents | None = None, failed: dict[str, Any] | None = None
     ) -> None:
         """Bind the client to a run: its clock and cost limit, where to report, and the run's
         failure decisions (shared by the clients of one run, keyed by provider)."""
@@ -528,7 +532,7 @@ class ModelClient:
             message = f"model call to {self.model} failed{tries}: {self._reason(exc)}{note}"
         err = ProviderError(message)
         self._failed[self.where] = err
-        self._events("provider_failed", {"model": self.model, "where": self.where, "message": message})
+        self._events(ProviderFailed(model=self.model, where=self.where, message=message))
         return err
 
     def _after_failure(self, exc: Exception, attempt: int, final: bool) -> float:
@@ -565,16 +569,15 @@ class ModelClient:
             why = f"{self.where} asked to wait {asked:g} s" if asked is not None else f"{self._reason(exc)}"
             raise self._time_up(final, why) from None
         self._events(
-            "retry",
-            {
-                "model": self.model,
-                "where": self.where,
-                "attempt": attempt + 2,
-                "attempts": limit + 1,
-                "error": self._reason(exc),
-                "wait_s": round(delay, 3),
-                "retry_after": asked,
-            },
+            Retry(
+                model=self.model,
+                where=self.where,
+                attempt=attempt + 2,
+                attempts=limit + 1,
+                error=self._reason(exc),
+                wait_s=round(delay, 3),
+                retry_after=asked,
+            )
         )
         return delay
 
@@ -647,8 +650,7 @@ class ModelClient:
                 raise _Timeout(limit, by_deadline)
             if waited >= notice:
                 self._events(
-                    "waiting",
-                    {"model": self.model, "where": self.where, "waited_s": round(waited), "limit_s": limit},
+                    Waiting(model=self.model, where=self.where, waited_s=round(waited), limit_s=limit)
                 )
                 notice *= 2  # 5, 10, 20, 40 … s: a long wait is told, not narrated
         if "error" in box:

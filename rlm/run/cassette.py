@@ -30,6 +30,7 @@ from typing import Any, cast
 from rlm.errors import ConfigError, ProviderError, RlmError
 from rlm.model.budget import BudgetExceeded
 from rlm.model.client import ModelClient, Reply, ToolCall, load_litellm, request_key
+from rlm.model.events import ProviderFailed
 from rlm.trace.redact import url_without_secrets
 from rlm.trace.schema import CassetteCallRecord, CassetteClientRecord
 from rlm.trace.writer import TraceWriter
@@ -275,9 +276,7 @@ class CassetteClient(ModelClient):
             if call.get("gave_up") is True:
                 # The run's one failure decision about this provider, taken again.
                 self._failed[self.where] = err
-                self._events(
-                    "provider_failed", {"model": self.model, "where": self.where, "message": err.message}
-                )
+                self._events(ProviderFailed(model=self.model, where=self.where, message=err.message))
             raise err
         reply = call.get("reply") if isinstance(call.get("reply"), dict) else {}
         assert isinstance(reply, dict)

@@ -16,6 +16,7 @@ from typing import Any
 
 from rlm.errors import RlmError
 from rlm.model.budget import BudgetExceeded
+from rlm.run.events import NodeStarted
 from rlm.run.host import NodeHost
 from rlm.run.node import Node
 from rlm.run.node_synthesis import NodeSynthesis
@@ -98,9 +99,7 @@ class Children:
         run = self.run
         child = Node(self.host, run.new_node_id(), parent.depth + 1, question, scope)
         self.register(child, parent, slice_info)
-        run.progress(
-            "node", {"node": child.id, "parent": parent.node_id, "depth": child.depth, "question": question}
-        )
+        run.progress(NodeStarted(node=child.id, parent=parent.node_id, depth=child.depth, question=question))
         result = child.run()
         synthesis = self.synthesis.synthesize(child, result)
         # No answer written: the parent is told what the child established (never printed as a value).

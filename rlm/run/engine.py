@@ -5,7 +5,7 @@ The engine is the `NodeHost` (rlm.run.host) of every node of the run: it records
 their steps and findings, starts their workers, and hands their sub-calls to
 rlm.run.subcalls, which it holds (child nodes in rlm.run.children, each node's
 answer in rlm.run.node_synthesis). Nothing here prints; progress goes to an
-optional callback the CLI renders.
+optional `Progress` (rlm.run.events) the CLI renders.
 """
 
 from __future__ import annotations
@@ -23,12 +23,13 @@ from rlm.model.client import ModelClient, Reply
 from rlm.model.tokens import count_message
 from rlm.run.actions import Action, ParseError
 from rlm.run.children import Children
+from rlm.run.events import Progress, Restart, RunWarning, Step, no_progress
 from rlm.run.host import Bridge, Partition, StepDone
 from rlm.run.ledger import FINDING_CHARS, Finding, Ledger
 from rlm.run.node import Node
 from rlm.run.node_synthesis import NodeSynthesis
 from rlm.run.scope import Asker, NodeResult, NodeScope
-from rlm.run.services import Progress, RunServices
+from rlm.run.services import RunServices
 from rlm.run.settings import Settings, cell_seconds_for
 from rlm.run.subcalls import Subcalls
 from rlm.run.synthesis import Synthesis
@@ -83,7 +84,7 @@ class Engine:
         self.root_model = root_model
         self.sub_model = sub_model
         self.trace = trace
-        self.progress: Progress = progress or (lambda kind, data: None)
+        self.progress: Progress = progress or no_progress
         self.budget = Budget(
             max_calls=settings.max_calls,
             max_tokens=settings.max_tokens,
@@ -185,18 +186,18 @@ class Engine:
             for layer, why in report.get("missing") or []:
                 msg = f"sandbox layer unavailable: {layer} ({why})"
                 self.trace.warn(msg)
-                self.progress("warning", {"message": msg})
+                self.progress(RunWarning(msg))
         return sandbox
 
     def note_restart(self, node_id: str, why: str) -> None:
         self.restarts += 1
-        self.progress("restart", {"node": node_id, "why": why})
+        self.progress(Restart(node=node_id, why=why))
 
     def report_internal(self, node_id: str, message: str) -> None:
         """An internal error of the sandbox: a warning in the trace and on stderr, not only an observation."""
         msg = f"internal error in the sandbox ({node_id}): {message}"
         self.trace.warn(msg)
-        self.progress("warning", {"message": msg})
+        self.progress(RunWarning(msg))
 
     def record_bridge_call(self, record: BridgeCallRecord) -> None:
         self.trace.add_bridge_call(record)
@@ -232,15 +233,14 @@ class Engine:
         }
         self.trace.add_step(entry)
         self.progress(
-            "step",
-            {
-                "node": done.node_id,
-                "depth": done.depth,
-                "step": done.step,
-                "action": action,
-                "outcome": outcome,
-                "usage": self.budget.usage.to_dict(),
-            },
+            Step(
+                node=done.node_id,
+                depth=done.depth,
+                step=done.step,
+                action=action,
+                outcome=outcome,
+                usage=self.budget.usage.to_dict(),
+            )
         )
 
     # -- the run ---------------------------------------------------------------------
@@ -251,7 +251,7 @@ class Engine:
             if not model.priced():
                 msg = f"the price of {model.model} is unknown: --max-cost cannot limit its calls"
                 self.trace.warn(msg)
-                self.progress("warning", {"message": msg})
+                self.progress(RunWarning(msg))
 
     def run(self) -> RunResult:
         started = time.monotonic()

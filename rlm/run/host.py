@@ -2,7 +2,7 @@
 
 A node (rlm.run.node) knows its run only through this protocol: it adds and reads
 findings, records its steps, starts its worker, makes sub-calls, and reads the
-settings, the budget and the progress callback. The engine implements it; a test
+settings, the budget and the run's `Progress` (rlm.run.events). The engine implements it; a test
 or another driver may implement it too. Nothing here imports the node or the
 engine, so the node can be read, and driven, without them.
 """
@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from rlm.model.budget import Budget
 from rlm.model.client import ModelClient, Reply
 from rlm.run.actions import Action, ParseError
+from rlm.run.events import Event
 from rlm.run.ledger import Finding
 from rlm.run.runner import ActionHost, Outcome
 from rlm.run.scope import Asker
@@ -99,7 +100,9 @@ class NodeHost(ActionHost, FindingsView, Protocol):
         """How the model is asked for actions: "tools" or "text"."""
         ...
 
-    def progress(self, kind: str, data: dict[str, Any]) -> None: ...
+    def progress(self, event: Event, /) -> None:
+        """Tell whoever follows the run (rlm.run.events)."""
+        ...
 
     def charge(self, node_id: str, reply: Reply) -> None:
         """Charge a model reply to the run's budget and to the node's usage."""

@@ -19,6 +19,7 @@ from rlm.model.budget import BudgetExceeded
 from rlm.model.client import Reply
 from rlm.run import prompts
 from rlm.run.actions import Action, ParseError, parse_tool_call, text_actions, tool_schemas
+from rlm.run.events import Phase
 from rlm.run.host import NodeHost, StepDone
 from rlm.run.node_prompt import NodePrompt, PromptShape
 from rlm.run.queryhint import hint_for
@@ -101,7 +102,7 @@ class Node:
         try:
             host.budget.admit(est)
             started = time.monotonic()
-            host.progress("phase", {"what": f"waiting for the model ({self.id}, step {step})"})
+            host.progress(Phase(f"waiting for the model ({self.id}, step {step})"))
             reply = self.model.complete(messages, tools=self.tools, max_tokens=self.sizing.reply_tokens)
         except BudgetExceeded as exc:  # refused, or the time (or the cost) ran out while it was asked
             return self._result(None, "budget", step - 1, exc.detail)
@@ -112,7 +113,7 @@ class Node:
         stopped: BudgetExceeded | None = None
         try:
             if isinstance(action, Action):
-                host.progress("phase", {"what": f"running {action.name} ({self.id}, step {step})"})
+                host.progress(Phase(f"running {action.name} ({self.id}, step {step})"))
             outcome = self._act(action, step)
         except BudgetExceeded as exc:  # a sub-call hit a limit: this step is the last
             stopped = exc

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 
 from rlm.run import prompts
+from rlm.run.events import Phase
 from rlm.run.ledger import Finding
 from rlm.run.node import Node
 from rlm.run.scope import NodeResult
@@ -40,9 +41,7 @@ class NodeSynthesis:
             if result.stop == "final"
             else f"the investigation stopped early: {result.detail or result.stop}"
         )
-        run.progress(
-            "phase", {"what": "writing the answer" if node.depth == 0 else f"writing {node.id}'s answer"}
-        )
+        run.progress(Phase("writing the answer" if node.depth == 0 else f"writing {node.id}'s answer"))
         synthesis = synthesize(
             run.model_for(node.depth),
             node.question,
@@ -78,7 +77,7 @@ class NodeSynthesis:
         """One more pass for an answer the synthesis itself called low-confidence: twice the context
         (so findings cut for room come back), more of the last observations, the first answer and
         why it was unsure. An ordinary call of the budget: refused, the first answer stands."""
-        self.run.progress("phase", {"what": "answer unsure: one more look at every finding"})
+        self.run.progress(Phase("answer unsure: one more look at every finding"))
         note = prompts.reroute_note(first.answer or "", first.confidence_reason)
         second = synthesize(
             self.run.root_model,

@@ -8,20 +8,16 @@ and none re-declares another's state.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from rlm.input.source import Profile
 from rlm.model.budget import Budget, Usage
 from rlm.model.client import ModelClient, Reply
+from rlm.run.events import FindingAdded, Progress
 from rlm.run.ledger import FINDING_CHARS, Finding, Ledger
 from rlm.run.settings import Settings, Sizing, sizing_for
 from rlm.trace.schema import FindingKind
 from rlm.trace.writer import TraceWriter
-
-# Progress events for whoever renders them (the CLI): kind, data. Nothing in rlm.run prints.
-Progress = Callable[[str, dict[str, Any]], None]
 
 
 @dataclass
@@ -89,13 +85,12 @@ class RunServices:
                 self._announced.add(finding.id)
             if new:
                 self.progress(
-                    "finding",
-                    {
-                        "id": finding.id,
-                        "kind": finding.kind,
-                        "text": finding.text,
-                        "evidence": finding.evidence,
-                        "node": finding.node,
-                    },
+                    FindingAdded(
+                        id=finding.id,
+                        kind=finding.kind,
+                        text=finding.text,
+                        evidence=finding.evidence,
+                        node=finding.node,
+                    )
                 )
         return finding

@@ -24,6 +24,7 @@ from rlm.model.client import Reply
 from rlm.model.tokens import count_text
 from rlm.run import prompts
 from rlm.run.children import Children
+from rlm.run.events import Fanout
 from rlm.run.host import Partition
 from rlm.run.routing import subquery_payload
 from rlm.run.scope import Asker
@@ -263,7 +264,7 @@ class Subcalls:
                 f"{room}; use larger chunks or narrow the range"
             )
         reservation = run.budget.reserve(len(prompts_), total)
-        run.progress("fanout", {"node": asker.node_id, "chunks": len(prompts_)})
+        run.progress(Fanout(node=asker.node_id, chunks=len(prompts_)))
         try:
             results = self._event_loop().run_until_complete(
                 self._fan_out(asker, question, prompts_, reservation)
@@ -292,7 +293,7 @@ class Subcalls:
         tokens = int(max(b - a + 1 for a, b in chunks) * avg_bytes / BYTES_PER_TOKEN)
         if asker.depth >= self.run.settings.max_depth:
             raise self.children.too_deep(asker, tokens)
-        self.run.progress("fanout", {"node": asker.node_id, "chunks": len(chunks), "children": True})
+        self.run.progress(Fanout(node=asker.node_id, chunks=len(chunks), children=True))
         first = asker.scope.first_line
 
         def one(chunk: tuple[int, int]) -> str:

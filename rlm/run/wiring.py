@@ -19,7 +19,8 @@ from rlm.memory.recall import Recall, offer_lines
 from rlm.memory.store import Memory
 from rlm.model.client import ModelClient, load_litellm
 from rlm.run.cassette import Cassette, record_calls
-from rlm.run.engine import Engine, Progress, RunResult
+from rlm.run.engine import Engine, RunResult
+from rlm.run.events import PROVIDER_EVENTS, Event, FanOut, Phase, Progress, RunWarning, fields_of, no_progress
 from rlm.run.ledger import Finding
 from rlm.run.settings import Settings, request_timeout_for, trace_dir_for
 from rlm.trace.redact import redact_text, register_secret
@@ -126,16 +127,17 @@ def run_ask(
     if not question:
         raise UsageError("the question is empty")
     started = time.monotonic() if started is None else started
-    report = progress or (lambda kind, data: None)
     trace = TraceWriter(
         trace_dir_for(settings) if settings.trace else None,
-        on_problem=lambda message: report("warning", {"message": message}),
+        on_problem=lambda message: report(RunWarning(message)),
     )
+    # The run's one event stream: the trace keeps the provider's events, then the caller's sinks.
+    report: Progress = FanOut(_ProviderEventsTrace(trace, started), progress or no_progress)
     trace.flush()  # a directory that cannot take the trace is said now, not at the end
     engine: Engine | None = None
+    memory: Recall | None = None
     try:
-        if progress:
-            progress("phase", {"what": "reading the input"})
+        report(Phase("reading the input"))
         with open_source(input_arg, cache_dir=settings.cache_dir, stdin=stdin) as source:
             profile = source.profile
             # The sha256 of a file seen for the first time is still being computed: it is
@@ -148,33 +150,29 @@ def run_ask(
                     "control bytes shown as '.'"
                 )
                 trace.warn(note)
-                if progress:
-                    progress("warning", {"message": note})
+                report(RunWarning(note))
             if profile.snapshot:
                 note = (
                     f"{profile.display_name} was written to while it was read: this run reads its first "
                     f"{profile.lines:,} lines ({profile.size:,} bytes when opened), as they were indexed"
                 )
                 trace.warn(note)
-                report("warning", {"message": note})
+                report(RunWarning(note))
             if profile.table_error:
                 note = f"no table for {profile.display_name}: {profile.table_error}; sql() is unavailable in this run"
                 trace.warn(note)
-                if progress:
-                    progress("warning", {"message": note})
+                report(RunWarning(note))
             for note in profile.warnings:  # the cache's: a damaged entry rebuilt, a folder not used
                 trace.warn(note)
-                report("warning", {"message": note})
+                report(RunWarning(note))
             try:
-                if progress:
-                    progress(
-                        "phase",
-                        {
-                            "what": "starting the model"
-                            if settings.model in (None, "local")
-                            else "loading the model client"
-                        },
+                report(
+                    Phase(
+                        "starting the model"
+                        if settings.model in (None, "local")
+                        else "loading the model client"
                     )
+                )
                 with open_models(settings) if cassette is None else cassette.models() as (root, sub):
                     trace.update(models={"root": root.model, "sub": sub.model})
                     memory = _recall(settings, profile, source.path, question, trace, report)
@@ -186,13 +184,13 @@ def run_ask(
                         root_model=root,
                         sub_model=sub,
                         trace=trace,
-                        progress=progress,
+                        progress=report,
                         memories=[_as_finding(m) for m in memory.offered] if memory else None,
                         memory_lines=offer_lines(memory.offered) if memory else None,
                         subcall_cache=memory.store if memory and not settings.no_cache else None,
                     )
                     engine.budget.count_from(started)
-                    _attach(engine, root, sub, settings, trace, report, started)
+                    _attach(engine, root, sub, settings, trace, report)
                     result = engine.run()
                     result.elapsed_s = time.monotonic() - started  # the user's wall clock
                     changed = _changed(profile, trace, report)
@@ -201,14 +199,8 @@ def run_ask(
                     elif memory is not None:
                         note = "the input changed during the run: nothing of this run is kept in memory"
                         trace.warn(note)
-                        report("warning", {"message": note})
-                        trace.update(
-                            memory={
-                                "path": str(memory.store.path),
-                                "offered": [m.ref for m in memory.offered],
-                                "stored": [],
-                            }
-                        )
+                        report(RunWarning(note))
+                    if memory is not None:
                         memory.store.close()
                 trace.update(input={**recorded, "sha256": profile.sha256})
             finally:
@@ -217,20 +209,21 @@ def run_ask(
                 if recorded["sha256"] is None and profile.digest.done():
                     trace.update(input={**recorded, "sha256": profile.sha256})
     except KeyboardInterrupt as exc:
-        _finish(trace, engine, "interrupted", _stop_code(exc), None, started)
+        _finish(trace, engine, memory, "interrupted", _stop_code(exc), None, started)
         raise
     except RlmError as exc:
-        _stop_if_asked(trace, engine, started)
-        _finish(trace, engine, "error", int(exc.exit_code), None, started, error=exc.message)
+        _stop_if_asked(trace, engine, memory, started)
+        _finish(trace, engine, memory, "error", int(exc.exit_code), None, started, error=exc.message)
         exc.trace_path = str(trace.path) if trace.path else None
         raise
     except Exception as exc:
-        _stop_if_asked(trace, engine, started)
+        _stop_if_asked(trace, engine, memory, started)
         # The last resort: a bug ends in one line and exit 1; the traceback goes to the trace.
         what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
         _finish(
             trace,
             engine,
+            memory,
             "crashed",
             int(ExitCode.NO_ANSWER),
             None,
@@ -242,8 +235,28 @@ def run_ask(
         err = InternalError(f"internal error ({what}); please report it{where}")
         err.trace_path = str(trace.path) if trace.path else None
         raise err from exc
-    _finish(trace, engine, result.status, result.exit_code, result, started)
+    _finish(trace, engine, memory, result.status, result.exit_code, result, started)
     return result
+
+
+class _ProviderEventsTrace:
+    """The trace's sink of the run's event stream: the provider's events (a retry, a long wait,
+    a give-up) are kept as they are told, with when they happened. The trace's other records
+    hold more than an event carries (a step's whole model call, the ledger), so they are
+    written where they are made."""
+
+    def __init__(self, trace: TraceWriter, started: float) -> None:
+        self.trace = trace
+        self.started = started
+
+    def __call__(self, event: Event, /) -> None:
+        if isinstance(event, PROVIDER_EVENTS):
+            record = {
+                "kind": event.event,
+                "at_s": round(time.monotonic() - self.started, 3),
+                **fields_of(event),
+            }
+            self.trace.add_provider_event(cast(ProviderEventRecord, record))
 
 
 def _changed(profile: Profile, trace: TraceWriter, report: Progress) -> bool:
@@ -256,7 +269,7 @@ def _changed(profile: Profile, trace: TraceWriter, report: Progress) -> bool:
         if change is not None:
             message = change.message(profile.display_name)
             trace.warn(message)
-            report("warning", {"message": message})
+            report(RunWarning(message))
     return change is not None or profile.snapshot
 
 
@@ -265,11 +278,11 @@ def _stop_code(exc: BaseException) -> int:
     return int(getattr(exc, "exit_code", 0) or Interrupted.last or ExitCode.INTERRUPTED)
 
 
-def _stop_if_asked(trace: TraceWriter, engine: Engine | None, started: float) -> None:
+def _stop_if_asked(trace: TraceWriter, engine: Engine | None, memory: Recall | None, started: float) -> None:
     """A stop asked for by a signal that a library turned into an error of its own (DuckDB:
     "Query interrupted") ends the run as the stop it is, never as an error or a crash."""
     if Interrupted.last is not None:
-        _finish(trace, engine, "interrupted", Interrupted.last, None, started)
+        _finish(trace, engine, memory, "interrupted", Interrupted.last, None, started)
         raise Interrupted.again() from None
 
 
@@ -280,18 +293,12 @@ def _attach(
     settings: Settings,
     trace: TraceWriter,
     report: Progress,
-    started: float,
 ) -> None:
-    """Bind the model clients to the run: its clock and cost limit, and where retries are told."""
-
-    def on_event(kind: str, data: dict[str, Any]) -> None:
-        event = {"kind": kind, "at_s": round(time.monotonic() - started, 3), **data}
-        trace.add_provider_event(cast(ProviderEventRecord, event))
-        report(kind, data)
-
+    """Bind the model clients to the run: its clock and cost limit, and where retries are told
+    (the run's event stream, whose trace sink keeps them)."""
     failed: dict[str, Any] = {}  # one failure decision per provider for the whole run
     for client in {id(root): root, id(sub): sub}.values():
-        client.attach(engine.budget, on_event, failed)
+        client.attach(engine.budget, report, failed)
     record_calls(trace, root, sub)
     if settings.max_cost is not None:
         reserve = root.cost_bound(engine.budget.synthesis_tokens, settings.reply_max_tokens)
@@ -301,6 +308,7 @@ def _attach(
 def _finish(
     trace: TraceWriter,
     engine: Engine | None,
+    memory: Recall | None,
     status: str,
     code: int,
     result: RunResult | None,
@@ -334,6 +342,9 @@ def _finish(
             fields["error"] = result.message
         if result.stop is not None:
             fields["stop"] = result.stop
+    if memory is not None:
+        # The memory's one record, written once the run is over, whichever way it ended.
+        fields["memory"] = _memory_record(memory, engine)
     trace.update(**fields)
     trace.close()  # every way a run ends comes here: its event log becomes the document
 
@@ -362,9 +373,8 @@ def _recall(
     except (sqlite3.Error, OSError) as exc:
         message = f"the memory {where} cannot be used ({exc}); this run neither reads nor adds to it"
         trace.warn(message)
-        report("warning", {"message": message})
+        report(RunWarning(message))
         return None
-    trace.update(memory={"path": str(where), "offered": [m.ref for m in found.offered]})
     return found
 
 
@@ -400,15 +410,18 @@ def _keep(
     except sqlite3.Error as exc:
         message = f"the memory {memory.store.path} could not be written ({exc})"
         trace.warn(message)
-        report("warning", {"message": message})
-    trace.update(
-        memory={
-            "path": str(memory.store.path),
-            "offered": [m.ref for m in memory.offered],
-            "cited": [f"M{i}" for i in memory.cited],
-            "stored": [f"M{i}" for i in memory.stored],
-            "cache_hits": engine.cache_hits,
-            "cache_saved_tokens": engine.cache_saved_tokens,
-        }
-    )
-    memory.store.close()
+        report(RunWarning(message))
+
+
+def _memory_record(memory: Recall, engine: Engine | None) -> dict[str, Any]:
+    """What the trace says of the memory: where it is, what was offered, what the answer cited
+    and what was kept of it (nothing, for a run stopped or over an input that changed), and
+    the sub-calls its cache answered."""
+    return {
+        "path": str(memory.store.path),
+        "offered": [m.ref for m in memory.offered],
+        "cited": [f"M{i}" for i in memory.cited],
+        "stored": [f"M{i}" for i in memory.stored],
+        "cache_hits": engine.cache_hits if engine is not None else 0,
+        "cache_saved_tokens": engine.cache_saved_tokens if engine is not None else 0,
+    }
