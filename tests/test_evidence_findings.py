@@ -96,3 +96,25 @@ def test_a_failed_cells_printed_table_is_a_finding(tmp_path: Path) -> None:
         and table.split("\n")[0] in shown
         and table.split("\n")[-1] in shown
     )
+
+
+def test_a_results_code_is_a_typed_field_the_text_shows_and_synthesis_reads() -> None:
+    """The code behind a result is carried as a field, not parsed back out of the text: an
+    answer that copies the code is told from one that copies what it printed, even when the
+    printed text itself holds backquotes and "gave:"."""
+    from rlm.run.ledger import Ledger
+    from rlm.run.synthesis import copied_code
+
+    ledger = Ledger()
+    printed = "`x` gave: 1234 rows in total"
+    found = ledger.add(
+        printed, kind="result", evidence="n0.s2", node="n0", step=2, code="print(count_rows(t))"
+    )
+    assert found is not None and found.code == "print(count_rows(t))" and found.step == 2
+    assert found.text == "`print(count_rows(t))` gave: `x` gave: 1234 rows in total"
+    assert copied_code("print(count_rows(t))", [found])
+    assert not copied_code("1234 rows in total", [found])
+    # The same words in a note are evidence, never code.
+    note = ledger.add("print(count_rows(t)) is what to run", kind="note", evidence="n0.s3", node="n0", step=3)
+    assert note is not None and note.code is None
+    assert not copied_code("print(count_rows(t)) is what to run", [note])

@@ -162,9 +162,10 @@ class OwnHost:
         *,
         topic: str | None = None,
         cap: int = FINDING_CHARS,
+        code: str | None = None,
     ) -> Finding | None:
         return self.ledger.add(
-            text, kind=kind, evidence=f"{node_id}.s{step}", node=node_id, step=step, topic=topic
+            text, kind=kind, evidence=f"{node_id}.s{step}", node=node_id, step=step, topic=topic, code=code
         )
 
     def note_restart(self, node_id: str, why: str) -> None:

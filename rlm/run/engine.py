@@ -167,8 +167,9 @@ class Engine:
         *,
         topic: str | None = None,
         cap: int = FINDING_CHARS,
+        code: str | None = None,
     ) -> Finding | None:
-        return self.services.add_finding(text, kind, node_id, step, topic=topic, cap=cap)
+        return self.services.add_finding(text, kind, node_id, step, topic=topic, cap=cap, code=code)
 
     def llm_query(self, asker: Asker, args: dict[str, Any]) -> str:
         return self.subcalls.llm_query(asker, args)

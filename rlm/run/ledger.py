@@ -28,9 +28,6 @@ from rlm.trace.schema import FindingKind
 FINDING_CHARS = 600
 RESULT_FINDING_CHARS = 600  # of a cell's printed output, past its code's summary
 
-# A computed result's finding: "`<the code>` gave: <what it printed>" (rlm.run.runner); the
-# code's summary is kept whole, what follows is cut at its middle.
-RESULT_HEAD = re.compile(r"^`[^\n]+?` gave: ")
 _NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?![\w])")
 
 
@@ -47,6 +44,9 @@ class Finding:
     # The step of `node` that made it; None for a child's answer or a memory. Typed, so no one
     # parses it back out of `evidence`; not written to traces, which carry it in `evidence`.
     step: int | None = None
+    # A computed result's code (its summary), which `text` shows as "`<code>` gave: <output>";
+    # None for every other kind. Typed, so no one parses the code back out of the text.
+    code: str | None = None
 
     def line(self) -> str:
         return f"[{self.id}] ({self.kind}, {self.evidence}) {self.text}"
@@ -83,17 +83,23 @@ def holds_value(line: str, values: tuple[set[str], list[str]]) -> bool:
     return any(w in low for w in words)
 
 
-def cap_finding(text: str, kind: FindingKind, cap: int, draft: str | None = None) -> str:
+def result_head(code: str) -> str:
+    """How a computed result's finding opens: its code's summary, then what the code printed."""
+    return f"`{code}` gave: "
+
+
+def cap_finding(
+    text: str, kind: FindingKind, cap: int, draft: str | None = None, code: str | None = None
+) -> str:
     """A finding's text as prompts show it within `cap` characters.
 
-    A computed result keeps its code's summary, then the head and the tail of what it printed
-    with the middle left out (the lines holding the draft's values kept); any other kind is
-    cut at a word boundary.
+    A computed result keeps its code's summary (`code`: the text opens with `result_head(code)`),
+    then the head and the tail of what it printed with the middle left out (the lines holding
+    the draft's values kept); any other kind is cut at a word boundary.
     """
     if kind != "result":
         return cap_words(text, cap)
-    head = RESULT_HEAD.match(text)
-    prefix = head.group(0) if head else ""
+    prefix = result_head(code) if code is not None and text.startswith(result_head(code)) else ""
     values = draft_values(draft)
     wanted = (lambda line: holds_value(line, values)) if draft else None
     return prefix + cap_ends(text[len(prefix) :], max(120, cap - len(prefix)), wanted)
@@ -116,17 +122,21 @@ class Ledger:
         step: int | None = None,
         topic: str | None = None,
         cap: int = FINDING_CHARS,
+        code: str | None = None,
     ) -> Finding | None:
         """Record a finding; a duplicate returns the existing entry, a blank returns None.
 
         With a `topic` (the code behind a result, a grep's pattern), an earlier finding
         of the same node on the same topic is superseded: the same question asked
-        again after a fix has one current answer, not two that disagree.
+        again after a fix has one current answer, not two that disagree. With a `code` (a
+        computed result), `text` is what the code printed and the finding shows both.
         """
         text = (text or "").strip()
         if not text:
             return None
-        shown = cap_finding(text, kind, cap)
+        if code is not None:
+            text = result_head(code) + text
+        shown = cap_finding(text, kind, cap, code=code)
         key = _key(shown)
         with self._lock:
             if key in self._seen and self._seen[key].superseded_by is None:
@@ -140,6 +150,7 @@ class Ledger:
                 full=text if shown != text else None,
                 topic=topic,
                 step=step,
+                code=code,
             )
             if topic is not None:
                 for i, old in enumerate(self._entries):
@@ -163,7 +174,7 @@ class Ledger:
             held = [ln for ln in old.full.splitlines() if holds_value(ln, values)]
             if not held or all(ln in old.text for ln in held):
                 continue
-            text = cap_finding(old.full, "result", self._caps.get(old.id, FINDING_CHARS), draft)
+            text = cap_finding(old.full, "result", self._caps.get(old.id, FINDING_CHARS), draft, old.code)
             if text != old.text:
                 self._seen.pop(_key(old.text), None)
                 self._entries[i] = replace(old, text=text)
@@ -186,5 +197,6 @@ class Ledger:
         return [f for f in self.current if f.node == node]
 
     def to_list(self) -> list[dict[str, Any]]:
-        """The findings as the trace keeps them: `step` is left out, the trace format has it in `evidence`."""
-        return [{k: v for k, v in asdict(f).items() if k != "step"} for f in self.entries]
+        """The findings as the trace keeps them: `step` and `code` are left out, the trace format
+        has them in `evidence` and `text`."""
+        return [{k: v for k, v in asdict(f).items() if k not in ("step", "code")} for f in self.entries]

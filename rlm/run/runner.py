@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol
 from rlm.errors import InputError
 from rlm.model.budget import BudgetExceeded
 from rlm.run import prompts
-from rlm.run.ledger import RESULT_FINDING_CHARS
+from rlm.run.ledger import RESULT_FINDING_CHARS, result_head
 from rlm.sandbox.client import InputShrank, Sandbox, WorkerLost
 from rlm.text.textcap import cap_middle, cap_words
 from rlm.trace.schema import FindingKind
@@ -56,6 +56,7 @@ class ActionHost(Protocol):
         *,
         topic: str | None = None,
         cap: int = ...,
+        code: str | None = None,
     ) -> object: ...
 
     def note_restart(self, node_id: str, why: str) -> None: ...
@@ -278,15 +279,15 @@ class ActionRunner:
             # a cell that failed after printing keeps what it printed, marked so: never its error.
             summary = code_summary(code)
             failed = f"{FAILED_CELL} " if error else ""
-            head = f"`{summary}` gave: {failed}"
             self.host.add_finding(
-                f"{head}{output.strip()}",
+                f"{failed}{output.strip()}",
                 "result",
                 self.node_id,
                 step,
                 # The whole code, not its summary: two cells that open alike are two questions.
                 topic="\n".join(ln.rstrip() for ln in code.strip().splitlines()),
-                cap=len(head) + RESULT_FINDING_CHARS,
+                cap=len(result_head(summary)) + len(failed) + RESULT_FINDING_CHARS,
+                code=summary,
             )
         final = reply.get("final")
         if final:

@@ -73,10 +73,18 @@ class RunServices:
         *,
         topic: str | None = None,
         cap: int = FINDING_CHARS,
+        code: str | None = None,
     ) -> Finding | None:
         """A finding of a node's step: in the ledger, the trace, and told once as progress."""
         finding = self.ledger.add(
-            text, kind=kind, evidence=f"{node_id}.s{step}", node=node_id, step=step, topic=topic, cap=cap
+            text,
+            kind=kind,
+            evidence=f"{node_id}.s{step}",
+            node=node_id,
+            step=step,
+            topic=topic,
+            cap=cap,
+            code=code,
         )
         if finding is not None:
             self.trace.update(ledger=self.ledger.to_list())

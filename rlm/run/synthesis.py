@@ -26,7 +26,7 @@ from rlm.model.tokens import count_text
 from rlm.run import prompts
 from rlm.run.context import Item
 from rlm.run.framing import unframe
-from rlm.run.ledger import Finding
+from rlm.run.ledger import Finding, result_head
 from rlm.run.routing import SPECS, Payload, Router, weight_of
 from rlm.trace.schema import AnswerSource
 
@@ -136,10 +136,6 @@ def unsupported(
     return None
 
 
-# A computed result's finding: "`<the code>` gave: <what it printed>" (rlm.run.runner).
-_RESULT = re.compile(r"^`(.+?)` gave: ", re.S)
-
-
 def copied_code(answer: str, findings: list[Finding]) -> bool:
     """Whether `answer` is (part of) the code behind a result rather than anything it printed:
     a small model asked for the answer sometimes copies the finding's code.
@@ -154,10 +150,9 @@ def copied_code(answer: str, findings: list[Finding]) -> bool:
     said, code = [], []
     for f in findings:
         text = f.full or f.text
-        found = None if f.kind == "note" else _RESULT.match(text)  # a note is words, never code
-        if found:
-            code.append(" ".join(found.group(1).split()))
-            said.append(" ".join(text[found.end() :].split()))
+        if f.code is not None and text.startswith(result_head(f.code)):
+            code.append(" ".join(f.code.split()))
+            said.append(" ".join(text[len(result_head(f.code)) :].split()))
         else:
             said.append(" ".join(text.split()))
     return any(flat in c for c in code) and not any(flat in t for t in said)
