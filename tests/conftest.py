@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,23 @@ from rlm.trace.schema import problems
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """How many processes run the tests under `-n auto` (pyproject addopts), files dealt out
+    whole (`--dist loadfile`). Two: most tests run `rlm` in a subprocess that keeps one core busy
+    (importing litellm, mostly) while the test waits, so two streams fill the two cores the suite
+    is measured on, and its time-bound checks (a stop within 2 s) were set there. None, the tests
+    run in this process, where workers would hide what was asked for: the output (`-s`), and the
+    real-model questions, whose summary is gathered in one process. PYTEST_XDIST_AUTO_NUM_WORKERS
+    still decides when set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # pytest-xdist's own reading of it
+    if config.getoption("capture") == "no":
+        return 0
+    if re.search(r"(?<!not )\brealmodel\b", config.getoption("markexpr") or ""):
+        return 0
+    return 2 if len(os.sched_getaffinity(0)) >= 2 else 0
 
 
 # The real data the tests read, kept in the repository (sources and licences in its README).
@@ -97,6 +116,77 @@ def run_cli(
         timeout=timeout,
         text=stdin is None,
     )
+
+
+def start_cli(args: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """`rlm ARGS` started in a subprocess as a user starts it, for a test that acts on the run
+    while it goes (a signal, a change to its input); stdout and stderr are pipes, read as text."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "rlm", *args],
+        cwd=cwd,
+        env=cli_env(cwd, env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for(
+    what: Callable[[], bool],
+    proc: subprocess.Popen[str],
+    *,
+    seconds: float = 60,
+    poll: float = 0.02,
+    never: str = "the awaited stage was never reached",
+) -> None:
+    """Poll `what` every `poll` seconds until it holds. Fails with the run's stderr when the run
+    ends first (a stage it never reached), and with `never` once `seconds` have passed. A short
+    `poll` catches a stage that lasts a fraction of a second (a scan of the input)."""
+    deadline = time.monotonic() + seconds
+    while not what():
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline, never
+        time.sleep(poll)
+
+
+def _parent_of(stat: str) -> int:
+    """The parent pid in the text of /proc/PID/stat (after the command name, which may hold spaces)."""
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def child_workers(pid: int) -> list[int]:
+    """The sandbox workers whose parent is `pid`, found through /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue  # the process ended while the list was read
+        if _parent_of(stat) == pid and b"rlm.sandbox.worker.main" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """`pid` runs: it exists and is no zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def table_building(cache: Path) -> bool:
+    """A table build has begun under the cache directory `cache`: its work folder is there."""
+    return any(p.is_dir() for p in cache.rglob("rlm-build-*")) if cache.exists() else False
+
+
+def traces_in(directory: Path) -> list[dict[str, Any]]:
+    """Every finished trace under `directory`/traces, oldest first."""
+    return [json.loads(p.read_text()) for p in sorted((directory / "traces").glob("*.json"))]
 
 
 def exec_cell(sandbox: Any, code: str, *, wall: float, cpu: float) -> tuple[str, dict[str, Any]]:

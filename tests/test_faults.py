@@ -169,6 +169,7 @@ def test_a_hung_provider_is_bounded_by_the_request_timeout(tmp_path: Path) -> No
     assert len(stub.requests) == 2
 
 
+@pytest.mark.slow  # waits out a 7 s request timeout
 def test_a_slow_reply_is_announced_with_how_long_rlm_will_wait(tmp_path: Path) -> None:
     with OpenAIStub([], default={"delay": 60}) as stub:
         run = _ask(tmp_path, _stub_args(stub), env={"RLM_REQUEST_TIMEOUT": "7", "RLM_RETRIES": "0"})
@@ -242,6 +243,7 @@ def test_bad_tool_arguments_become_an_observation(tmp_path: Path) -> None:
 # -- --max-time is wall-clock time ---------------------------------------------------------------
 
 
+@pytest.mark.slow  # waits out a 9 s --max-time, twice
 @pytest.mark.parametrize(
     ("fault", "name"),
     [({"delay": 60}, "hang"), ({"content": EX, "drip": 0.05}, "byte drip")],
@@ -528,6 +530,7 @@ def test_max_tokens_holds_across_fan_out_and_children(tmp_path: Path) -> None:
     assert _one_error_line(run).startswith(f"rlm: the limit of {limit:,} tokens was reached")
 
 
+@pytest.mark.slow  # waits out a 10 s --max-time
 def test_max_time_holds_across_fan_out_and_children(tmp_path: Path) -> None:
     model = _tree_script(tmp_path, chunk_delay=0.2, child_delay=2.0)
     # 10 s: the fan-out (about 1 s) must start before the limit even when start-up takes 5 s on a

@@ -5,66 +5,26 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from conftest import FIXTURES, cli_env, write_script
+from conftest import FIXTURES, alive, child_workers, start_cli, wait_for, write_script
 
 SPIN = "x = 0\nwhile True:\n    x += 1"
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == pid and b"rlm.sandbox.worker.main" in cmdline:
-            found.append(int(entry.name))
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def _start(tmp_path: Path) -> tuple[subprocess.Popen[str], list[int]]:
+    """A run whose one cell spins: the run, and its worker once the cell is spinning."""
     model = write_script(tmp_path / "s.json", [{"tool": "execute", "args": {"code": SPIN}}, "x"])
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rlm",
-            "ask",
-            str(FIXTURES / "access.log"),
-            "q",
-            "-m",
-            model,
-            "--timeout",
-            "60",
-        ],
-        cwd=tmp_path,
-        env=cli_env(tmp_path),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 30
+    args = ["ask", str(FIXTURES / "access.log"), "q", "-m", model, "--timeout", "60"]
+    proc = start_cli(args, cwd=tmp_path)
     workers: list[int] = []
-    while time.monotonic() < deadline and not workers:
-        time.sleep(0.2)
-        workers = _children(proc.pid)
-    assert workers, "the worker never started"
+
+    def started() -> bool:
+        workers[:] = child_workers(proc.pid)
+        return bool(workers)
+
+    wait_for(started, proc, seconds=30, never="the worker never started")
     time.sleep(0.5)  # the cell is spinning now
     return proc, workers
 
@@ -77,7 +37,7 @@ def test_ctrl_c_says_stopping_at_once_and_leaves_no_worker(tmp_path: Path) -> No
     assert "rlm: stopping… (Ctrl-C again to quit at once)" in err
     assert "Traceback" not in err
     time.sleep(0.5)
-    assert not any(_alive(pid) for pid in workers)
+    assert not any(alive(pid) for pid in workers)
 
 
 def test_pressing_ctrl_c_twice_ends_at_once_and_the_worker_dies_with_rlm(tmp_path: Path) -> None:
@@ -91,9 +51,9 @@ def test_pressing_ctrl_c_twice_ends_at_once_and_the_worker_dies_with_rlm(tmp_pat
     # The first press usually finishes the stop before the second lands; either way: 130, at once.
     assert proc.returncode == 130 and "rlm: stopping…" in err and "Traceback" not in err
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(_alive(pid) for pid in workers):
+    while time.monotonic() < deadline and any(alive(pid) for pid in workers):
         time.sleep(0.1)
-    assert not any(_alive(pid) for pid in workers)
+    assert not any(alive(pid) for pid in workers)
 
 
 def test_the_worker_dies_when_rlm_is_killed_outright(tmp_path: Path) -> None:
@@ -104,6 +64,6 @@ def test_the_worker_dies_when_rlm_is_killed_outright(tmp_path: Path) -> None:
     proc.kill()
     proc.communicate(timeout=30)
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(_alive(pid) for pid in workers):
+    while time.monotonic() < deadline and any(alive(pid) for pid in workers):
         time.sleep(0.1)
-    assert not any(_alive(pid) for pid in workers)
+    assert not any(alive(pid) for pid in workers)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -19,41 +17,13 @@ from pathlib import Path
 
 import pytest
 from bigfiles import apache_log
-from conftest import FIXTURES, cli_env, write_script
+from conftest import FIXTURES, start_cli, table_building, traces_in, wait_for, write_script
 
 ACCESS = FIXTURES / "access.log"
 COUNT_404 = 'print(sql("SELECT count(*) FROM log WHERE status = 404")[0][0])'
 COUNT = 'print("rows", sql("SELECT count(*) FROM log")[0][0])'
 BIG = 160 * 1024 * 1024  # a build of a few seconds on two shared cores
-
-
-def _start(tmp_path: Path, path: Path, model: str, *flags: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "rlm", "ask", str(path), "How many requests returned status 404?", "-m", model]
-        + list(flags),
-        cwd=tmp_path,
-        env=cli_env(tmp_path),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _wait_for(what: Callable[[], bool], proc: subprocess.Popen[str], seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while not what():
-        assert proc.poll() is None, proc.communicate()[1]
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-
-
-def _building(cache: Path) -> bool:
-    """The table build has begun: its work folder is in the cache."""
-    return any(p.is_dir() for p in cache.rglob("rlm-build-*")) if cache.exists() else False
-
-
-def _traces(tmp_path: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((tmp_path / "traces").glob("*.json"))]
+QUESTION = "How many requests returned status 404?"
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -62,8 +32,8 @@ def test_a_stop_during_the_table_build_ends_the_run_within_two_seconds(
 ) -> None:
     big = huge_files("access-160m.log", apache_log, BIG)
     model = write_script(tmp_path / "s.json", [{"tool": "execute", "args": {"code": COUNT}}, "x"])
-    proc = _start(tmp_path, big, model)
-    _wait_for(lambda: _building(tmp_path / ".cache"), proc)
+    proc = start_cli(["ask", str(big), QUESTION, "-m", model], cwd=tmp_path)
+    wait_for(lambda: table_building(tmp_path / ".cache"), proc)
     time.sleep(0.4)  # the parts' queries are running
     assert proc.poll() is None
     proc.send_signal(sig)
@@ -73,7 +43,7 @@ def test_a_stop_during_the_table_build_ends_the_run_within_two_seconds(
     assert proc.returncode == code, err
     assert took < 2.0, f"the run went on for {took:.1f} s after the signal"
     assert "Traceback" not in err and "no table" not in err
-    [trace] = _traces(tmp_path)
+    [trace] = traces_in(tmp_path)
     assert trace["status"] == "interrupted" and trace["exit_code"] == code
 
 
@@ -92,8 +62,8 @@ def test_a_file_changed_during_the_run_is_said_and_kept_out_of_memory(tmp_path: 
         ],
     }
     model = write_script(tmp_path / "s.json", script)
-    proc = _start(tmp_path, log, model, "--json")
-    _wait_for(lambda: calls.exists() and calls.read_text().strip() != "", proc)
+    proc = start_cli(["ask", str(log), QUESTION, "-m", model, "--json"], cwd=tmp_path)
+    wait_for(lambda: calls.exists() and calls.read_text().strip() != "", proc)
     if change == "appended to":
         with open(log, "ab") as fh:
             fh.write(ACCESS.read_bytes()[:20000].rsplit(b"\n", 1)[0] + b"\n")
@@ -108,7 +78,7 @@ def test_a_file_changed_during_the_run_is_said_and_kept_out_of_memory(tmp_path: 
     assert said in err
     assert any(said in w for w in doc["warnings"]), doc["warnings"]
     assert any("nothing of this run is kept in memory" in w for w in doc["warnings"])
-    [trace] = _traces(tmp_path)
+    [trace] = traces_in(tmp_path)
     assert any(said in w for w in trace["warnings"])
     assert trace["memory"]["stored"] == []
 
@@ -120,7 +90,7 @@ def test_a_log_written_to_while_it_is_read_still_gets_a_table_of_the_indexed_lin
     log.write_bytes(huge_files("access-40m.log", apache_log, 40 * 1024 * 1024).read_bytes())
     more = ACCESS.read_bytes()
     model = write_script(tmp_path / "s.json", [{"tool": "execute", "args": {"code": COUNT}}, "x"])
-    proc = _start(tmp_path, log, model, "--no-memory")
+    proc = start_cli(["ask", str(log), QUESTION, "-m", model, "--no-memory"], cwd=tmp_path)
     stop = threading.Event()
 
     def writer() -> None:  # a server still logging while the table is built
@@ -129,7 +99,7 @@ def test_a_log_written_to_while_it_is_read_still_gets_a_table_of_the_indexed_lin
                 fh.write(more)
             time.sleep(0.05)
 
-    _wait_for(lambda: _building(tmp_path / ".cache"), proc)
+    wait_for(lambda: table_building(tmp_path / ".cache"), proc)
     thread = threading.Thread(target=writer)
     thread.start()
     try:
@@ -139,7 +109,7 @@ def test_a_log_written_to_while_it_is_read_still_gets_a_table_of_the_indexed_lin
         thread.join()
     _, err = proc.communicate(timeout=120)
     assert "no table" not in err, err
-    [trace] = _traces(tmp_path)
+    [trace] = traces_in(tmp_path)
     lines = trace["input"]["lines"]
     steps = json.dumps(trace)
     assert f"rows {lines}" in steps, "sql() did not answer over the indexed lines"

@@ -10,56 +10,25 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from bigfiles import apache_log
-from conftest import FIXTURES, cli_env, run_cli, write_script
+from conftest import FIXTURES, run_cli, start_cli, table_building, traces_in, wait_for, write_script
 
 ACCESS = FIXTURES / "access.log"
 COUNT = 'print("rows", sql("SELECT count(*) FROM log")[0][0])'
 BIG = 120 * 1024 * 1024  # a table build of a few seconds on two shared cores
-
-
-def _start(tmp_path: Path, path: Path, model: str, *flags: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "rlm", "ask", str(path), "How many requests are there?", "-m", model, *flags],
-        cwd=tmp_path,
-        env=cli_env(tmp_path),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _wait_for(what: Callable[[], bool], proc: subprocess.Popen[str], seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while not what():
-        assert proc.poll() is None, proc.communicate()[1]
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-
-
-def _building(cache: Path) -> bool:
-    """The table build has begun: its work folder is in the cache."""
-    return any(p.is_dir() for p in cache.rglob("rlm-build-*")) if cache.exists() else False
-
-
-def _traces(tmp_path: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((tmp_path / "traces").glob("*.json"))]
+QUESTION = "How many requests are there?"
 
 
 def _rows(tmp_path: Path, log: Path) -> tuple[int, str]:
     """A run that counts the table's rows: (the lines rlm indexed, what the count printed)."""
     model = write_script(tmp_path / "count.json", [{"tool": "execute", "args": {"code": COUNT}}, "x"])
-    done = run_cli(
-        ["ask", str(log), "How many requests are there?", "-m", model, "--no-memory"], cwd=tmp_path
-    )
+    done = run_cli(["ask", str(log), QUESTION, "-m", model, "--no-memory"], cwd=tmp_path)
     assert "Traceback" not in done.stderr, done.stderr  # the script's end is not this test's business
-    trace = _traces(tmp_path)[-1]
+    trace = traces_in(tmp_path)[-1]
     return trace["input"]["lines"], json.dumps(trace["steps"])
 
 
@@ -72,8 +41,8 @@ def test_a_file_replaced_during_the_table_build_is_refused_and_its_table_never_s
     new = tmp_path / "access.log.new"
     new.write_bytes(ACCESS.read_bytes())
     model = write_script(tmp_path / "s.json", [{"tool": "execute", "args": {"code": COUNT}}, "x"])
-    proc = _start(tmp_path, log, model)
-    _wait_for(lambda: _building(tmp_path / ".cache"), proc)
+    proc = start_cli(["ask", str(log), QUESTION, "-m", model], cwd=tmp_path)
+    wait_for(lambda: table_building(tmp_path / ".cache"), proc)
     time.sleep(0.3)  # the parts' queries are reading the file by its name
     os.replace(new, log)  # a rename over the path: another inode, another file
     out, err = proc.communicate(timeout=120)
@@ -82,7 +51,7 @@ def test_a_file_replaced_during_the_table_build_is_refused_and_its_table_never_s
         f"rlm: {log} was replaced while it was being read: ask again once it is stable"
     ], err
     assert out == ""
-    [trace] = _traces(tmp_path)
+    [trace] = traces_in(tmp_path)
     assert trace["exit_code"] == 3 and "was replaced while it was being read" in json.dumps(trace)
 
     # The new file: its own table, of its own lines.
@@ -123,8 +92,8 @@ def test_a_copytruncate_under_a_cell_is_said_and_the_answer_not_presented_as_cle
         ],
     }
     model = write_script(tmp_path / "s.json", script)
-    proc = _start(tmp_path, log, model, "--json")
-    _wait_for(lambda: calls.exists() and len(calls.read_text().splitlines()) >= 2, proc)
+    proc = start_cli(["ask", str(log), QUESTION, "-m", model, "--json"], cwd=tmp_path)
+    wait_for(lambda: calls.exists() and len(calls.read_text().splitlines()) >= 2, proc)
     time.sleep(1.0)  # the second cell is spinning
     with open(log, "r+b") as fh:
         fh.truncate(0)
@@ -140,7 +109,7 @@ def test_a_copytruncate_under_a_cell_is_said_and_the_answer_not_presented_as_cle
     assert said in last and "ask again once it is stable" in last, err
     doc = json.loads(out)
     assert doc["answer"] is None and doc["exit_code"] == 3 and said in doc["error"], doc
-    [trace] = _traces(tmp_path)
+    [trace] = traces_in(tmp_path)
     assert trace["status"] == "error" and trace["exit_code"] == 3 and said in trace["error"]
     assert not (trace.get("memory") or {}).get("stored")
     listed = run_cli(["memory", "list", "--json"], cwd=tmp_path)

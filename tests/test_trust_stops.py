@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 
 import pytest
 from bigfiles import apache_log
-from conftest import FIXTURES, cli_env, write_script
+from conftest import FIXTURES, child_workers, start_cli, wait_for, write_script
 from openai_stub import OpenAIStub
 
 SIGNALS = [pytest.param(signal.SIGINT, 130, id="SIGINT"), pytest.param(signal.SIGTERM, 143, id="SIGTERM")]
@@ -36,22 +35,13 @@ SCAN_SIZE = 300 * 1024 * 1024  # a scan of a few tenths of a second on two share
 def _start(
     tmp_path: Path, path: Path, *flags: str, env: dict[str, str] | None = None
 ) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "rlm", "ask", str(path), "How many lines?", *flags, "--timeout", "90"],
-        cwd=tmp_path,
-        env=cli_env(tmp_path, env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    """`rlm ask PATH "How many lines?" FLAGS`, its cells allowed far longer than any stop takes."""
+    return start_cli(["ask", str(path), "How many lines?", *flags, "--timeout", "90"], cwd=tmp_path, env=env)
 
 
-def _wait_for(what: Callable[[], bool], proc: subprocess.Popen[str], seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while not what():
-        assert proc.poll() is None, proc.communicate()[1]
-        assert time.monotonic() < deadline, "the stage was never reached"
-        time.sleep(0.005)
+def _reached(what: Callable[[], bool], proc: subprocess.Popen[str]) -> None:
+    """Wait for a stage of the run; polled often, as some stages last a fraction of a second."""
+    wait_for(what, proc, poll=0.005, never="the stage was never reached")
 
 
 def _stop_and_check(proc: subprocess.Popen[str], tmp_path: Path, sig: signal.Signals, code: int) -> None:
@@ -81,20 +71,6 @@ def _mapped(pid: int, path: Path) -> bool:
         return False
 
 
-def _has_worker(pid: int) -> bool:
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"rlm.sandbox.worker.main" in cmdline:
-            return True
-    return False
-
-
 def _asked(stub: OpenAIStub, system_starts: str | None = None) -> bool:
     """The stub received a request (whose system prompt starts so, when given)."""
     for request in list(stub.requests):
@@ -113,7 +89,7 @@ def test_a_stop_during_the_line_index_scan_ends_the_run(
     model = write_script(tmp_path / "s.json", [{"tool": "execute", "args": {"code": "print(1)"}}, "x"])
     # A cold cache (each test has its own) and no table: the scan is what runs.
     proc = _start(tmp_path, big, "-m", model, env={"RLM_TABLES": "off"})
-    _wait_for(lambda: _mapped(proc.pid, big), proc)
+    _reached(lambda: _mapped(proc.pid, big), proc)
     _stop_and_check(proc, tmp_path, sig, code)
 
 
@@ -121,7 +97,7 @@ def test_sigterm_in_a_spinning_cell_ends_the_run(tmp_path: Path) -> None:
     spin = "x = 0\nwhile True:\n    x += 1"
     model = write_script(tmp_path / "s.json", [{"tool": "execute", "args": {"code": spin}}, "x"])
     proc = _start(tmp_path, FIXTURES / "access.log", "-m", model)
-    _wait_for(lambda: _has_worker(proc.pid), proc)
+    _reached(lambda: bool(child_workers(proc.pid)), proc)
     time.sleep(0.5)  # the cell is spinning now
     _stop_and_check(proc, tmp_path, signal.SIGTERM, 143)
 
@@ -132,7 +108,7 @@ def test_a_stop_during_a_model_call_that_hangs_ends_the_run(
 ) -> None:
     with OpenAIStub([], default=HANG) as stub:
         proc = _start(tmp_path, FIXTURES / "access.log", "-m", "openai/stub", "--api-base", stub.api_base)
-        _wait_for(lambda: _asked(stub), proc)
+        _reached(lambda: _asked(stub), proc)
         time.sleep(0.2)  # rlm waits for the reply
         _stop_and_check(proc, tmp_path, sig, code)
 
@@ -143,7 +119,7 @@ def test_a_stop_during_a_synthesis_that_hangs_ends_the_run(
 ) -> None:
     with OpenAIStub([EX, FIN], default=HANG) as stub:
         proc = _start(tmp_path, FIXTURES / "access.log", "-m", "openai/stub", "--api-base", stub.api_base)
-        _wait_for(lambda: _asked(stub, SYNTHESIS), proc)
+        _reached(lambda: _asked(stub, SYNTHESIS), proc)
         time.sleep(0.2)
         _stop_and_check(proc, tmp_path, sig, code)
 
@@ -157,6 +133,6 @@ def test_a_stop_during_a_fan_out_of_child_runs_that_hang_ends_the_run(
     cell = 'print(partition_map("Which paths are asked for?", chunk_lines=500))'
     with OpenAIStub([f"```python\n{cell}\n```"], default=HANG) as stub:
         proc = _start(tmp_path, FIXTURES / "access.log", "-m", "openai/stub", "--api-base", stub.api_base)
-        _wait_for(lambda: len(stub.requests) >= 2, proc)  # the step, then the fan-out
+        _reached(lambda: len(stub.requests) >= 2, proc)  # the step, then the fan-out
         time.sleep(0.2)
         _stop_and_check(proc, tmp_path, sig, code)
