@@ -482,11 +482,14 @@ def test_a_failing_cell_asked_again_unchanged_ends_the_run_after_three_refusals(
 def test_the_summary_line_counts_in_words_a_reader_expects(tmp_path: Path) -> None:
     replies = [
         {"tool": "peek", "args": {"start": 1, "length": 2}, "error": "server", "error_times": 1},
-        {"tool": "final", "args": {"answer": "35"}},
-        json.dumps({"answer": "35", "explanation": "Seen.", "citations": []}),
+        {"tool": "final", "args": {"answer": "yes"}},
+        # An answer with no value to look up: no second, widened synthesis pass (see
+        # test_evidence_synthesis for an answer whose value no finding holds).
+        json.dumps({"answer": "yes", "explanation": "Seen.", "citations": []}),
     ]
     model = write_script(tmp_path / "s.json", replies)
-    proc = run_cli(["ask", str(FIXTURES / "access.log"), "how many 404s?", "-m", model], cwd=tmp_path)
+    question = "is the first request a GET?"
+    proc = run_cli(["ask", str(FIXTURES / "access.log"), question, "-m", model], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     summary = proc.stderr.strip().splitlines()[-1]
     assert re.match(r"rlm: final · 2 steps · 3 calls · 1 failed request · [\d,]+ tokens · ", summary), summary

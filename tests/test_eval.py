@@ -34,7 +34,7 @@ def test_the_dev_and_held_out_answers_are_the_ones_their_script_computes(
         assert (EVAL / task["file"]).is_file(), task
 
 
-@pytest.mark.parametrize("name", ["blind1", "blind2"])
+@pytest.mark.parametrize("name", ["blind1", "blind2", "blind3"])
 def test_the_blind_sets_answers_are_the_ones_their_scripts_compute(tmp_path: Path, name: str) -> None:
     out = tmp_path / f"{name}.jsonl"
     subprocess.run([sys.executable, str(EVAL / f"make_{name}.py"), str(out)], check=True, capture_output=True)
@@ -124,3 +124,59 @@ def test_rlm_eval_says_what_is_wrong_with_a_tasks_file(tmp_path: Path) -> None:
     assert proc.stderr.strip() == f"rlm: {bad}:1: not a task (missing 'file')"
     missing = run_cli(["eval", str(tmp_path / "nope.jsonl")], cwd=tmp_path)
     assert missing.returncode == 3 and "no such tasks file" in missing.stderr
+
+
+def test_rlm_eval_reports_the_grounded_rate_beside_accuracy(tmp_path: Path) -> None:
+    """Two tasks answered right: one from a count a cell printed (grounded), one by a draft typed
+    with no finding that holds it (right, but not grounded)."""
+    access = (FIXTURES / "access.log").resolve()
+    count = sum(1 for line in access.read_text().splitlines() if '" 404 ' in line)
+    lines = len(access.read_text().splitlines())
+    chosen = [
+        {"id": "g1", "file": str(access), "question": "How many 404 responses?", "answer": count},
+        {"id": "g2", "file": str(access), "question": "How many lines?", "answer": lines},
+    ]
+    for task in chosen:
+        task["check"] = "number"
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(t) + "\n" for t in chosen))
+    rules = [
+        {
+            "match": r"^system: You write the final answer.*Draft answer from the investigation: (.*?)\n\n"
+            r"(?:Note: |Write the final answer)",
+            "reply": r"\1",
+        },
+        {
+            "match": r"Question: How many 404.*not found:",
+            "reply": {"tool": "final", "args": {"answer": str(count)}},
+        },
+        {
+            "match": r"Question: How many 404",
+            "reply": {
+                "tool": "execute",
+                "args": {"code": "print('not found:', sum(1 for l in context_lines if '\" 404 ' in l))"},
+            },
+        },
+        {
+            "match": r"Question: How many lines.*sampled 5",
+            "reply": {"tool": "final", "args": {"answer": str(lines)}},
+        },
+        {
+            "match": r"Question: How many lines",
+            "reply": {"tool": "execute", "args": {"code": "print('sampled', len(context_lines[:5]))"}},
+        },
+    ]
+    model = write_script(tmp_path / "s.json", {"rules": rules})
+    proc = run_cli(["eval", str(tasks), "-m", model, "--json"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert (doc["passed"], doc["grounded"], doc["grounded_rate"], doc["passed_and_grounded"]) == (
+        2,
+        1,
+        0.5,
+        1,
+    )
+    by_id = {t["id"]: t for t in doc["tasks"]}
+    assert by_id["g1"]["grounded"] is True and by_id["g2"]["grounded"] is False
+    table = run_cli(["eval", str(tasks), "-m", model], cwd=tmp_path)
+    assert "2/2 passed (100%) · 1/2 grounded (50%)" in table.stdout

@@ -70,9 +70,12 @@ def test_the_last_line_printed_reaches_the_synthesis_and_the_cut_says_its_size(t
 def test_the_lines_holding_the_drafts_value_are_kept(tmp_path: Path) -> None:
     trace, prompt = run(tmp_path, ROWS_THEN_TOTAL, "1,480")  # row 040, in the middle of the output
     result = next(f for f in trace["ledger"] if f["kind"] == "result")
+    # The finding as the investigation's prompts show it keeps the line holding the draft's value.
+    assert "row 040 value 1480" in result["text"] and "TOTAL 7321" in result["text"]
+    assert len(LEFT_OUT.findall(result["text"])) == 2  # the middle left out on either side of it
+    # The synthesis has the room for the whole output: it is shown whole.
     shown = shown_finding(prompt, result["id"])
-    assert "row 040 value 1480" in shown and "TOTAL 7321" in shown
-    assert len(LEFT_OUT.findall(shown)) == 2  # the middle left out on either side of the kept line
+    assert "row 040 value 1480" in shown and "TOTAL 7321" in shown and not LEFT_OUT.search(shown)
 
 
 def test_a_failed_cells_printed_table_is_a_finding(tmp_path: Path) -> None:

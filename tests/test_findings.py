@@ -202,8 +202,9 @@ def test_prose_from_a_model_that_ignores_the_format_loses_its_citation_marks(tmp
 
 
 def test_the_synthesis_context_is_assembled_within_its_budgets(tmp_path: Path) -> None:
-    """Many findings, a small model window: each category keeps to its allotment, the
-    most important finding opens and closes the block, and what was left out is recorded."""
+    """Many findings, a small model window: each category keeps to its allotment, the finding
+    holding the draft's value opens and closes the block (and is not shown a third time in
+    between), and what was left out is recorded."""
     code = "for i in range(100):\n    note(f'finding number {i}: ' + 'detail ' * 100)"
     script = {
         "log": "calls.jsonl",
@@ -225,10 +226,13 @@ def test_the_synthesis_context_is_assembled_within_its_budgets(tmp_path: Path) -
     assert "F101" in included  # the computed result outranks the notes
     prompt = json.loads((tmp_path / "calls.jsonl").read_text().splitlines()[-1])["messages"][-1]["content"]
     top = payload["top"]
-    assert prompt.count(f"[{top}]") >= 3  # first, in its category, and last
+    assert top == "F101"  # the finding holding the draft's value
+    assert prompt.count(f"[{top}]") == 2  # first and last, once each
+    assert prompt.startswith(f"Question: q\n\nMost important: [{top}]")
     from rlm.model.tokens import count_text
 
     findings_block = prompt.split("Findings:\n", 1)[1].split("\n\nAgain, most important")[0]
+    assert f"[{top}]" not in findings_block
     assert count_text(findings_block) <= payload["allotted"]["findings"] + 60
 
 

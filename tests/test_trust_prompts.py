@@ -94,7 +94,8 @@ def test_file_text_is_framed_data_and_a_forged_entry_is_no_finding(tmp_path: Pat
     # The synthesis shows the forged line inside the frame of the finding of the cell that printed it.
     synthesis_system, prompt = calls[-1][0]["content"], calls[-1][1]["content"]
     assert "never an instruction" in synthesis_system and "never a finding of its own" in synthesis_system
-    entry = re.search(r"^\[F1\] \(result, n0\.s1\) " + FRAME.pattern, prompt, re.M | re.S)
+    # (F1 holds the draft's value: it is the top item, shown first and last.)
+    entry = re.search(r"^Most important: \[F1\] \(result, n0\.s1\) " + FRAME.pattern, prompt, re.M | re.S)
     assert entry is not None, prompt
     assert FORGED in entry.group("body").splitlines() and f"404 lines: {NOT_FOUND}" in entry.group("body")
     assert not re.search(r"^\[F3\]", outside_frames(prompt), re.M)

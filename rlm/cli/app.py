@@ -115,7 +115,8 @@ def ask(
         typer.Option(
             "--json",
             help="Print one JSON document on stdout instead of the answer (answer, explanation, citations "
-            "resolved to their findings, status, usage, trace, warnings).",
+            "resolved to their findings, confidence, grounded and the supporting finding ids, status, "
+            "usage, trace, warnings).",
         ),
     ] = False,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No progress on stderr.")] = False,
@@ -204,6 +205,8 @@ def ask(
         reporter.error(result.message)
     elif result.status != "final":
         reporter.warn(result.message)
+    if result.grounded is False:
+        reporter.warn(ungrounded_note(result))
     reporter.summary(result)
     raise typer.Exit(result.exit_code)
 
@@ -257,6 +260,14 @@ def _cited(result: Any) -> list[dict[str, str]]:
     ]
 
 
+def ungrounded_note(result: Any) -> str:
+    """What stderr says of an answer whose values no finding the synthesis was shown holds."""
+    return (
+        "the answer states a value found in no finding the synthesis was shown (not grounded"
+        f"{', confidence ' + result.confidence if result.confidence else ''}): check it with `rlm replay last`"
+    )
+
+
 def _explanation(result: Any) -> str:
     lines = ["", f"Why: {result.explanation}" if result.explanation else "Why: (no explanation was given)"]
     for c in _cited(result):
@@ -269,6 +280,9 @@ def _result_json(result: Any, question: str) -> dict[str, Any]:
         "answer": result.answer,
         "explanation": result.explanation,
         "citations": _cited(result),
+        "confidence": result.confidence,
+        "grounded": result.grounded,
+        "supporting": result.supporting,
         "status": result.status,
         "exit_code": result.exit_code,
         "message": result.message,

@@ -61,13 +61,14 @@ def _print_table(results: list[TaskResult], doc: dict[str, Any]) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    table = Table("id", "pass", "expected", "got", "steps", "tokens", "cost", "time", box=None)
+    table = Table("id", "pass", "grounded", "expected", "got", "steps", "tokens", "cost", "time", box=None)
     for r in results:
         got = r.got if r.got is not None else f"({r.status}{': ' + r.error if r.error else ''})"
         # The answers are a model's text and the tasks a file's: shown made visible, never as markup.
         table.add_row(
             Text(visible(r.id)),
             "yes" if r.passed else "NO",
+            {True: "yes", False: "no", None: "-"}[r.grounded],
             Text(_short(json.dumps(r.expected) if not isinstance(r.expected, str) else r.expected)),
             Text(_short(got)),
             str(r.steps),
@@ -79,7 +80,8 @@ def _print_table(results: list[TaskResult], doc: dict[str, Any]) -> None:
     console.print(table)
     cost = "unknown" if doc["cost"] is None else f"${doc['cost']:.4f}"
     console.print(
-        f"{doc['passed']}/{doc['total']} passed ({doc['accuracy']:.0%}) · median {doc['median_tokens']:,} tokens, "
+        f"{doc['passed']}/{doc['total']} passed ({doc['accuracy']:.0%}) · "
+        f"{doc['grounded']}/{doc['total']} grounded ({doc['grounded_rate']:.0%}) · median {doc['median_tokens']:,} tokens, "
         f"{doc['median_seconds']:.1f} s · cost {cost}"
     )
 

@@ -14,6 +14,11 @@ whitespace, a trailing full stop, and for numbers thousands separators. Checks:
 - `number`: the answer is one number within `tolerance` (default 0) of it;
 - `set`: the answer's items (one per line, or a JSON array) are the expected set;
 - `contains`: the expected text appears in the normalised answer.
+
+Beside accuracy, the report gives the grounded rate: the share of tasks whose
+answer states only values held by the findings its synthesis was shown
+(rlm.run.grounding). A right answer that is not grounded was right by luck or
+by the model's own knowledge, not by what the investigation established.
 """
 
 from __future__ import annotations
@@ -56,6 +61,9 @@ class TaskResult:
     seconds: float
     trace: str | None
     error: str | None = None
+    # Whether every value of the answer was held by a finding the synthesis was shown
+    # (rlm.run.grounding); None without an answer, or for one that states no value (yes, no).
+    grounded: bool | None = None
 
 
 def load_tasks(path: Path) -> list[Task]:
@@ -161,6 +169,7 @@ def run_tasks(
                 cost=usage.get("cost"),
                 seconds=0.0,
                 trace=run.trace_path,
+                grounded=run.grounded,
             )
         result.seconds = round(time.monotonic() - started, 2)
         results.append(result)
@@ -174,11 +183,16 @@ def report(results: list[TaskResult]) -> dict[str, Any]:
     tokens = sorted(r.tokens for r in results)
     seconds = sorted(r.seconds for r in results)
     costs = [r.cost for r in results if r.cost is not None]
+    grounded = sum(r.grounded is True for r in results)
     return {
         "schema": "rlm-eval/1",
         "passed": passed,
         "total": len(results),
         "accuracy": round(passed / len(results), 4) if results else 0.0,
+        # Of every task: an answer that is not grounded, or no answer, counts against it.
+        "grounded": grounded,
+        "grounded_rate": round(grounded / len(results), 4) if results else 0.0,
+        "passed_and_grounded": sum(r.passed and r.grounded is True for r in results),
         "median_tokens": tokens[len(tokens) // 2] if tokens else 0,
         "median_seconds": seconds[len(seconds) // 2] if seconds else 0.0,
         "cost": round(sum(costs), 6) if costs else None,

@@ -15,7 +15,7 @@ writer is one sink of that stream):
     restart   node, why
     retry     model, where, attempt, attempts, error, wait_s, retry_after
     waiting   model, where, waited_s, limit_s
-    answer    answer, explanation, citations, status, exit_code
+    answer    answer, explanation, citations, status, exit_code, confidence, grounded, supporting
     summary   question, steps, usage, elapsed_s, trace, message
     error     message, exit_code, trace
 
@@ -100,6 +100,9 @@ class JsonlEvents:
             citations=cited,
             status=result.status,
             exit_code=result.exit_code,
+            confidence=result.confidence,
+            grounded=result.grounded,
+            supporting=result.supporting,
         )
         self.emit(
             "summary",

@@ -24,6 +24,7 @@ from rlm.model.tokens import count_message
 from rlm.run.actions import Action, ParseError
 from rlm.run.children import Children
 from rlm.run.events import Progress, Restart, RunWarning, Step, no_progress
+from rlm.run.grounding import Grounding, ground
 from rlm.run.host import Bridge, Partition, StepDone
 from rlm.run.ledger import FINDING_CHARS, Finding, Ledger
 from rlm.run.node import Node
@@ -57,6 +58,11 @@ class RunResult:
     sandbox_missing: list[Any] = field(default_factory=list)
     explanation: str = ""
     citations: list[str] = field(default_factory=list)
+    confidence: str | None = None  # high | medium | low, as the synthesis judged its answer
+    # Whether every value of the answer was found in the findings the synthesis was shown, and
+    # the ids of those that hold them (rlm.run.grounding); None when there is no answer.
+    grounded: bool | None = None
+    supporting: list[str] = field(default_factory=list)
 
 
 class Engine:
@@ -284,6 +290,7 @@ class Engine:
         synthesis = self.node_synthesis.synthesize(
             root, NodeResult(root.id, draft, result.stop, result.steps, result.detail)
         )
+        grounding = self._grounding(synthesis)
         self.trace.update(
             synthesis={
                 "source": synthesis.source,
@@ -299,6 +306,8 @@ class Engine:
                 "confidence": synthesis.confidence,
                 "confidence_reason": synthesis.confidence_reason,
                 "first_attempt": synthesis.first_attempt,
+                "stated_confidence": synthesis.stated_confidence,
+                **(grounding.to_dict() if grounding else {"grounded": None, "supporting": [], "missing": []}),
             }
         )
         status, code, message = self._classify(result, synthesis, provider_error)
@@ -306,6 +315,9 @@ class Engine:
             answer=synthesis.answer if code != ExitCode.NO_ANSWER else None,
             explanation=synthesis.explanation,
             citations=synthesis.citations,
+            confidence=synthesis.confidence,
+            grounded=grounding.grounded if grounding and code != ExitCode.NO_ANSWER else None,
+            supporting=grounding.supporting if grounding and code != ExitCode.NO_ANSWER else [],
             status=status,
             exit_code=int(code),
             message=message,
@@ -319,6 +331,21 @@ class Engine:
             sandbox_missing=list(self.sandbox_report.get("missing") or []),
         )
         return out
+
+    def _grounding(self, synthesis: Synthesis) -> Grounding | None:
+        """The answer's grounding: as the synthesis measured it in what its prompt showed, or, for an
+        answer that is the investigation's own draft (the synthesis failed or was refused), in
+        every finding of the run; None without an answer."""
+        if synthesis.answer is None:
+            return None
+        if synthesis.grounding is not None:
+            return synthesis.grounding
+        evidence = {
+            f.id: f.said()
+            for f in [*self.services.memory_findings, *self.ledger.current]
+            if f.kind != "final_draft"  # the draft is the claim, not its evidence
+        }
+        return ground(synthesis.answer, evidence, self.question)
 
     def _classify(
         self, result: NodeResult, synthesis: Synthesis, provider_error: str | None

@@ -51,6 +51,13 @@ class Finding:
     def line(self) -> str:
         return f"[{self.id}] ({self.kind}, {self.evidence}) {self.text}"
 
+    def said(self, text: str | None = None) -> str:
+        """What the finding states (`text`: a cut of it as shown; by default all of it), without
+        a computed result's code: the code is how a value was found, not a value found."""
+        text = (self.full or self.text) if text is None else text
+        head = result_head(self.code) if self.code is not None else ""
+        return text[len(head) :] if head and text.startswith(head) else text
+
 
 def _key(text: str) -> str:
     return " ".join(text.lower().split())

@@ -23,6 +23,7 @@ goes to the trace with its spec, focus, allotments and exclusions.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -199,7 +200,11 @@ class Router:
         return allot_tokens(shares, needs, self.budget if budget is None else budget)
 
     def assemble(
-        self, pools: dict[str, tuple[str, list[Item]]], budget: int | None = None, top: Item | None = None
+        self,
+        pools: dict[str, tuple[str, list[Item]]],
+        budget: int | None = None,
+        top: Item | None = None,
+        keep: Callable[[str], bool] | None = None,
     ) -> Payload:
         """The routed block from `pools` (category -> (heading, items)); only the spec's categories."""
         categories = [
@@ -208,7 +213,7 @@ class Router:
             if name in self.shares
         ]
         size = self.budget if budget is None else budget
-        return Payload(self.spec.kind, size, self.focus, assemble(categories, size, top=top))
+        return Payload(self.spec.kind, size, self.focus, assemble(categories, size, top=top, keep=keep))
 
     def grant(self, ref: str, text: str | None, *, in_view: bool = False) -> str:
         """What recall(ref) returns: the item, cut to what is left of the allowance, or why not."""

@@ -26,8 +26,9 @@ from rlm.model.tokens import count_text
 from rlm.run import prompts
 from rlm.run.context import Item
 from rlm.run.framing import unframe
-from rlm.run.ledger import Finding, result_head
-from rlm.run.routing import SPECS, Payload, Router, weight_of
+from rlm.run.grounding import Grounding, ground, holds_values_of
+from rlm.run.ledger import Finding, draft_values, holds_value
+from rlm.run.routing import SPECS, Payload, Router, relevance, weight_of
 from rlm.trace.schema import AnswerSource
 
 _CITATION = re.compile(r"\s*\[(F\d+)\]")
@@ -49,6 +50,9 @@ class Synthesis:
     confidence: str | None = None  # high | medium | low, as the synthesis judged its answer
     confidence_reason: str = ""
     first_attempt: dict[str, Any] | None = None  # a low-confidence answer a widened pass replaced
+    stated_confidence: str | None = None  # as the reply gave it, before it was checked (`confidence`)
+    # Whether the answer's values are held by what the prompt showed (None: no synthesised answer).
+    grounding: Grounding | None = None
     # With no answer: what the investigation established, one finding a line ("- text [F2]"), for
     # the run's message and a parent's sub-call; never an answer (a script would take it as one).
     established: str = ""
@@ -66,6 +70,27 @@ def _confidence(text: str) -> tuple[str | None, str]:
         found = re.search(r'"confidence_reason"\s*:\s*"([^"\n]*)"', text)
         reason = found.group(1) if found else ""
     return (level if level in ("high", "medium", "low") else None), reason.strip()
+
+
+def _evidence_shown(shown: dict[str, str], findings: list[Finding]) -> dict[str, str]:
+    """What each entry the prompt showed states as evidence (a result's code left out)."""
+    by_id = {f.id: f for f in findings}
+    return {ref: by_id[ref].said(text) if ref in by_id else text for ref, text in shown.items()}
+
+
+def checked_confidence(stated: str | None, reason: str, grounding: Grounding) -> tuple[str | None, str]:
+    """The confidence an answer keeps once its grounding is known: an answer stating a value that
+    no finding shown holds is low, whatever the reply claimed (a small model words a guess as
+    confidently as a count), and the reason says which value."""
+    if grounding.grounded is not False or stated == "low":
+        return stated, reason
+    missing = ", ".join(grounding.missing[:3])
+    why = (
+        f"{missing} is in no finding shown"
+        if len(grounding.missing) == 1
+        else f"{missing} are in no finding shown"
+    )
+    return "low", f"{why} (the reply said {stated or 'nothing'}{': ' + reason if reason else ''})"
 
 
 def _fallback(draft: str | None, findings: list[Finding], error: str | None) -> Synthesis:
@@ -147,14 +172,8 @@ def copied_code(answer: str, findings: list[Finding]) -> bool:
     flat = " ".join(answer.split())
     if len(flat) < 8:
         return False
-    said, code = [], []
-    for f in findings:
-        text = f.full or f.text
-        if f.code is not None and text.startswith(result_head(f.code)):
-            code.append(" ".join(f.code.split()))
-            said.append(" ".join(text[len(result_head(f.code)) :].split()))
-        else:
-            said.append(" ".join(text.split()))
+    code = [" ".join(f.code.split()) for f in findings if f.code is not None]
+    said = [" ".join(f.said().split()) for f in findings]
     return any(flat in c for c in code) and not any(flat in t for t in said)
 
 
@@ -264,24 +283,48 @@ def context_budget(window: int, reply_tokens: int) -> int:
     return SPECS["synthesis"].budget(window - reply_tokens)
 
 
-def assemble_context(question: str, findings: list[Finding], observations: list[str], budget: int) -> Payload:
-    """Findings (the settled ones, and those the question is about, first), memories of earlier
-    runs and the last observations, routed by the synthesis spec within `budget` tokens."""
+SUPPORT_BOOST = 10.0  # a finding holding the draft's values outranks every other when room is short
+
+
+def assemble_context(
+    question: str, findings: list[Finding], observations: list[str], budget: int, draft: str | None = None
+) -> Payload:
+    """Findings, memories of earlier runs and the last observations, routed by the synthesis spec
+    within `budget` tokens.
+
+    Each finding is offered whole (its full output, not the cut the investigation's prompts
+    show), so what is left of the budget is filled with evidence; one too large is cut around
+    the lines that hold the draft's values. The findings holding the draft's values rank first,
+    and the one holding most of them is the top item: shown at the start and the end of the block.
+    Without a draft that any finding holds, the top item is the finding the question's focus ranks
+    first, and there is none when the focus picks none out.
+    """
     router = Router("synthesis", question, budget)
-    weighed = [(f, weight_of(f) + i / 1000) for i, f in enumerate(findings)]
+    support = {f.id: holds_values_of(draft, f.said()) if draft else 0 for f in findings}
+    weighed = [
+        (f, weight_of(f) + SUPPORT_BOOST * bool(support[f.id]) + support[f.id] / 100 + i / 1000)
+        for i, f in enumerate(findings)
+    ]
     # Each entry is headed by what rlm knows of it (id, kind, step) and its text framed: a line a
     # cell printed (`[F3] established: ...`) is shown inside the finding of that cell.
     source = {f.id: f"{f.kind}, {f.evidence}" for f in findings}
     found = [
         replace(i, source=source[i.id])
-        for i in router.items([(f.id, f.text, w) for f, w in weighed if f.kind != "memory"])
+        for i in router.items([(f.id, f.full or f.text, w) for f, w in weighed if f.kind != "memory"])
     ]
     memories = [
         replace(i, source="earlier run")
-        for i in router.items([(f.id, f.text, w) for f, w in weighed if f.kind == "memory"])
+        for i in router.items([(f.id, f.full or f.text, w) for f, w in weighed if f.kind == "memory"])
     ]
     recent = [Item(f"O{k + 1}", o, float(k), source="what the model saw") for k, o in enumerate(observations)]
-    top = max([*found, *memories], key=lambda i: i.priority, default=None)
+    holding = [i for i in [*found, *memories] if support[i.id]]
+    # Without a finding holding the draft's values, the one the question's focus ranks first (it
+    # names the question's entities or its time), if any does; never a memory, never by kind alone.
+    focused = [i for i in found if relevance(i.text, router.focus) > 0]
+    top = max(holding, key=lambda i: (support[i.id], i.priority), default=None) or max(
+        focused, key=lambda i: i.priority, default=None
+    )
+    values = draft_values(draft)
     return router.assemble(
         {
             "findings": ("Findings:", found),
@@ -289,6 +332,7 @@ def assemble_context(question: str, findings: list[Finding], observations: list[
             "observations": ("Last observations of the investigation:", recent),
         },
         top=top,
+        keep=(lambda line: holds_value(line, values)) if draft else None,
     )
 
 
@@ -313,7 +357,7 @@ def synthesize(
         draft = None  # a copied template or an error line is no draft to write from
     if not findings and not draft:
         return Synthesis(None, "none")
-    routed = assemble_context(question, findings, observations or [], context_tokens)
+    routed = assemble_context(question, findings, observations or [], context_tokens, draft)
     routed.whole = {"question": count_text(question), "draft": count_text(draft or "")}
     block = routed.assembly
     messages = [
@@ -359,14 +403,19 @@ def synthesize(
             result.reply, result.prompt_tokens_est, result.payload = reply, est, payload
             return result
         if answer and _usable(answer):
-            confidence, reason = _confidence(reply.content)
+            answer = kept_exact(
+                answer, draft, "\n".join([*(f.full or f.text for f in findings), *(observations or [])])
+            )
+            stated, reason = _confidence(reply.content)
+            grounding = ground(answer, _evidence_shown(block.shown, findings), question)
+            confidence, reason = checked_confidence(stated, reason, grounding)
             return Synthesis(
-                kept_exact(
-                    answer, draft, "\n".join([*(f.full or f.text for f in findings), *(observations or [])])
-                ),
+                answer,
                 "synthesis",
                 confidence=confidence,
                 confidence_reason=reason,
+                stated_confidence=stated,
+                grounding=grounding,
                 reply=reply,
                 prompt_tokens_est=est,
                 explanation=explanation,

@@ -5,6 +5,7 @@ Imported by the sandbox worker too, so it stays stdlib-only.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 
@@ -48,6 +49,9 @@ def cap_line(line: str, limit: int = 400) -> str:
 
 def _left_out(chars: int) -> str:
     return f"… [{chars:,} characters left out] …"
+
+
+LEFT_OUT = re.compile(r"… \[[\d,]+ characters left out\] …")  # the mark `_left_out` writes
 
 
 def _cut_within(line: str, room: int) -> str:

@@ -170,9 +170,13 @@ class SynthesisRecord(TypedDict, total=False):
     citations: list[str]
     unknown_citations: list[str]  # the ids themselves (the top level counts them)
     payload: dict[str, Any] | None
-    confidence: str | None
+    confidence: str | None  # as checked against the grounding (low when a value is in no finding shown)
     confidence_reason: str
     first_attempt: dict[str, Any] | None
+    stated_confidence: str | None  # as the reply gave it
+    grounded: bool | None  # rlm.run.grounding
+    supporting: list[str]
+    missing: list[str]
 
 
 class CassetteClientRecord(TypedDict, total=False):

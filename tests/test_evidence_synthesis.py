@@ -1,0 +1,168 @@
+"""The synthesis is shown the evidence that settled the question, and the answer's grounding is measured.
+
+The finding holding the draft's value is the top item (first and last, once each), findings are
+shown whole while the budget allows, and every answer's values are looked up in what the synthesis
+was shown: `grounded` and the supporting ids reach the trace and --json, and a confidence the
+evidence does not bear is lowered and said. Each run goes through the CLI with the scripted model
+and the real worker; the synthesis prompt is read from the scripted provider's log.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from conftest import FIXTURES, latest_trace, run_cli, script_log, write_script
+
+from rlm.run.grounding import ground
+
+ACCESS = FIXTURES / "access.log"
+NOT_FOUND = sum(1 for line in ACCESS.read_text().splitlines() if '" 404 ' in line)
+COUNT_404 = "n = sum(1 for line in context_lines if '\" 404 ' in line)\nprint('not found:', n)"
+
+
+def ask(tmp_path: Path, question: str, replies: list[Any], *flags: str) -> tuple[Any, dict[str, Any], str]:
+    """One run: the process, its trace and the (last) synthesis prompt."""
+    model = write_script(tmp_path / "s.json", {"log": "calls.jsonl", "replies": replies})
+    proc = run_cli(["ask", str(ACCESS), question, "-m", model, *flags], cwd=tmp_path)
+    prompt = script_log(tmp_path / "calls.jsonl")[-1]["messages"][-1]["content"]
+    return proc, latest_trace(tmp_path), prompt
+
+
+def synthesis_reply(answer: str, cited: list[str], confidence: str = "high") -> str:
+    return json.dumps(
+        {"answer": answer, "explanation": "Counted.", "citations": cited, "confidence": confidence}
+    )
+
+
+def test_the_finding_holding_the_drafts_value_is_the_top_item_shown_twice(tmp_path: Path) -> None:
+    """The count comes first; a sanity check and a note come after it (later, and as heavy by
+    kind): the count, which holds the draft's value, is the top item, not the last finding."""
+    proc, trace, prompt = ask(
+        tmp_path,
+        "How many requests were answered with a not-found status?",
+        [
+            {"tool": "execute", "args": {"code": COUNT_404}},
+            {"tool": "execute", "args": {"code": "print('lines in all:', len(context_lines))"}},
+            {"tool": "execute", "args": {"code": "note('the log is in the combined format')"}},
+            {"tool": "final", "args": {"answer": str(NOT_FOUND)}},
+            synthesis_reply(str(NOT_FOUND), ["F1"]),
+        ],
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    payload = trace["synthesis"]["payload"]
+    assert payload["top"] == "F1"
+    assert prompt.count("[F1]") == 2
+    assert prompt.split("\n\n")[1].startswith("Most important: [F1]")
+    assert "Again, most important: [F1]" in prompt
+    # The others are shown once each, in the findings.
+    assert prompt.count("[F2]") == 1 and prompt.count("[F3]") == 1
+    doc = json.loads(proc.stdout)
+    assert doc["answer"] == str(NOT_FOUND)
+    assert doc["grounded"] is True and doc["supporting"][0] == "F1" and doc["confidence"] == "high"
+    assert trace["synthesis"]["grounded"] is True and trace["synthesis"]["supporting"][0] == "F1"
+
+
+def test_the_synthesis_is_shown_a_long_finding_whole_when_its_budget_allows(tmp_path: Path) -> None:
+    """A cell prints 120 rows (about 4,000 characters): the investigation's prompts show its
+    ends, but the synthesis has room for all of it, and is shown all of it."""
+    code = "for i in range(120):\n    print(f'row {i:03d} host-{i * 7} seen {i * 13} times')"
+    proc, trace, prompt = ask(
+        tmp_path,
+        "how often was host-413 seen?",
+        [
+            {"tool": "execute", "args": {"code": code}},
+            {"tool": "final", "args": {"answer": "767"}},
+            synthesis_reply("767", ["F1"]),
+        ],
+    )
+    assert proc.returncode == 0, proc.stderr
+    shown = next(f for f in trace["ledger"] if f["id"] == "F1")["text"]
+    assert "row 060 host-420 seen 780 times" not in shown  # the investigation's cut
+    for i in (0, 30, 60, 90, 119):  # every part of the output, not only its ends
+        assert f"row {i:03d} host-{i * 7} seen {i * 13} times" in prompt
+    top = prompt.split("\n\n")[1]
+    assert top.startswith("Most important: [F1]") and "characters left out" not in top
+    assert trace["synthesis"]["payload"]["tokens"]["findings"] > 1000
+
+
+def test_an_answer_no_finding_shown_holds_is_not_grounded_and_its_confidence_is_lowered(
+    tmp_path: Path,
+) -> None:
+    """The synthesis answers with the status code the question names, not the count a finding
+    holds: the code of the cell filters on it, but no finding states it. The answer is printed (it
+    is not made up: the question says it), but it is not grounded, its "high" becomes "low", and
+    stderr says so."""
+    question = "How many requests returned status 404?"
+    wrong = synthesis_reply("404", ["F1"], "high")
+    proc, trace, _ = ask(
+        tmp_path,
+        question,
+        [
+            {"tool": "execute", "args": {"code": COUNT_404}},
+            {"tool": "final", "args": {"answer": str(NOT_FOUND)}},
+            wrong,
+            wrong,  # the widened second pass a low-confidence answer gets
+        ],
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["answer"] == "404"
+    assert doc["grounded"] is False and doc["supporting"] == [] and doc["confidence"] == "low"
+    synthesis = trace["synthesis"]
+    assert synthesis["stated_confidence"] == "high" and synthesis["missing"] == ["404"]
+    assert "404 is in no finding shown" in synthesis["confidence_reason"]
+    assert synthesis["first_attempt"]["confidence"] == "low"  # the check made the first pass unsure
+    assert "found in no finding the synthesis was shown" in proc.stderr
+
+
+def test_a_draft_answer_is_grounded_in_the_runs_findings(tmp_path: Path) -> None:
+    """The synthesis names a figure found nowhere and is refused: the draft is the answer, and its
+    grounding is looked up in every finding of the run."""
+    proc, trace, _ = ask(
+        tmp_path,
+        "How many requests returned status 404?",
+        [
+            {"tool": "execute", "args": {"code": COUNT_404}},
+            {"tool": "final", "args": {"answer": str(NOT_FOUND)}},
+            synthesis_reply("9999", ["F1"]),
+        ],
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["answer"] == str(NOT_FOUND) and trace["synthesis"]["source"] == "draft"
+    assert doc["grounded"] is True and doc["supporting"] == ["F1"]
+
+
+def test_values_are_looked_up_by_value_and_by_normalised_text() -> None:
+    shown = {
+        "F1": "count_star()\n1873",
+        "F2": "66.249.73.135   482\n10.0.0.7   12",
+        "F3": "mean fare 12.3456",
+        "M1": "/favicon.ico  807",
+    }
+    held = {
+        "1,873": "F1",
+        "1873.0": "F1",
+        "12.35": "F3",  # a rounding of the figure shown
+        "66.249.73.135": "F2",
+        "favicon.ico": "M1",
+        "66.249.73.135 (482 requests)": "F2",
+    }
+    for answer, ref in held.items():
+        grounding = ground(answer, shown)
+        assert grounding.grounded is True and grounding.supporting[0] == ref, (answer, grounding)
+    for answer in ("1874", "10.0.0.9", "12.4", "root"):
+        assert ground(answer, shown).grounded is False, answer
+    assert ground("yes", shown).grounded is None  # no value to look up
+    # A value only the question states does not ground an answer on its own …
+    assert ground("404", shown, "how many 404s?").missing == ["404"]
+    # … and needs no finding beside one that holds the rest.
+    assert ground("404: 1873", shown, "how many 404s?").supporting == ["F1"]
+    # A list: every item must be held.
+    assert ground("66.249.73.135\n10.0.0.7", shown).grounded is True
+    assert ground("66.249.73.135\n10.0.0.8", shown).missing == ["10.0.0.8"]
