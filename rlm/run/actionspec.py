@@ -17,6 +17,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from rlm.sandbox.worker.formatting import LINE_DISPLAY_CHARS
+from rlm.sandbox.worker.sql_result import MAX_RESULT_CELLS
+
 
 class _Required:
     """The default of an argument that has none."""
@@ -131,7 +134,9 @@ SPECS: tuple[Spec, ...] = (
         "print(), and the value of a last bare expression, is shown. Modules you may import: {modules}. "
         "No files, no network. Each cell may run {seconds:g} s and use about {memory_mb:,} MB beyond the "
         "file: enough for one full pass over the file; slices of context_lines are views and cost "
-        "nothing. Inside code you can also call peek, grep (returns a list of (line_number, line)), "
+        "nothing. Inside code you can also call peek, grep (returns every matching line as (line_number, "
+        f"line); len() is their exact number; printed, it shows max_matches of them, each cut at "
+        f"{LINE_DISPLAY_CHARS} characters), "
         "llm_query, partition_map, note(text) to record a finding, recall(id) to see again a finding "
         "(F3), memory (M2) or earlier turn (T4) left out to save room, and final(answer).",
         readme="Python in a persistent sandbox with `context` (str) and `context_lines` (read-only list "
@@ -184,8 +189,9 @@ SPECS: tuple[Spec, ...] = (
         (Arg("query", str, "read-only DuckDB SQL over the table `log`"),),
         prompt="a function of the sandbox, called in the code you execute (not an action of its own): a "
         "read-only DuckDB SQL query over the table `log` (line_no, line, and the fields the profile lists "
-        "for this file's format); returns a list of row tuples, shown as a table when it is the last "
-        "expression. Prefer it for counts, distinct values and group-bys: it is exact and fast on the "
+        "for this file's format); returns a list of all its row tuples, shown as a table when it is the last "
+        f"expression; more than {MAX_RESULT_CELLS:,} values (rows x columns) is an error: count, group or "
+        "LIMIT in SQL instead. Prefer it for counts, distinct values and group-bys: it is exact and fast on the "
         "whole file.",
         action=False,
     ),

@@ -494,21 +494,35 @@ class MappedText:
 
         Raises re.error for an invalid pattern. `^`/`$` anchor at line ends.
         """
+        total = 0
+        shown: list[int] = []
+        for line_numbers in self._grep_chunks(pattern, ignore_case):
+            total += len(line_numbers)
+            if len(shown) < max_matches:
+                shown.extend(int(n) for n in line_numbers[: max_matches - len(shown)])
+        matches = [(ln, self.shown_line(ln)) for ln in shown]
+        return GrepResult(total=total, matches=matches)
+
+    def grep_lines(self, pattern: str, ignore_case: bool = False) -> Any:
+        """Every line matching a Python regex: their 1-based numbers, ascending, as a numpy array.
+
+        Four bytes a match (eight past 2**31 lines), so a result of millions of lines stays
+        small; the text of a line is read from the mapping when it is asked for (shown_line).
+        Raises re.error for an invalid pattern.
+        """
+        np = _numpy()
+        dtype = np.int32 if self.n_lines < 2**31 else np.int64
+        parts = [np.asarray(found, dtype=dtype) for found in self._grep_chunks(pattern, ignore_case)]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+    def _grep_chunks(self, pattern: str, ignore_case: bool) -> Iterator[Sequence[int]]:
+        """The matching line numbers (1-based, distinct, ascending), a scan range at a time."""
         flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
         compiled = re.compile(pattern, flags)
         needle = self._literal_needle(pattern, ignore_case)
         if needle is not None:
-            lines = self._grep_literal(needle, ignore_case, compiled)
-        else:
-            lines = self._grep_ranges(compiled, self._bytes_pattern(pattern, flags))
-        total = 0
-        shown: list[int] = []
-        for line_numbers in lines:
-            total += len(line_numbers)
-            if len(shown) < max_matches:
-                shown.extend(line_numbers[: max_matches - len(shown)])
-        matches = [(ln, self.shown_line(ln)) for ln in shown]
-        return GrepResult(total=total, matches=matches)
+            return self._grep_literal(needle, ignore_case, compiled)
+        return self._grep_ranges(compiled, self._bytes_pattern(pattern, flags))
 
     def _literal_needle(self, pattern: str, ignore_case: bool) -> bytes | None:
         """The bytes to look for when `pattern` is a plain string (escapes allowed).
@@ -540,8 +554,9 @@ class MappedText:
                 freq[c] = freq[c + 32] = freq[c] + freq[c + 32]
         return sorted(range(len(needle)), key=lambda k: (int(freq[needle[k]]), k))
 
-    def _grep_literal(self, needle: bytes, ignore_case: bool, pat: re.Pattern[str]) -> Iterator[list[int]]:
-        """Distinct matching line numbers for a literal, by vectorised comparisons on all cores."""
+    def _grep_literal(self, needle: bytes, ignore_case: bool, pat: re.Pattern[str]) -> Iterator[Any]:
+        """Distinct matching line numbers for a literal, by vectorised comparisons on all cores
+        (numpy arrays: a common literal matches millions of lines, kept out of Python ints)."""
         np = _numpy()
         starts_np = self._starts_array()
         order = self._needle_order(needle, ignore_case)
@@ -579,7 +594,7 @@ class MappedText:
                 g = g[1:]
             if len(g):
                 last = int(g[-1])
-                yield (g - (self._first - 1)).tolist()
+                yield g - (self._first - 1)
 
     def _bytes_pattern(self, pattern: str, flags: int) -> re.Pattern[bytes] | None:
         """The pattern compiled for the raw bytes, when that gives the same lines.

@@ -10,6 +10,10 @@ from collections.abc import Iterable
 from rlm.text.textcap import cap_line
 
 LINE_DISPLAY_CHARS = 400
+# The most a cell may print: the worker cuts a cell's output here (in the middle, saying so) so
+# that a runaway print cannot flood the pipe; the parent cuts it again to the observation size.
+# A value in a printed table is shown whole up to this size too.
+MAX_CELL_OUTPUT = 256_000
 
 
 def numbered(lines: Iterable[tuple[int, str]]) -> str:

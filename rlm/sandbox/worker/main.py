@@ -29,17 +29,19 @@ import sys
 from typing import Any
 
 from rlm.sandbox.oslimits import apply_os_limits, arm_cpu_timer, disarm_cpu_timer
-from rlm.sandbox.worker.formatting import format_grep, format_peek_chars, format_peek_lines
+from rlm.sandbox.worker.formatting import MAX_CELL_OUTPUT, format_grep, format_peek_chars, format_peek_lines
+from rlm.sandbox.worker.grep_result import GrepMatches
 from rlm.sandbox.worker.interpreter import CellOutcome, Interpreter
 from rlm.sandbox.worker.policy import REFUSED_AT_RUN_TIME
 from rlm.sandbox.worker.sql_session import sql_helper
 from rlm.text.textcap import cap_middle
 from rlm.text.textfile import Lines, MappedText, start_scan_threads
 
-# A cell's output is capped here already so a runaway print cannot flood the pipe;
-# the parent cuts it again to the observation size.
-MAX_CELL_OUTPUT = 256_000
-GREP_CODE_MAX = 100_000
+# MAX_CELL_OUTPUT (rlm.sandbox.worker.formatting): a cell's output is capped here already so a
+# runaway print cannot flood the pipe; the parent cuts it again to the observation size.
+# Lines a grep result's echo may show, whatever max_matches asks: the output cap cuts long before.
+GREP_SHOWN_MAX = 100_000
+GREP_SHOWN = 50  # lines a grep echo shows unless max_matches says otherwise
 # A text handed to llm_query travels to the parent in one message; the parent reads
 # at most MAX_MESSAGE_BYTES per message (rlm.sandbox.client), so the text stays under it.
 LLM_QUERY_TEXT_MAX_CHARS = 16_000_000
@@ -53,7 +55,7 @@ def _is_text(value: Any) -> bool:
     """A text or lines a model passes to a helper: a string that is no line number, or a sequence of lines."""
     if isinstance(value, str):
         return not value.strip().isdigit()
-    return isinstance(value, Lines | list | tuple)
+    return isinstance(value, Lines | GrepMatches | list | tuple)
 
 
 def _is_line_number(value: Any) -> bool:
@@ -68,18 +70,6 @@ class Shown(str):
 
     def __repr__(self) -> str:
         return str(self)
-
-
-class GrepMatches(list[Any]):
-    """grep() inside code: a list of (line_number, line) tuples with `.total`, echoed like the action."""
-
-    def __init__(self, pattern: str, total: int, matches: list[tuple[int, str]]) -> None:
-        super().__init__(matches)
-        self.total = total
-        self.pattern = pattern
-
-    def __repr__(self) -> str:
-        return format_grep(self.pattern, self.total, list(self))
 
 
 class SubCallError(Exception):
@@ -179,17 +169,27 @@ class Worker:
         rows = self.text.peek_lines(start, length, max_bytes=MAX_CELL_OUTPUT)
         return Shown(format_peek_lines(rows, start, length, self.text.n_lines))
 
-    def grep(self, pattern: str, max_matches: int = 50, ignore_case: bool = False) -> GrepMatches:
-        max_matches = max(1, min(GREP_CODE_MAX, max_matches))
-        result = self.text.grep(str(pattern), max_matches=max_matches, ignore_case=bool(ignore_case))
-        return GrepMatches(str(pattern), result.total, result.matches)
+    def grep(self, pattern: str, max_matches: int = GREP_SHOWN, ignore_case: bool = False) -> tuple[str, int]:
+        """The grep action: its text (the exact total and the first max_matches lines) and the total.
+        It counts as it scans and keeps only the lines it shows."""
+        shown = max(1, min(GREP_SHOWN_MAX, max_matches))
+        result = self.text.grep(str(pattern), max_matches=shown, ignore_case=bool(ignore_case))
+        return format_grep(str(pattern), result.total, result.matches), result.total
+
+    def grep_all(self, pattern: str, max_matches: int = GREP_SHOWN, ignore_case: bool = False) -> GrepMatches:
+        """grep() in code: every matching line. max_matches is how many of them its echo shows,
+        as for the action; it never bounds the result (a bounded list's len() read as the count)."""
+        numbers = self.text.grep_lines(str(pattern), ignore_case=bool(ignore_case))
+        shown = max(1, min(GREP_SHOWN_MAX, max_matches))
+        return GrepMatches(str(pattern), numbers, self.text.shown_line, shown)
 
     def grep_in_code(self, pattern: Any, *args: Any, **kwargs: Any) -> GrepMatches:
         """grep() as model code calls it. The common slips are understood: the text to
         search passed along (grep always searches the whole file), the pattern second."""
         usage = (
-            "grep(pattern, max_matches=50, ignore_case=False) searches the whole file; "
-            "write for example grep('Failed password', 100)"
+            "grep(pattern, max_matches=50, ignore_case=False) searches the whole file and returns every "
+            "matching line as (line_number, line); max_matches is how many its echo shows. "
+            "Write for example grep('Failed password')"
         )
         unknown = set(kwargs) - {"pattern", "max_matches", "ignore_case"}
         if unknown:
@@ -209,11 +209,11 @@ class Worker:
             or len(rest) != len(patterns) + len(numbers) + len(flags)
         ):
             raise TypeError(usage)
-        max_matches = kwargs.get("max_matches", numbers[0] if numbers else 50)
+        max_matches = kwargs.get("max_matches", numbers[0] if numbers else GREP_SHOWN)
         ignore_case = kwargs.get("ignore_case", flags[0] if flags else False)
         if isinstance(max_matches, bool) or not isinstance(max_matches, int):
-            raise TypeError(f"max_matches is the number of matching lines to return: {usage}")
-        return self.grep(patterns[0], max_matches, bool(ignore_case))
+            raise TypeError(f"max_matches is the number of matching lines its echo shows: {usage}")
+        return self.grep_all(patterns[0], max_matches, bool(ignore_case))
 
     def _bridge(self, name: str, args: dict[str, Any]) -> Any:
         self.send({"bridge": name, "args": args})
@@ -246,7 +246,11 @@ class Worker:
         if text is not None:
             # Lines (a view of context_lines, a list) are the text they hold, one a line:
             # str() of a long view is only its short echo.
-            text = "\n".join(map(str, text)) if isinstance(text, Lines | list | tuple) else str(text)
+            text = (
+                "\n".join(map(str, text))
+                if isinstance(text, Lines | GrepMatches | list | tuple)
+                else str(text)
+            )
             if len(text) > LLM_QUERY_TEXT_MAX_CHARS:
                 raise ValueError(
                     f"llm_query(text=...) takes at most {LLM_QUERY_TEXT_MAX_CHARS:,} characters and this text has "
@@ -317,10 +321,12 @@ class Worker:
                 return {"ok": False, "error": str(exc)}
         if op == "grep":
             try:
-                result = self.grep(req["pattern"], req.get("max_matches", 50), req.get("ignore_case", False))
+                output, total = self.grep(
+                    req["pattern"], req.get("max_matches", GREP_SHOWN), req.get("ignore_case", False)
+                )
             except re.error as exc:
                 return {"ok": False, "error": f"invalid regular expression /{req['pattern']}/: {exc}"}
-            return {"ok": True, "output": repr(result), "total": result.total}
+            return {"ok": True, "output": output, "total": total}
         if op == "set":
             name = req.get("name", "")
             if not (isinstance(name, str) and name.isidentifier() and not name.startswith("_")):

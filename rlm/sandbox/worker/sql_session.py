@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any
 
-from rlm.sandbox.worker.sql_result import MAX_RESULT_ROWS, SqlResult, query_limit
+from rlm.sandbox.worker.sql_result import MAX_RESULT_CELLS, SqlResult, query_limit
 from rlm.text.sqltext import sql_name, sql_string
 from rlm.text.tabledb import NO_EXTENSION_LOADING, first_line, settle_connection
 
@@ -76,6 +76,36 @@ class _Watchdog:
 
 
 _MARGIN = 0.25  # interrupt this long before the cell's CPU timer, so the query's message is the one shown
+_FETCH_ROWS = 50_000  # rows fetched from DuckDB at a time, the cap checked between fetches
+
+
+class _TooLarge(Exception):
+    """A result over MAX_RESULT_CELLS, or over the memory left: the rows fetched so far are dropped."""
+
+    def __init__(self, rows: int, columns: int, memory: bool = False) -> None:
+        super().__init__(rows, columns)
+        self.rows, self.columns, self.memory = rows, columns, memory
+
+
+def _fetch_all(cur: Any, n_columns: int) -> list[tuple[Any, ...]]:
+    """Every row of a result, fetched in batches; _TooLarge past MAX_RESULT_CELLS values or
+    when the worker's memory runs out, so a result is whole or refused, never short."""
+    cap_rows = max(1, MAX_RESULT_CELLS // max(1, n_columns))
+    rows: list[tuple[Any, ...]] = []
+    try:
+        while True:
+            batch = cur.fetchmany(min(_FETCH_ROWS, cap_rows + 1 - len(rows)))
+            if not batch:
+                return rows
+            rows.extend(batch)
+            if len(rows) > cap_rows:
+                raise _TooLarge(len(rows) - 1, n_columns)
+    except MemoryError:
+        # Let the rows go before the error is built: its traceback keeps this frame alive.
+        fetched = len(rows)
+        rows.clear()
+        batch = []
+        raise _TooLarge(fetched, n_columns, memory=True) from None
 
 
 class SqlSession:
@@ -189,7 +219,8 @@ class SqlSession:
             )
 
     def sql(self, query: str) -> SqlResult:
-        """Run a read-only query over `log`; returns its rows (at most MAX_RESULT_ROWS)."""
+        """Run a read-only query over `log`; returns every row it gives, or fails when they are
+        more than MAX_RESULT_CELLS values (rows x columns)."""
         if not isinstance(query, str):
             raise TypeError('sql(query): the query is a string of SQL, e.g. sql("SELECT count(*) FROM log")')
         duckdb = self._duckdb
@@ -202,7 +233,9 @@ class SqlSession:
         try:
             cur = self.con.execute(query)
             columns = [d[0] for d in cur.description] if cur.description else []
-            rows = cur.fetchmany(MAX_RESULT_ROWS + 1) if columns else []
+            rows = _fetch_all(cur, len(columns)) if columns else []
+        except _TooLarge as big:
+            raise SqlError(_too_large(big)) from None
         except Exception as exc:
             # The watchdog's interrupt is an InterruptException; the cell's CPU timer firing
             # inside DuckDB surfaces as a bare RuntimeError("Query interrupted").
@@ -227,8 +260,7 @@ class SqlSession:
                 self._say_absent_values(query)  # still under the watchdog: its queries scan too
         finally:
             self.watchdog.disarm()
-        more = len(rows) > MAX_RESULT_ROWS
-        return SqlResult(columns, rows[:MAX_RESULT_ROWS], more, query_limit(query))
+        return SqlResult(columns, rows, query_limit(query))
 
     def _say_absent_values(self, query: str) -> None:
         """Print a note for each `column = 'value'` of a query that found nothing whose value no
@@ -277,6 +309,24 @@ _EQUALS_TEXT = re.compile(r'(?<![\w.])"?([A-Za-z_]\w*)"?\s*==?\s*\'((?:[^\']|\'\
 def _finds_nothing(rows: list[tuple[Any, ...]]) -> bool:
     """No rows, or one row of zeros and NULLs (a count or a sum over nothing)."""
     return not rows or (len(rows) == 1 and all(v is None or v == 0 for v in rows[0]))
+
+
+def _too_large(big: _TooLarge) -> str:
+    """The error of a result sql() will not hand back: the cap (or the memory) and what to do."""
+    shape = f"{big.columns} column{'s' if big.columns != 1 else ''}"
+    if big.memory:
+        why = (
+            f"the result does not fit in the sandbox's memory (it ran out after {big.rows:,} rows of {shape})"
+        )
+    else:
+        why = (
+            f"the result has more than {MAX_RESULT_CELLS:,} values (rows x columns), the most sql() returns: "
+            f"over {big.rows:,} rows of {shape}"
+        )
+    return (
+        f"sql(): {why}. Compute the figure in SQL instead of collecting rows: count(*), "
+        "count(DISTINCT …), sum(…), GROUP BY, or select fewer columns, or add LIMIT"
+    )
 
 
 def _explain(exc: BaseException, columns: list[str]) -> str:
