@@ -16,6 +16,7 @@ is shown first the evidence that settled the question (rlm.run.synthesis).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
@@ -179,7 +180,8 @@ def ground(answer: str, shown: dict[str, str], question: str = "") -> Grounding:
     return Grounding(not missing, supporting, missing)
 
 
-def holds_values_of(draft: str, text: str) -> int:
-    """How many of the draft's values `text` holds."""
-    entry = _holds(text)
-    return sum(_held(v, entry) for v in values_of(draft))
+def values_counter(draft: str | None) -> Callable[[str], int]:
+    """How many of the draft's values a text holds, as a function (the draft is read once, then
+    every line of a long output is asked)."""
+    values = values_of(draft) if draft else []
+    return lambda text: sum(_held(v, _holds(text)) for v in values) if values else 0

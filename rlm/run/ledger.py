@@ -17,18 +17,16 @@ to keep the lines holding it.
 
 from __future__ import annotations
 
-import re
 import threading
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from rlm.run.grounding import values_counter
 from rlm.text.textcap import cap_ends, cap_words
 from rlm.trace.schema import FindingKind
 
 FINDING_CHARS = 600
 RESULT_FINDING_CHARS = 600  # of a cell's printed output, past its code's summary
-
-_NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?![\w])")
 
 
 @dataclass(frozen=True)
@@ -63,33 +61,6 @@ def _key(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def _numbers(text: str) -> set[str]:
-    found = set()
-    for n in _NUMBER.findall(text):
-        n = n.replace(",", "")
-        found.add(n.rstrip("0").rstrip(".") if "." in n else n)
-    return found
-
-
-def draft_values(draft: str | None) -> tuple[set[str], list[str]]:
-    """The values a draft states: its numbers (commas dropped) and its short lines or items, lowered."""
-    if not draft:
-        return set(), []
-    numbers = _numbers(draft)
-    items = {p.strip().strip("'\"[]()").lower() for p in re.split(r"[;\n]+|,(?!\d)", draft)}
-    words = sorted(i for i in items if len(i) >= 3 and not _NUMBER.fullmatch(i) and len(i) <= 120)
-    return numbers, words
-
-
-def holds_value(line: str, values: tuple[set[str], list[str]]) -> bool:
-    """Whether a printed line states one of the draft's values."""
-    numbers, words = values
-    if numbers and numbers & _numbers(line):
-        return True
-    low = line.lower()
-    return any(w in low for w in words)
-
-
 def result_head(code: str) -> str:
     """How a computed result's finding opens: its code's summary, then what the code printed."""
     return f"`{code}` gave: "
@@ -107,8 +78,8 @@ def cap_finding(
     if kind != "result":
         return cap_words(text, cap)
     prefix = result_head(code) if code is not None and text.startswith(result_head(code)) else ""
-    values = draft_values(draft)
-    wanted = (lambda line: holds_value(line, values)) if draft else None
+    held = values_counter(draft)
+    wanted = (lambda line: held(line) > 0) if draft else None
     return prefix + cap_ends(text[len(prefix) :], max(120, cap - len(prefix)), wanted)
 
 
@@ -174,11 +145,11 @@ class Ledger:
 
     def _keep_draft_values(self, draft: str) -> None:
         """Cut the results again whose shown text lacks a value of `draft` their output holds."""
-        values = draft_values(draft)
+        held_in = values_counter(draft)
         for i, old in enumerate(self._entries):
             if old.kind != "result" or old.full is None or old.superseded_by is not None:
                 continue
-            held = [ln for ln in old.full.splitlines() if holds_value(ln, values)]
+            held = [ln for ln in old.full.splitlines() if held_in(ln)]
             if not held or all(ln in old.text for ln in held):
                 continue
             text = cap_finding(old.full, "result", self._caps.get(old.id, FINDING_CHARS), draft, old.code)

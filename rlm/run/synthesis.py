@@ -26,8 +26,8 @@ from rlm.model.tokens import count_text
 from rlm.run import prompts
 from rlm.run.context import Item
 from rlm.run.framing import unframe
-from rlm.run.grounding import Grounding, ground, holds_values_of
-from rlm.run.ledger import Finding, draft_values, holds_value
+from rlm.run.grounding import Grounding, ground, values_counter
+from rlm.run.ledger import Finding
 from rlm.run.routing import SPECS, Payload, Router, relevance, weight_of
 from rlm.trace.schema import AnswerSource
 
@@ -300,7 +300,8 @@ def assemble_context(
     first, and there is none when the focus picks none out.
     """
     router = Router("synthesis", question, budget)
-    support = {f.id: holds_values_of(draft, f.said()) if draft else 0 for f in findings}
+    held = values_counter(draft)
+    support = {f.id: held(f.said()) for f in findings}
     weighed = [
         (f, weight_of(f) + SUPPORT_BOOST * bool(support[f.id]) + support[f.id] / 100 + i / 1000)
         for i, f in enumerate(findings)
@@ -324,7 +325,6 @@ def assemble_context(
     top = max(holding, key=lambda i: (support[i.id], i.priority), default=None) or max(
         focused, key=lambda i: i.priority, default=None
     )
-    values = draft_values(draft)
     return router.assemble(
         {
             "findings": ("Findings:", found),
@@ -332,7 +332,7 @@ def assemble_context(
             "observations": ("Last observations of the investigation:", recent),
         },
         top=top,
-        keep=(lambda line: holds_value(line, values)) if draft else None,
+        keep=(lambda line: held(line) > 0) if draft else None,
     )
 
 
