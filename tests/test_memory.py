@@ -330,7 +330,7 @@ def test_an_older_database_is_migrated_and_an_unrelated_file_is_ruled_out_by_its
     con.commit()
     con.close()
     with MemoryStore(db) as store:
-        assert store.db.execute("PRAGMA user_version").fetchone()[0] == store_mod.SCHEMA_VERSION == 3
+        assert store.db.execute("PRAGMA user_version").fetchone()[0] == store_mod.SCHEMA_VERSION == 4
         (old,) = store.memories()
         assert old.text == "kept across the upgrade" and old.input_head == ""
     # A smaller file with other first bytes is not hashed whole to compare prefixes.

@@ -273,7 +273,7 @@ def test_a_grown_logs_old_finding_is_offered_only_as_about_its_first_lines(tmp_p
     _ask(tmp_path, log, "a", COUNT_404, "35")
     with open(log, "ab") as fh:
         fh.write(ACCESS.read_bytes()[:20_000])  # the log grew: more lines, more 404s perhaps
-    trace, prompts = _ask(tmp_path, log, "b", "print(len(context_lines))", "2000", cite="M1")
+    trace, prompts = _ask(tmp_path, log, "404s", "print(len(context_lines))", "2000", cite="M1")
     assert trace["memory"]["offered"] == ["M1"]
     scope = "first 2,000 lines only"
     root, synthesis = prompts[0], prompts[-1]

@@ -101,15 +101,23 @@ def _inputs_of(store: Any, file: str) -> list[str]:
 
 
 def _row(m: Any, now: float) -> dict[str, Any]:
-    from rlm.memory.recall import age_text
+    """One memory's fields as list and show give them: its standing (the confidence and grounding
+    its run gave the answer, feedback, citations), age, question and text."""
+    from rlm.memory.recall import age_text, standing_text
 
     return {
         "id": m.ref,
         "tier": m.tier,
+        "answer_confidence": m.answer_confidence,
+        "answer_grounded": m.answer_grounded,
+        "holds_answer": m.holds_answer,
         "score": round(m.score, 3),
-        "confidence": round(m.confidence, 3),
+        "successes": m.successes,
+        "failures": m.failures,
+        "feedback_confidence": round(m.feedback_confidence, 3),
         "offered": m.offered,
         "cited": m.cited,
+        "standing": standing_text(m),
         "age": age_text(now - m.created),
         "question": m.question,
         "text": m.text,
@@ -140,9 +148,10 @@ def list_command(
         return
     for r in rows:
         text = " ".join(r["text"].split())
+        question = " ".join(r["question"].split())
         print(
-            f"{r['id']:>5}  {r['tier']:<8} score {r['score']:.2f}  cited {r['cited']}/{r['offered']} offered"
-            f"  {r['age']} ago  {visible(text[:90])}"
+            f"{r['id']:>5}  {r['tier']:<8} {r['age']} ago  {r['standing']}  offered {r['offered']}\n"
+            f"       for {visible(repr(question[:90]))}: {visible(text[:90])}"
         )
 
 
@@ -161,11 +170,22 @@ def show_command(
     if as_json:
         print_json(row)
         return
+    unknown = {
+        "answer_confidence": "not recorded",
+        "answer_grounded": "not checked",
+        "holds_answer": "not checked",
+    }
     for key in (
         "id",
         "tier",
+        "standing",
+        "answer_confidence",
+        "answer_grounded",
+        "holds_answer",
         "score",
-        "confidence",
+        "successes",
+        "failures",
+        "feedback_confidence",
         "offered",
         "cited",
         "age",
@@ -173,7 +193,8 @@ def show_command(
         "evidence",
         "input_sha256",
     ):
-        print(f"{key}: {visible(str(row[key]))}")  # a memory's text came from a file or a model
+        value = unknown[key] if row[key] is None and key in unknown else row[key]
+        print(f"{key}: {visible(str(value))}")  # a memory's text came from a file or a model
     print(f"text: {visible(row['text'])}")
 
 

@@ -9,7 +9,8 @@ Pure functions over numbers, so the rules are read (and tested) in one place:
   >= 2 times; kept 30 days) -> pattern (score >= 0.9, cited >= 3 times, >= 5
   successes; kept), demoted back to history when its score falls below 0.4; below
   0.2 a memory is retired;
-- confidence: the Wilson lower bound (95 %) of its success rate;
+- feedback confidence: the Wilson lower bound (95 %) of its success rate under feedback
+  (not the confidence its run's synthesis gave the answer, which the store keeps beside it);
 - bounds (applied by `MemoryStore.prune`, at most once a day, and by `rlm memory prune`): a
   memory unused for 30 days is deleted unless it is a pattern, and at most 10,000 are kept
   (retired ones, then the least recently used, go first); run records go after 90 days (at

@@ -14,6 +14,11 @@ Any other change (an edited line, a truncated file) matches nothing. A memory th
 matched only as a prefix is offered marked as about the file's first lines
 (rlm.memory.recall), never as established about the whole of it.
 
+A run's end is one transaction (`keep`): the findings its answer cited, each
+with the standing the run gave it (schema 4), and its record. A run is offered
+only memories kept before it started (`candidates(before=...)`), never those of
+a run that was still going when it began.
+
 Ids are never reused (AUTOINCREMENT, schema 3): a run record names memories by id,
 and feedback on an old run must not move a memory made after it.
 
@@ -38,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlm.memory import rules
-from rlm.memory.tags import fts_query, tags_of
+from rlm.memory.tags import tags_of
 
 MIGRATIONS: list[str] = [
     # 1: memories with full-text search, runs, the sub-call cache
@@ -145,9 +150,22 @@ MIGRATIONS: list[str] = [
             WHERE json_valid(runs.stored)));
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """,
+    # 4: each memory's standing as the run that made it left it: the confidence its synthesis gave
+    # the answer (high, medium, low), whether the answer's values were found in the findings it
+    # was shown (answer_grounded), and whether this finding holds them (holds_answer). NULL for a
+    # memory made before, or by a run that did not judge it: unknown, never shown as a value.
+    # The full-text index goes: what is offered is chosen by relevance (rlm.memory.relevance),
+    # which a word match alone never reaches.
+    """
+    ALTER TABLE memories ADD COLUMN answer_confidence TEXT;
+    ALTER TABLE memories ADD COLUMN answer_grounded INTEGER;
+    ALTER TABLE memories ADD COLUMN holds_answer INTEGER;
+    DROP TRIGGER IF EXISTS memories_ai;
+    DROP TRIGGER IF EXISTS memories_ad;
+    DROP TABLE IF EXISTS memories_fts;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
-OFFER_LIMIT = 5  # memories offered to one run, at most
 HEAD_BYTES = 65536
 
 
@@ -184,6 +202,9 @@ class Memory:
     failures: int
     tier: str
     input_head: str
+    answer_confidence: str | None = None  # high | medium | low, as its run's synthesis judged the answer
+    answer_grounded: bool | None = None  # the answer's values were found in the findings shown
+    holds_answer: bool | None = None  # this finding is one of those holding them
 
     @property
     def ref(self) -> str:
@@ -191,8 +212,20 @@ class Memory:
         return f"M{self.id}"
 
     @property
-    def confidence(self) -> float:
+    def feedback_confidence(self) -> float:
+        """The Wilson lower bound of its success rate under feedback (0 before any)."""
         return rules.confidence(self.successes, self.failures)
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A finding an answer cited, to be kept as a memory, with the standing its run gave it."""
+
+    text: str
+    evidence: str
+    answer_confidence: str | None = None
+    answer_grounded: bool | None = None
+    holds_answer: bool | None = None
 
 
 class MemoryUnusable(sqlite3.DatabaseError):
@@ -389,82 +422,56 @@ class MemoryStore:
         run_id: str,
         input_head: str = "",
     ) -> Memory:
-        now = time.time()
-        tags = " ".join(sorted(tags_of(f"{question} {text}")))
+        """Keep one finding as a memory (the same text again: the memory kept before, used once more)."""
         with self._write() as db:
-            existing = db.execute(
-                "SELECT id FROM memories WHERE input_sha = ? AND text = ? AND tier != 'retired'",
-                (input_sha, text),
-            ).fetchone()
-            if existing is not None:  # the same finding again: one memory, used once more
-                db.execute("UPDATE memories SET last_used = ? WHERE id = ?", (now, existing["id"]))
-                memory_id = int(existing["id"])
-            else:
-                cur = db.execute(
-                    "INSERT INTO memories (input_sha, input_size, question, text, evidence, run_id, tags, "
-                    "created, last_used, input_head) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (input_sha, input_size, question, text, evidence, run_id, tags, now, now, input_head),
-                )
-                memory_id = int(cur.lastrowid or 0)
+            memory_id = _add(
+                db, time.time(), input_sha, input_size, input_head, question, run_id, Kept(text, evidence)
+            )
         found = self.get(memory_id)
         assert found is not None
         return found
+
+    def keep(
+        self,
+        *,
+        run_id: str,
+        input_sha: str | None,
+        input_size: int,
+        input_head: str,
+        question: str,
+        kept: list[Kept],
+        offered: list[int],
+        cited: list[int],
+    ) -> list[int]:
+        """A run's end, in one transaction: the findings its answer cited become memories (their
+        ids returned), and the run is recorded. One transaction with one time, so a run that
+        started before it sees none of them, and one that started after sees all
+        (`candidates(before=...)`)."""
+        now = time.time()
+        stored: list[int] = []
+        with self._write() as db:
+            if input_sha:
+                stored = [_add(db, now, input_sha, input_size, input_head, question, run_id, k) for k in kept]
+            _record(db, now, run_id, input_sha, offered, cited, stored)
+        return stored
 
     def get(self, memory_id: int) -> Memory | None:
         row = self.db.execute("SELECT * FROM memories WHERE id = ?", (memory_id,)).fetchone()
         return _memory(row) if row is not None else None
 
-    def retrieve(self, inputs: list[str], question: str, limit: int = OFFER_LIMIT) -> list[Memory]:
-        """Memories for these inputs, most tags shared with the question first (then score),
-        filled up by full-text search; expired and retired ones are never offered."""
+    def candidates(self, inputs: list[str], before: float | None = None) -> list[Memory]:
+        """The memories of these inputs that may be offered: neither expired nor retired, and made
+        at or before `before` (a run's start: a run sees only what runs finished before it
+        started had kept), oldest first."""
         if not inputs:
             return []
         now = time.time()
         marks = ",".join("?" * len(inputs))
-        rows = self.db.execute(f"SELECT * FROM memories WHERE input_sha IN ({marks})", inputs).fetchall()
-        live = [m for m in map(_memory, rows) if not rules.expired(m.tier, m.last_used, now)]
-        wanted = tags_of(question)
-        ranked = sorted(
-            ((len(wanted & set(m.tags.split())), m) for m in live),
-            key=lambda p: (-p[0], -p[1].score, -p[1].id),
-        )
-        chosen = [m for shared, m in ranked if shared > 0][:limit]
-        query = fts_query(question)
-        if len(chosen) < limit and query:
-            by_id = {m.id: m for m in live}
-            try:
-                hits = self.db.execute(
-                    "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rank LIMIT 50",
-                    (query,),
-                ).fetchall()
-            except sqlite3.OperationalError:  # an FTS query it cannot parse finds nothing
-                hits = []
-            for hit in hits:
-                m = by_id.get(int(hit["rowid"]))
-                if m is not None and m not in chosen:
-                    chosen.append(m)
-                if len(chosen) >= limit:
-                    break
-        return chosen
-
-    def record_run(
-        self, run_id: str, input_sha: str | None, offered: list[int], cited: list[int], stored: list[int]
-    ) -> None:
-        """What a run was offered, cited and stored; bumps the counts and the last use of those memories."""
-        now = time.time()
-        with self._write() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO runs (run_id, input_sha, at, offered, cited, stored) VALUES (?, ?, ?, ?, ?, ?)",
-                (run_id, input_sha, now, json.dumps(offered), json.dumps(cited), json.dumps(stored)),
-            )
-            for memory_id in offered:
-                db.execute(
-                    "UPDATE memories SET offered = offered + 1, last_used = ? WHERE id = ?", (now, memory_id)
-                )
-            for memory_id in dict.fromkeys([*cited, *stored]):
-                db.execute(
-                    "UPDATE memories SET cited = cited + 1, last_used = ? WHERE id = ?", (now, memory_id)
-                )
+        rows = self.db.execute(
+            f"SELECT * FROM memories WHERE input_sha IN ({marks}) AND created <= ? ORDER BY id",
+            [*inputs, now if before is None else before],
+        ).fetchall()
+        return [m for m in map(_memory, rows) if not rules.expired(m.tier, m.last_used, now)]
 
     def run(self, run_id: str) -> dict[str, object] | None:
         row = self.db.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
@@ -697,8 +704,77 @@ def _prefix_sha256(path: str, size: int) -> str | None:
     return h.hexdigest()
 
 
+def _add(
+    db: sqlite3.Connection,
+    now: float,
+    input_sha: str,
+    input_size: int,
+    input_head: str,
+    question: str,
+    run_id: str,
+    k: Kept,
+) -> int:
+    """Insert one memory in the open transaction; the id of the live memory of the same text
+    about the same input when there is one (its standing stays that of the run that made it,
+    about its own question: a later run's use is counted as a citation)."""
+    existing = db.execute(
+        "SELECT id FROM memories WHERE input_sha = ? AND text = ? AND tier != 'retired'", (input_sha, k.text)
+    ).fetchone()
+    if existing is not None:
+        db.execute("UPDATE memories SET last_used = ? WHERE id = ?", (now, existing["id"]))
+        return int(existing["id"])
+    tags = " ".join(sorted(tags_of(f"{question} {k.text}")))
+    cur = db.execute(
+        "INSERT INTO memories (input_sha, input_size, question, text, evidence, run_id, tags, created, "
+        "last_used, input_head, answer_confidence, answer_grounded, holds_answer) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            input_sha,
+            input_size,
+            question,
+            k.text,
+            k.evidence,
+            run_id,
+            tags,
+            now,
+            now,
+            input_head,
+            k.answer_confidence,
+            k.answer_grounded,
+            k.holds_answer,
+        ),
+    )
+    return int(cur.lastrowid or 0)
+
+
+def _record(
+    db: sqlite3.Connection,
+    now: float,
+    run_id: str,
+    input_sha: str | None,
+    offered: list[int],
+    cited: list[int],
+    stored: list[int],
+) -> None:
+    """Record a run in the open transaction; bump the counts and last use of its memories."""
+    db.execute(
+        "INSERT OR REPLACE INTO runs (run_id, input_sha, at, offered, cited, stored) VALUES (?, ?, ?, ?, ?, ?)",
+        (run_id, input_sha, now, json.dumps(offered), json.dumps(cited), json.dumps(stored)),
+    )
+    for memory_id in offered:
+        db.execute("UPDATE memories SET offered = offered + 1, last_used = ? WHERE id = ?", (now, memory_id))
+    for memory_id in dict.fromkeys([*cited, *stored]):
+        db.execute("UPDATE memories SET cited = cited + 1, last_used = ? WHERE id = ?", (now, memory_id))
+
+
+_FLAGS = ("answer_grounded", "holds_answer")  # 0/1/NULL in SQLite, bool | None in a Memory
+
+
 def _memory(row: sqlite3.Row) -> Memory:
-    return Memory(**{k: row[k] for k in row.keys()})
+    values = {k: row[k] for k in row.keys()}
+    for name in _FLAGS:
+        values[name] = None if values[name] is None else bool(values[name])
+    return Memory(**values)
 
 
 def _standing(row: sqlite3.Row) -> rules.Standing:

@@ -1,9 +1,10 @@
 """Tags of a finding or a question, without a model call: nouns, field names, numbers, times.
 
-A memory is offered to a later question that shares tags with it, most shared
-first. Tags are lower-cased words of three letters or more that are not common
-English, identifiers (`src_ip`, `status`), numbers and IP addresses as written,
-times (`14:02`) and their hour (`h14`), and dates.
+What a memory and a later question share makes the memory relevant to it
+(rlm.memory.relevance weighs which tags count for how much). Tags are
+lower-cased words of three letters or more that are not common English,
+identifiers (`src_ip`, `status`), numbers and IP addresses as written, times
+(`14:02`) and their hour (`h14`), and dates.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ _TOKEN = re.compile(
     r"|\d+(?:[.,]\d+)*"  # a number
     r"|[A-Za-z_][A-Za-z0-9_]*"  # a word or an identifier
 )
-_STOP = frozenset(
+STOP_WORDS = frozenset(
     """the and for are was were with that this from what which when where who how many much
     does did has have had not any all per each one two into than then them they their there
     its can could would should will about after before between over under more most less least
@@ -35,12 +36,6 @@ def tags_of(text: str) -> set[str]:
             found.add(low.replace(",", ""))
             if ":" in low:
                 found.add(f"h{int(low.split(':')[0]):02d}")
-        elif len(low) >= 3 and low not in _STOP:
+        elif len(low) >= 3 and low not in STOP_WORDS:
             found.add(low)
     return found
-
-
-def fts_query(text: str) -> str:
-    """An FTS5 query matching any of the text's word tags (quoted: no FTS syntax gets through)."""
-    words = sorted(t for t in tags_of(text) if t[0].isalpha())
-    return " OR ".join(f'"{w}"' for w in words)

@@ -309,12 +309,13 @@ def assemble_context(
     # Each entry is headed by what rlm knows of it (id, kind, step) and its text framed: a line a
     # cell printed (`[F3] established: ...`) is shown inside the finding of that cell.
     source = {f.id: f"{f.kind}, {f.evidence}" for f in findings}
+    evidence = {f.id: f.evidence for f in findings}  # a memory's: its id, age, question and standing
     found = [
         replace(i, source=source[i.id])
         for i in router.items([(f.id, f.full or f.text, w) for f, w in weighed if f.kind != "memory"])
     ]
     memories = [
-        replace(i, source="earlier run")
+        replace(i, source=f"earlier run, {evidence[i.id]}")
         for i in router.items([(f.id, f.full or f.text, w) for f, w in weighed if f.kind == "memory"])
     ]
     recent = [Item(f"O{k + 1}", o, float(k), source="what the model saw") for k, o in enumerate(observations)]

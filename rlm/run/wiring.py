@@ -15,8 +15,8 @@ from typing import Any, cast
 from rlm.errors import ConfigError, ExitCode, InternalError, Interrupted, RlmError, UsageError
 from rlm.input.snapshot import change_of
 from rlm.input.source import Profile
-from rlm.memory.recall import Recall, offer_lines
-from rlm.memory.store import Memory
+from rlm.memory.recall import Recall, offer_lines, offer_parts
+from rlm.memory.store import Kept, Memory
 from rlm.model.client import ModelClient, load_litellm
 from rlm.run.cassette import Cassette, record_calls
 from rlm.run.engine import Engine, RunResult
@@ -175,7 +175,8 @@ def run_ask(
                 )
                 with open_models(settings) if cassette is None else cassette.models() as (root, sub):
                     trace.update(models={"root": root.model, "sub": sub.model})
-                    memory = _recall(settings, profile, source.path, question, trace, report)
+                    memory = _recall(settings, profile, source.path, question, trace, report, started)
+                    now = time.time()  # one age for a memory's line in the prompt and in the synthesis
                     engine = Engine(
                         settings,
                         path=source.path,
@@ -185,8 +186,8 @@ def run_ask(
                         sub_model=sub,
                         trace=trace,
                         progress=report,
-                        memories=[_as_finding(m) for m in memory.offered] if memory else None,
-                        memory_lines=offer_lines(memory.offered) if memory else None,
+                        memories=[_as_finding(m, now) for m in memory.offered] if memory else None,
+                        memory_lines=offer_lines(memory.offered, now) if memory else None,
                         subcall_cache=memory.store if memory and not settings.no_cache else None,
                     )
                     engine.budget.count_from(started)
@@ -353,9 +354,17 @@ def _finish(
 
 
 def _recall(
-    settings: Settings, profile: Profile, path: str, question: str, trace: TraceWriter, report: Progress
+    settings: Settings,
+    profile: Profile,
+    path: str,
+    question: str,
+    trace: TraceWriter,
+    report: Progress,
+    started: float,
 ) -> Recall | None:
-    """Open the memory and find what applies to this input and question. Memory never stops a
+    """Open the memory and find what this question needs of it about this input: only memories
+    kept before the run started (`started`, the monotonic clock when the user's command began),
+    so a run never sees those of a run that was still going when it began. Memory never stops a
     run: a database that cannot be used is said once, and the run goes on without it."""
     from rlm.run.settings import default_trace_dir
     from rlm.trace.retention import sweep_if_due
@@ -364,12 +373,29 @@ def _recall(
     if settings.no_memory:
         return None
     from rlm.memory.recall import recall
+    from rlm.memory.relevance import FileTerms
     from rlm.memory.store import MemoryStore, default_memory_path
 
+    # Reading the input, starting a model and hashing the file all come between the start and
+    # this read: a run finishing meanwhile must not appear in this one.
+    began = time.time() - (time.monotonic() - started)
+    table = profile.table or {}
+    terms = FileTerms.of(
+        [str(c[0]) for c in table.get("columns") or []],
+        {str(k): [v[0] for v in pairs] for k, pairs in (table.get("values") or {}).items()},
+    )
     where = settings.memory or default_memory_path()
     try:
         store = MemoryStore(where)
-        found = recall(store, path=path, size=profile.size, sha256=lambda: profile.sha256, question=question)
+        found = recall(
+            store,
+            path=path,
+            size=profile.size,
+            sha256=lambda: profile.sha256,
+            question=question,
+            terms=terms,
+            before=began,
+        )
     except (sqlite3.Error, OSError) as exc:
         message = f"the memory {where} cannot be used ({exc}); this run neither reads nor adds to it"
         trace.warn(message)
@@ -378,8 +404,15 @@ def _recall(
     return found
 
 
-def _as_finding(memory: Memory) -> Finding:
-    return Finding(id=memory.ref, kind="memory", text=memory.text, evidence=f"memory {memory.ref}", node="n0")
+def _as_finding(memory: Memory, now: float) -> Finding:
+    """An offered memory as a finding the synthesis may cite: its text cut as the root's prompt
+    shows it, and, as where it comes from, its age, question and standing (rlm's words, not
+    evidence). No `full`: what the synthesis shows whole of a finding of this run, it never shows
+    of another question's result."""
+    about, text = offer_parts(memory, now)
+    return Finding(
+        id=memory.ref, kind="memory", text=text, evidence=f"memory {memory.ref}, {about}", node="n0"
+    )
 
 
 def _keep(
@@ -391,11 +424,14 @@ def _keep(
     trace: TraceWriter,
     report: Progress,
 ) -> None:
-    """Store the findings the answer cited; record what was offered and cited (for feedback)."""
+    """Store the findings the answer cited, each with the standing the run gave it (the
+    synthesis's confidence, whether the answer was grounded and whether this finding holds its
+    values); record what was offered and cited (for feedback)."""
     from rlm.memory.recall import keep
 
     by_id = {f.id: f for f in engine.ledger.entries}
     cited = [by_id[c] for c in result.citations if c in by_id]
+    supporting = set(result.supporting)
     try:
         keep(
             memory,
@@ -404,7 +440,16 @@ def _keep(
             input_size=profile.size,
             # What outlives the run holds no secret of the environment a model echoed.
             question=redact_text(question),
-            cited_findings=[(redact_text(f.full or f.text), redact_text(f.evidence)) for f in cited],
+            cited=[
+                Kept(
+                    redact_text(f.full or f.text),
+                    redact_text(f.evidence),
+                    answer_confidence=result.confidence,
+                    answer_grounded=result.grounded,
+                    holds_answer=None if result.grounded is None else f.id in supporting,
+                )
+                for f in cited
+            ],
             cited_refs=[c for c in result.citations if c.startswith("M")],
         )
     except sqlite3.Error as exc:
@@ -414,12 +459,18 @@ def _keep(
 
 
 def _memory_record(memory: Recall, engine: Engine | None) -> dict[str, Any]:
-    """What the trace says of the memory: where it is, what was offered, what the answer cited
-    and what was kept of it (nothing, for a run stopped or over an input that changed), and
-    the sub-calls its cache answered."""
+    """What the trace says of the memory: where it is, what was offered and why (its relevance:
+    the score and what the question shares with it), how many memories of this input were
+    passed over, what the answer cited and what was kept of it (nothing, for a run stopped or
+    over an input that changed), and the sub-calls its cache answered."""
     return {
         "path": str(memory.store.path),
         "offered": [m.ref for m in memory.offered],
+        "relevance": {
+            ref: {"score": r.score, "shared": [*r.anchors, *r.words], "same_shape": r.same_shape}
+            for ref, r in memory.relevance.items()
+        },
+        "passed_over": memory.passed_over,
         "cited": [f"M{i}" for i in memory.cited],
         "stored": [f"M{i}" for i in memory.stored],
         "cache_hits": engine.cache_hits if engine is not None else 0,
