@@ -26,20 +26,13 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from rlm.memory.tags import STOP_WORDS, tags_of
+from rlm.memory.tags import STOP_WORDS, entities_of, tags_of
 
 ANCHOR_WEIGHT = 1.0
 WORD_WEIGHT = 0.35  # three shared words make one anchor
 SHAPE_WEIGHT = 0.5
 THRESHOLD = 1.0
 
-# What a question names: quoted text, anything with a digit (404, 10.0.0.7, 14:02), a path, an
-# identifier with an underscore, a capitalised word that does not open a sentence. The reading
-# rlm.run.routing gives a question's focus; memory is a floor below the run and cannot import it.
-_ENTITY = re.compile(
-    r"\"([^\"]+)\"|'([^']+)'|(/[\w./-]+)|([\w.:/-]*\d[\w.:/-]*)|\b([A-Za-z]+_\w+)\b"
-    r"|(?<![.?!]\s)(?<!^)\b([A-Z][A-Za-z]+)\b"
-)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # A question's shape, first match wins: "which IP made the most" is which-most, not list.
 _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -114,9 +107,7 @@ def shape_of(question: str) -> str | None:
 
 def question_terms(question: str, file: FileTerms) -> QuestionTerms:
     """The anchors, plain words and shape of a question about a file with these terms."""
-    anchors: set[str] = set()
-    for found in _ENTITY.finditer(question):
-        anchors |= tags_of(next(g for g in found.groups() if g is not None))
+    anchors = entities_of(question)
     for word in _words(question) | tags_of(question):
         column = _column(word, file)
         if column or word in file.values:

@@ -39,3 +39,21 @@ def tags_of(text: str) -> set[str]:
         elif len(low) >= 3 and low not in STOP_WORDS:
             found.add(low)
     return found
+
+
+# What a question names rather than asks: quoted text, anything with a digit (404, 10.0.0.7, 14:02,
+# 500s), a path, an identifier with an underscore, a capitalised word not opening a sentence.
+_ENTITY = re.compile(
+    r"\"([^\"]+)\"|'([^']+)'|(/[\w./-]+)|([\w.:/-]*\d[\w.:/-]*)|\b([A-Za-z]+_\w+)\b"
+    r"|(?<![.?!]\s)(?<!^)\b([A-Z][A-Za-z]+)\b"
+)
+
+
+def entities_of(question: str) -> set[str]:
+    """The tags of what a question names: quoted text, numbers, IPs, times, paths, identifiers
+    (src_ip) and capitalised names (Googlebot). The run's routing and the memory's relevance both
+    read a question this way."""
+    entities: set[str] = set()
+    for found in _ENTITY.finditer(question):
+        entities |= tags_of(next(g for g in found.groups() if g is not None))
+    return entities

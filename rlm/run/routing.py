@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rlm.memory.tags import tags_of
+from rlm.memory.tags import entities_of, tags_of
 from rlm.model.tokens import count_text
 from rlm.run.context import MIN_USEFUL_TOKENS, Assembly, Category, Item, allot_tokens, assemble
 from rlm.run.ledger import Finding
@@ -97,12 +97,6 @@ _TIME_QUESTION = re.compile(
 _TIME_ANCHOR = re.compile(
     r"\b\d{1,2}:\d{2}(?::\d{2})?\b|\b\d{4}-\d{2}-\d{2}\b|\b\d{2}/[A-Z][a-z]{2}/\d{4}\b|\bhour\b", re.I
 )
-# What a question names: "quoted" or 'quoted' text, anything with a digit (404, 10.0.0.7, 14:02,
-# 500s), a path, an identifier with an underscore, a capitalised word not opening a sentence.
-_ENTITY = re.compile(
-    r"\"([^\"]+)\"|'([^']+)'|(/[\w./-]+)|([\w.:/-]*\d[\w.:/-]*)|\b([A-Za-z]+_\w+)\b"
-    r"|(?<![.?!]\s)(?<!^)\b([A-Z][A-Za-z]+)\b"
-)
 TIME_BOOST = 2.0  # priority added to a time-anchored item for a time question
 ENTITY_BOOST = 1.0  # per entity of the question an item names, up to ENTITY_BOOST_MAX
 ENTITY_BOOST_MAX = 3.0
@@ -125,10 +119,7 @@ class Focus:
 def focus_of(question: str) -> Focus:
     """The focus of a question. Its entities are what it names rather than asks: quoted text,
     numbers, IPs, times, paths, identifiers (src_ip) and capitalised names (Googlebot), as tags."""
-    entities: set[str] = set()
-    for found in _ENTITY.finditer(question):
-        entities |= tags_of(next(g for g in found.groups() if g is not None))
-    return Focus(bool(_TIME_QUESTION.search(question)), frozenset(entities))
+    return Focus(bool(_TIME_QUESTION.search(question)), frozenset(entities_of(question)))
 
 
 def relevance(text: str, focus: Focus) -> float:
