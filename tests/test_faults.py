@@ -524,6 +524,45 @@ def test_max_calls_holds_across_fan_out_and_children(tmp_path: Path) -> None:
     assert child["status"] == "budget" and child["answer_source"] != "synthesis"  # not called past the limit
 
 
+def test_max_calls_holds_when_children_ask_at_the_same_time(tmp_path: Path) -> None:
+    """Chunks too big for one sub-call become child investigations, eight at a time, each in its
+    own thread: a call is counted from its admission, so eight children asking at once cannot all
+    pass a check that only their replies would have failed (26 calls were made under a limit of 20)."""
+    model = write_script(
+        tmp_path / "s.json",
+        {
+            "log": "calls.jsonl",
+            "replies": [
+                {"tool": "partition_map", "args": {"question": "CHILD-Q errors here?", "chunk_lines": 250}},
+                {"tool": "final", "args": {"answer": "done"}},
+            ],
+            "rules": [
+                {"match": "final answer to a question[^\\n]*\\nuser: Question: how many", "reply": "ROOT"},
+                {"match": "final answer to a question", "reply": "CHILD"},
+                {
+                    "match": "Question: CHILD-Q",
+                    "reply": {"tool": "execute", "args": {"code": "print(len(context_lines))"}, "delay": 0.3},
+                },
+            ],
+        },
+    )
+    run = _ask(
+        tmp_path,
+        ["-m", model],
+        "--max-calls",
+        "20",
+        "--concurrency",
+        "8",
+        input_path=_zk(),
+        env={"RLM_SUB_PROMPT_TOKENS": "400"},  # 250 lines of this log are too many for one sub-call
+    )
+    assert run.trace["nodes"][1]["parent"] == "n0"  # the chunks were children
+    made = _calls_made(tmp_path)
+    assert made == run.trace["totals"]["calls"] and made <= 20
+    assert run.proc.returncode == 6
+    assert _one_error_line(run).startswith("rlm: the limit of 20 model calls was reached")
+
+
 def test_max_tokens_holds_across_fan_out_and_children(tmp_path: Path) -> None:
     limit = 24_000
     run = _ask(tmp_path, ["-m", _tree_script(tmp_path)], "--max-tokens", str(limit), input_path=_zk())

@@ -89,6 +89,10 @@ class Budget:
         self.usage = Usage()
         self._reserved_calls = 0
         self._reserved_tokens = 0
+        # Calls admitted and not yet charged: counted against --max-calls from their admission, so
+        # calls asked at once (children of a fan-out, each in its thread) cannot all pass a check
+        # that only the replies would have failed.
+        self._inflight = 0
         self._lock = threading.Lock()
         self.stopped: BudgetExceeded | None = None
 
@@ -141,13 +145,14 @@ class Budget:
             left = None if self.max_time is None else self.started + self.max_time - time.monotonic()
             if left is not None and left <= 0:
                 raise BudgetExceeded("time", f"the time limit of {self.max_time:g} s was reached")
-            if self.usage.calls + 1 > self.max_calls:
+            if self.usage.calls + self._inflight + 1 > self.max_calls:
                 raise BudgetExceeded("calls", f"the limit of {self.max_calls} model calls was reached")
             used = self.usage.prompt_tokens + self.usage.completion_tokens
             if used + est_tokens > self.max_tokens:
                 raise BudgetExceeded(
                     "tokens", f"the limit of {self.max_tokens:,} tokens was reached ({used:,} used)"
                 )
+            self._inflight += 1
 
     def _check_locked(self, calls: int, tokens: int) -> None:
         if self.stopped is not None:
@@ -159,7 +164,7 @@ class Budget:
         if self.max_cost is not None and u.cost >= self.max_cost:
             self._stop("cost", f"the cost limit of ${self.max_cost:g} was reached (${u.cost:.4f} spent)")
         # One call and its tokens stay held back for synthesis.
-        if u.calls + self._reserved_calls + calls > self.max_calls - 1:
+        if u.calls + self._inflight + self._reserved_calls + calls > self.max_calls - 1:
             self._stop("calls", f"the limit of {self.max_calls} model calls was reached")
         used = u.prompt_tokens + u.completion_tokens
         if used + self._reserved_tokens + tokens > self.max_tokens - self.synthesis_tokens:
@@ -185,10 +190,17 @@ class Budget:
                 self._reserved_tokens -= take
                 # Tokens beyond what was reserved still count against the limit.
                 extra = est_tokens - take
+                self._inflight += 1  # held by the reservation until now: counted all along
                 if extra:
                     self._check_locked(0, extra)
                 return
             self._check_locked(1, est_tokens)
+            self._inflight += 1
+
+    def abandon(self) -> None:
+        """An admitted call that got no reply (its provider failed): it no longer counts."""
+        with self._lock:
+            self._inflight = max(0, self._inflight - 1)
 
     def reserve(self, calls: int, tokens: int) -> Reservation:
         """Hold room for a batch of calls, or refuse the whole batch."""
@@ -209,14 +221,16 @@ class Budget:
             self.usage.failed_requests += 1
 
     def charge(self, prompt_tokens: int, completion_tokens: int, cost: float | None) -> None:
+        """A reply paid for: the call it answers is counted as made, no longer as admitted."""
         with self._lock:
+            self._inflight = max(0, self._inflight - 1)
             self.usage.add(prompt_tokens, completion_tokens, cost)
 
     def room_for(self, calls: int, tokens_each: int) -> int:
         """How many of `calls` calls of tokens_each the budget could still admit."""
         with self._lock:
             u = self.usage
-            by_calls = self.max_calls - 1 - u.calls - self._reserved_calls
+            by_calls = self.max_calls - 1 - u.calls - self._inflight - self._reserved_calls
             left = self.max_tokens - self.synthesis_tokens - u.prompt_tokens - u.completion_tokens
             by_tokens = (left - self._reserved_tokens) // max(1, tokens_each)
             return max(0, min(calls, by_calls, by_tokens))

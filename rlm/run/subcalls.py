@@ -124,7 +124,11 @@ class Subcalls:
         answer = self._cached_subcall(asker, question, where, messages)
         if answer is None:
             run.budget.admit(est)
-            reply = run.sub_model.complete(messages, max_tokens=run.sub_sizing.reply_tokens)
+            try:
+                reply = run.sub_model.complete(messages, max_tokens=run.sub_sizing.reply_tokens)
+            except RlmError:  # the model code sees the error and may go on: the call is not made
+                run.budget.abandon()
+                raise
             self._cache_subcall(messages, reply)
             answer = self._settle_subcall(asker, question, where, reply, messages)
         if answer != EMPTY_ANSWER:
@@ -335,6 +339,7 @@ class Subcalls:
                 try:
                     reply = await run.sub_model.acomplete(messages, max_tokens=run.sub_sizing.reply_tokens)
                 except ProviderError as exc:
+                    run.budget.abandon()
                     return f"[error] {where}: {exc.message}"
                 self._cache_subcall(messages, reply)
                 return self._settle_subcall(asker, question, where, reply, messages)
