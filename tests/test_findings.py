@@ -383,3 +383,13 @@ def test_a_figure_the_synthesis_corrected_is_not_turned_back_into_the_draft() ->
     findings = "`sql(...)` gave: n\n---\n35\n`print(x)` gave: 350"
     assert kept_exact("35", "350", findings) == "35"  # a digit lost is another value, not a looser one
     assert kept_exact("favicon.ico", "/favicon.ico", "/favicon.ico | 148") == "/favicon.ico"
+
+
+def test_a_list_written_on_one_line_is_given_back_one_item_a_line() -> None:
+    from rlm.run.synthesis import kept_exact
+
+    findings = "status | n\n200 | 1845\n301 | 62\n404 | 35"
+    draft = "200\n301\n404"
+    for layout in ("200, 301, 404", "200 301 404", "[200; 301; 404]"):
+        assert kept_exact(layout, draft, findings) == draft, layout
+    assert kept_exact("200 301", draft, findings) == "200 301"  # not the same items: the answer stands

@@ -181,7 +181,7 @@ def kept_exact(answer: str, draft: str | None, findings_text: str) -> str:
     """The draft where the synthesis wrote the same value less exactly.
 
     A small model rewrites a value it was given: `/favicon.ico` became `favicon.ico`, a list of
-    one item per line became one line with commas. Where the draft is a value a finding holds
+    one item per line became one line with commas (or spaces). Where the draft is a value a finding holds
     word for word (one token: a path, an address, a name) and the answer is it less punctuation, or
     where the answer lists the draft's lines in another layout, the draft is the answer.
     """
@@ -200,7 +200,9 @@ def kept_exact(answer: str, draft: str | None, findings_text: str) -> str:
     ):
         return exact
     lines = [ln.strip() for ln in exact.split("\n") if ln.strip()]
-    items = [p.strip().strip("'\"") for p in re.split(r"[,;\n]+", given.strip("[]() ")) if p.strip()]
+    # Items of one word each may also have been written on one line with spaces between them.
+    apart = r"[,;\s]+" if all(len(ln.split()) == 1 for ln in lines) else r"[,;\n]+"
+    items = [p.strip().strip("'\"") for p in re.split(apart, given.strip("[]() ")) if p.strip()]
     if len(lines) > 1 and sorted(items) == sorted(lines) and all(ln in findings_text for ln in lines):
         return "\n".join(lines)
     return answer
