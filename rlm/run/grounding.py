@@ -184,4 +184,11 @@ def values_counter(draft: str | None) -> Callable[[str], int]:
     """How many of the draft's values a text holds, as a function (the draft is read once, then
     every line of a long output is asked)."""
     values = values_of(draft) if draft else []
-    return lambda text: sum(_held(v, _holds(text)) for v in values) if values else 0
+
+    def count(text: str) -> int:
+        if not values:
+            return 0
+        entry = _holds(text)  # the text read once, whatever the number of values
+        return sum(_held(v, entry) for v in values)
+
+    return count
