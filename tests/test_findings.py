@@ -156,10 +156,10 @@ def test_a_copied_template_is_never_an_answer(tmp_path: Path) -> None:
     )
     assert "<the answer" not in prompts_text and "[insert" not in prompts_text.lower()
     system, task = calls[0]["messages"][0]["content"], calls[0]["messages"][1]["content"]
-    # The input has a table: the example the model may copy is the question's own query
-    # (rlm.run.queryhint), and the profile names the fields instead of a split() hint.
-    assert "result = sql(\"SELECT count(*) AS n FROM log WHERE method = 'HEAD'\")" in system
-    assert "final(result[0][0])" in system
+    # The input has a table: the reply format's example is a query on it, never one shaped by the
+    # question's words, and the profile names the fields instead of a split() hint.
+    assert 'total_lines = sql("SELECT count(*) FROM log")[0][0]' in system
+    assert "HEAD" not in system
     assert "Table `log`" in task and "line.split()" not in task
 
 

@@ -23,8 +23,8 @@ from rlm.text.sqltext import sql_name, sql_value
 
 MAX_DISTINCT = 12  # a column with more distinct values is not shown as categories
 TOP = 6  # values shown per column in the profile
-# Values kept per column in the table's description: the profile shows the TOP, the rest is what a
-# question's words are matched against (rlm.run.queryhint: 'POST' is the third method of ten).
+# Values kept per column in the table's description: the profile shows the TOP; fewer than this kept
+# means the column's whole set is known (rlm.run.typed holds a filter on it to those values).
 VOCABULARY = 40
 MAX_FOUND = 6  # columns found in a CSV / JSON lines table
 MAX_SCANNED = 24  # text columns judged at most (one scan computes them all)

@@ -90,7 +90,6 @@ class Children:
                 "model": node.model.model,
                 "protocol": node.protocol,
                 "observation_chars": node.cap,
-                "query_hint": dataclasses.asdict(node.hint) if node.hint else None,
                 "status": "running",
             }
         )

@@ -22,7 +22,6 @@ from rlm.run.actions import Action, ParseError, parse_tool_call, text_actions, t
 from rlm.run.events import Phase
 from rlm.run.host import NodeHost, StepDone
 from rlm.run.node_prompt import NodePrompt, PromptShape
-from rlm.run.queryhint import hint_for
 from rlm.run.runner import REPEATS_STOP, ActionRunner, Outcome
 from rlm.run.scope import Asker, NodeResult, NodeScope
 from rlm.run.settings import sizing_for
@@ -47,14 +46,12 @@ class Node:
         self.sizing = sizing_for(host.settings, self.window)
         self.cap = self.sizing.observation_chars
         table = host.table if scope.spec.table_path else None
-        self.hint = hint_for(question, table)
         shape = PromptShape(
             protocol=self.protocol,
             sizing=self.sizing,
             window=self.window,
             tools_tokens=self.model.estimate_prompt_tokens([], self.tools) if self.tools else 0,
             cell_seconds=host.cell_seconds,
-            hint=self.hint,
         )
         self.prompt = NodePrompt(node_id, depth, question, scope, shape, host.settings, host)
         self.runner = ActionRunner(
@@ -63,7 +60,6 @@ class Node:
             self.cap,
             time_left=host.budget.time_left,
             table_values=(table or {}).get("values"),
-            answer_expr=self.hint.answer if self.hint else None,
         )
         # The step being run: what the worker's code asks for while it runs belongs to it.
         self.step = 0

@@ -22,7 +22,6 @@ from rlm.run.context import Item, item_tokens
 from rlm.run.framing import frame
 from rlm.run.host import FindingsView
 from rlm.run.ledger import Finding
-from rlm.run.queryhint import QueryHint
 from rlm.run.routing import SPECS, CallKind, Payload, Router, weight_of
 from rlm.run.scope import NodeScope
 from rlm.run.settings import Settings, Sizing
@@ -45,7 +44,6 @@ class PromptShape:
     window: int  # the model's context window, in tokens
     tools_tokens: int  # what the tool schemas take of the window (0 for the text protocol)
     cell_seconds: float
-    hint: QueryHint | None  # the question's own query on the table, shown as the first step
 
 
 class NodePrompt:
@@ -65,7 +63,6 @@ class NodePrompt:
         self.findings = findings
         self.sizing = shape.sizing
         self.window = shape.window
-        hint = shape.hint
         self.system = {
             "role": "system",
             "content": prompts.system_prompt(
@@ -74,13 +71,10 @@ class NodePrompt:
                 shape.cell_seconds,
                 settings.memory_headroom_mb,
                 has_table=scope.spec.table_path is not None,
-                hint=hint,
             ),
         }
-        # The text protocol shows the hint as the reply format's example; a tools model gets it in the task.
-        task_hint = hint if shape.protocol == "tools" else None
-        profile_block = prompts.without_examples(scope.profile_block) if hint else scope.profile_block
-        bare = prompts.task_prompt(question, profile_block, scope.description, hint=task_hint)
+        profile_block = scope.profile_block
+        bare = prompts.task_prompt(question, profile_block, scope.description)
         kind: CallKind = "root_turn" if depth == 0 else "child_turn"
         room = (
             shape.window
@@ -100,7 +94,7 @@ class NodePrompt:
         self.task = {
             "role": "user",
             "content": prompts.task_prompt(
-                question, profile_block, scope.description, established, hint=task_hint
+                question, profile_block, scope.description, established
             ),
         }
         self.turns: list[Turn] = []

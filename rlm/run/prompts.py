@@ -7,11 +7,9 @@ signatures comes from their declaration (rlm.run.actionspec).
 
 from __future__ import annotations
 
-from rlm.input.tables import EXAMPLES_LINE
 from rlm.run.actionspec import prompt_lines, tools_sentence
 from rlm.run.framing import frame
 from rlm.run.ledger import RESULT_FINDING_CHARS
-from rlm.run.queryhint import QueryHint
 from rlm.sandbox.worker.modules import ALLOWED_MODULES
 
 MODULES = ", ".join(ALLOWED_MODULES)
@@ -64,21 +62,6 @@ final({name})
 ```"""
 _EXAMPLE_SQL = ("total_lines", 'total_lines = sql("SELECT count(*) FROM log")[0][0]')
 _EXAMPLE_PYTHON = ("error_lines", 'error_lines = sum(1 for line in context_lines if "error" in line.lower())')
-# With a query of the question's shape (rlm.run.queryhint), the example is that query: what a small
-# model copies is then the step the question needs, not a count of every line.
-_HINT_PROTOCOL = """
-
-Reply format: each turn write exactly ONE fenced block and stop writing after it. The block is Python \
-code, or a single action call. For this question, a first step is this query on the table's own columns \
-(check that its result answers the question; change it if not):
-```python
-{code}
-```
-and, once a result answers the question, pass the value that answers it to final:
-```python
-final({answer})
-```"""
-
 # The tools protocol names the tools: the declared actions (rlm.run.actionspec).
 _TOOLS_PROTOCOL = "\n\n{tools}"
 
@@ -90,7 +73,6 @@ def system_prompt(
     memory_mb: int,
     *,
     has_table: bool = False,
-    hint: QueryHint | None = None,
 ) -> str:
     # The list of actions is their declaration's, with this run's limits filled in.
     actions = prompt_lines().format(modules=MODULES, seconds=cell_seconds, memory_mb=memory_mb)
@@ -99,17 +81,8 @@ def system_prompt(
     )
     if protocol == "tools":
         return body + _TOOLS_PROTOCOL.format(tools=tools_sentence())
-    if hint is not None:
-        return body + _HINT_PROTOCOL.format(code=hint.code(), answer=hint.answer)
     name, example = _EXAMPLE_SQL if has_table else _EXAMPLE_PYTHON
     return body + _TEXT_PROTOCOL.format(example=example, name=name)
-
-
-def without_examples(profile_block: str) -> str:
-    """The profile without its generic example queries: beside the question's own query they are
-    what a small model copies instead (`count(DISTINCT ip) … WHERE status = 200` for "how many
-    distinct IPs")."""
-    return "\n".join(ln for ln in profile_block.split("\n") if not ln.startswith(EXAMPLES_LINE))
 
 
 def task_prompt(
@@ -117,20 +90,13 @@ def task_prompt(
     profile_block: str,
     scope: str | None = None,
     established: str | None = None,
-    hint: QueryHint | None = None,
 ) -> str:
     where = f"\n{scope}" if scope else ""
     earlier = f"\n\n{established}" if established else ""
-    first = (
-        f"\n\nA query of this question's shape on the table's own columns, to run with execute (check that "
-        f"its result answers the question; the answer is then {hint.answer}):\n```python\n{hint.code()}\n```"
-        if hint is not None
-        else ""
-    )
     # The profile holds the file's own lines (its first and last) and names and values from its
     # fields: data, framed.
     return (
-        f"Question: {question}{where}\n\nFile profile:\n{frame(profile_block)}{earlier}{first}"
+        f"Question: {question}{where}\n\nFile profile:\n{frame(profile_block)}{earlier}"
         "\n\nStart investigating."
     )
 
@@ -218,14 +184,11 @@ EXECUTE_IS_NOT_A_FUNCTION = (
 )
 
 
-def final_takes_a_value(answer_expr: str | None) -> str:
-    """After final(...) that is not Python (final(86.76.247.183)): a value typed out is also the
-    one a small model misreads from a table, so the advice names the variable to pass."""
-    example = f": here final({answer_expr}) takes it from the query's rows" if answer_expr else ""
-    return (
-        "final(...) takes a Python value, not the answer typed out: pass the variable that holds "
-        f"it{example}; text goes in quotes."
-    )
+# After final(...) that is not Python (final(86.76.247.183)).
+FINAL_TAKES_A_VALUE = (
+    "final(...) takes a Python value, not the answer typed out: pass the variable that holds it; "
+    "text goes in quotes."
+)
 
 
 PROSE_NOT_CODE = (

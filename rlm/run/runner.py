@@ -107,11 +107,8 @@ class ActionRunner:
         cap: int,
         time_left: Callable[[], float | None] = lambda: None,
         table_values: dict[str, list[list[Any]]] | None = None,
-        answer_expr: str | None = None,
     ) -> None:
         self.node_id = node_id
-        # The expression the node's query hint names as its answer (rlm.run.queryhint), for advice.
-        self.answer_expr = answer_expr
         # The common values of the table's categorical columns (the profile's): a grep for one
         # of them finds nothing, as `event = 'failed_password'` is the parse's word, not the log's.
         self.table_values = table_values or {}
@@ -269,7 +266,7 @@ class ActionRunner:
             if str(error).startswith("SyntaxError") and _looks_like_prose(code):
                 parts.append(prompts.PROSE_NOT_CODE)
             elif str(error).startswith("SyntaxError") and re.match(r"\s*final\s*\(", code):
-                parts.append(prompts.final_takes_a_value(self.answer_expr))
+                parts.append(prompts.FINAL_TAKES_A_VALUE)
             elif "name 'execute' is not defined" in str(error):
                 parts.append(prompts.EXECUTE_IS_NOT_A_FUNCTION)
         if not parts:

@@ -107,7 +107,7 @@ class NodeRecord(TypedDict, total=False):
     answer: str
     answer_source: AnswerSource
     synthesis_payload: dict[str, Any]  # a child's synthesis context (the root's is in `synthesis`)
-    query_hint: dict[str, str] | None  # the question's own query shown to the model (rlm.run.queryhint)
+    query_hint: dict[str, str] | None  # traces of earlier versions: a query built from the question's words
 
 
 class SubcallRecord(TypedDict, total=False):
