@@ -180,3 +180,109 @@ def test_rlm_eval_reports_the_grounded_rate_beside_accuracy(tmp_path: Path) -> N
     assert by_id["g1"]["grounded"] is True and by_id["g2"]["grounded"] is False
     table = run_cli(["eval", str(tasks), "-m", model], cwd=tmp_path)
     assert "2/2 passed (100%) · 1/2 grounded (50%)" in table.stdout
+
+
+def test_rlm_eval_with_a_plain_baseline_reports_both_arms_side_by_side(tmp_path: Path) -> None:
+    """Two questions over the country table. The investigation answers both right from what its
+    cells printed; the plain call, shown the whole table, names NOR for both: right for the first,
+    wrong but grounded (NOR is in the table) for the second."""
+    from rlm.run.plain import SYSTEM
+
+    table = (FIXTURES / "data" / "iso3166" / "all.csv").resolve()
+    oceania = sum(",Oceania," in line for line in table.read_text().splitlines())
+    chosen = [
+        {"id": "p1", "file": str(table), "question": "What is the alpha-3 code of Norway?", "answer": "NOR"},
+        {"id": "p2", "file": str(table), "question": "How many countries are in Oceania?", "answer": oceania},
+    ]
+    chosen[1]["check"] = "number"
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(t) + "\n" for t in chosen))
+    rules = [
+        {"match": "^system: " + re.escape(SYSTEM[:60]), "reply": "NOR"},
+        {
+            "match": r"^system: You write the final answer.*Draft answer from the investigation: (.*?)\n\n"
+            r"(?:Note: |Write the final answer)",
+            "reply": r"\1",
+        },
+        {
+            "match": r"Question: What is the alpha-3.*code: NOR",
+            "reply": {"tool": "final", "args": {"answer": "NOR"}},
+        },
+        {
+            "match": r"Question: What is the alpha-3",
+            "reply": {
+                "tool": "execute",
+                "args": {
+                    "code": "print('code:', [l.split(',')[2] for l in context_lines if l.startswith('Norway,')][0])"
+                },
+            },
+        },
+        {
+            "match": r"Question: How many countries.*in oceania:",
+            "reply": {"tool": "final", "args": {"answer": str(oceania)}},
+        },
+        {
+            "match": r"Question: How many countries",
+            "reply": {
+                "tool": "execute",
+                "args": {"code": "print('in oceania:', sum(1 for l in context_lines if ',Oceania,' in l))"},
+            },
+        },
+    ]
+    model = write_script(tmp_path / "s.json", {"rules": rules})
+    args = [
+        "eval",
+        str(tasks),
+        "-m",
+        model,
+        "--baseline",
+        "plain",
+        "--protocol",
+        "tools",
+        "--max-time",
+        "300",
+    ]
+    proc = run_cli([*args, "--json"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr  # every task passed; the baseline's failures do not count
+    doc = json.loads(proc.stdout)
+    assert (doc["passed"], doc["grounded"], doc["confident_wrong"]) == (2, 2, 0)
+    assert doc["baseline"] == "plain"
+    assert (doc["baseline_passed"], doc["baseline_grounded"], doc["baseline_grounded_rate"]) == (1, 2, 1.0)
+    assert doc["baseline_accuracy"] == 0.5 and doc["baseline_confident_wrong"] == 1
+    by_id = {t["id"]: t for t in doc["tasks"]}
+    p1, p2 = by_id["p1"]["baseline"], by_id["p2"]["baseline"]
+    assert (p1["passed"], p1["got"], p1["grounded"]) == (True, "NOR", True)
+    assert (p2["passed"], p2["got"], p2["grounded"]) == (False, "NOR", True)
+    assert isinstance(p1["seconds"], float) and p1["status"] == "final"
+    # Each arm left its trace, both under the settings the command line gave.
+    arms = [json.loads((tmp_path / t).read_text()) for t in (by_id["p1"]["trace"], p1["trace"])]
+    assert [a["mode"] for a in arms] == ["rlm", "plain"]
+    assert all(a["settings"]["protocol"] == "tools" and a["settings"]["max_time"] == 300 for a in arms)
+    assert "p2 pass" in proc.stderr and "plain FAIL" in proc.stderr
+
+    shown = run_cli(args, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    header = next(line for line in shown.stdout.splitlines() if line.split()[:1] == ["id"])
+    assert header.split()[3] == "plain"  # the baseline's column, beside the run's pass and grounding
+    assert "2/2 passed (100%) · 2/2 grounded (100%) · 0 grounded and wrong" in shown.stdout
+    assert "plain baseline: 1/2 passed (50%) · 2/2 grounded (100%) · 1 grounded and wrong" in shown.stdout
+
+    wrong = run_cli(["eval", str(tasks), "-m", model, "--baseline", "nothing"], cwd=tmp_path)
+    assert wrong.returncode == 2 and "--baseline must be one of plain" in wrong.stderr
+
+
+def test_rlm_eval_counts_the_grounded_wrong_answers_strict_would_still_print(tmp_path: Path) -> None:
+    """`--mode plain` runs the tasks as plain calls; an answer the table holds that is not the
+    task's is counted as grounded and wrong."""
+    table = (FIXTURES / "data" / "iso3166" / "all.csv").resolve()
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        json.dumps({"id": "w1", "file": str(table), "question": "Alpha-3 of Sweden?", "answer": "SWE"}) + "\n"
+    )
+    model = write_script(tmp_path / "s.json", {"default": "NOR"})
+    proc = run_cli(["eval", str(tasks), "-m", model, "--mode", "plain", "--json"], cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert (doc["passed"], doc["grounded"], doc["confident_wrong"]) == (0, 1, 1)
+    assert "baseline" not in doc and "baseline" not in doc["tasks"][0]
+    assert json.loads((tmp_path / doc["tasks"][0]["trace"]).read_text())["mode"] == "plain"

@@ -57,6 +57,8 @@ def _values(tmp_path: Path, model: str) -> dict[str, Any]:
         "no_memory": True,
         "no_cache": True,
         "no_reroute": True,
+        "mode": "rlm",  # the one mode this script (an investigation) answers under, as trace above
+        "strict": True,  # the answer is what the run printed: grounded
     }
 
 
@@ -128,7 +130,11 @@ def _declared_values(tmp_path: Path) -> dict[str, Any]:
     values = _values(tmp_path, _model(tmp_path))
     assert set(values) == set(OPTIONS), "every declared setting needs a test value"
     for name, value in values.items():
-        assert OPTIONS[name].coerce(value) == value and value != OPTIONS[name].default or name == "trace"
+        assert (
+            OPTIONS[name].coerce(value) == value
+            and value != OPTIONS[name].default
+            or name in ("trace", "mode")
+        )
     return values
 
 

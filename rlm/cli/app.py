@@ -91,7 +91,7 @@ EXIT_CODES = """Exit codes:
 
 \b
   0  answered (status final, forced or partial)
-  1  no answer could be established (nothing on stdout)
+  1  no answer could be established, or --strict withheld one that is not grounded (nothing on stdout)
   2  usage error
   3  input unreadable (missing, directory, permission, FIFO without data)
   4  configuration or credentials (no model set, missing API key)
@@ -205,7 +205,7 @@ def ask(
         reporter.error(result.message)
     elif result.status != "final":
         reporter.warn(result.message)
-    if result.grounded is False:
+    if result.grounded is False and result.status != "withheld":  # a withheld answer's error says it
         reporter.warn(ungrounded_note(result))
     reporter.summary(result)
     raise typer.Exit(result.exit_code)
@@ -296,7 +296,18 @@ def _result_json(result: Any, question: str) -> dict[str, Any]:
         "elapsed_s": round(result.elapsed_s, 3),
         "largest_prompt_tokens": result.largest_prompt,
         "trace": result.trace_path,
+        **_mode_json(result),
     }
+
+
+def _mode_json(result: Any) -> dict[str, Any]:
+    """How the run answered: `mode`, and for a plain call what of the input it was shown
+    (`plain`: lines, shown_lines, cut and the note said on stderr)."""
+    from rlm.run.plain import PlainResult
+
+    if isinstance(result, PlainResult):
+        return {"mode": "plain", "plain": result.excerpt.to_dict() if result.excerpt else None}
+    return {"mode": "rlm"}
 
 
 def _shown(text: str, out: Any) -> str:

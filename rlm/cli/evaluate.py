@@ -19,6 +19,12 @@ Beside accuracy, the report gives the grounded rate: the share of tasks whose
 answer states only values held by the findings its synthesis was shown
 (rlm.run.grounding). A right answer that is not grounded was right by luck or
 by the model's own knowledge, not by what the investigation established.
+`confident_wrong` counts the answers that are grounded and wrong: those
+`rlm ask --strict` would still print.
+
+With a baseline (`rlm eval --baseline plain`), every task is also answered by
+one plain call (rlm.run.plain) with the same model and settings, scored the
+same way: each task's `baseline` and the report's `baseline_*` totals.
 """
 
 from __future__ import annotations
@@ -49,6 +55,19 @@ class Task:
 
 
 @dataclass
+class Arm:
+    """One task as the baseline answered it, scored as the task is."""
+
+    passed: bool
+    got: str | None
+    grounded: bool | None
+    seconds: float
+    status: str
+    trace: str | None
+    error: str | None = None
+
+
+@dataclass
 class TaskResult:
     id: str
     passed: bool
@@ -64,6 +83,7 @@ class TaskResult:
     # Whether every value of the answer was held by a finding the synthesis was shown
     # (rlm.run.grounding); None without an answer, or for one that states no value (yes, no).
     grounded: bool | None = None
+    baseline: Arm | None = None  # the same task answered by the baseline (--baseline)
 
 
 def load_tasks(path: Path) -> list[Task]:
@@ -141,10 +161,29 @@ def score(task: Task, got: str | None) -> bool:
 Runner = Callable[[Task], Any]
 
 
+def _arm(task: Task, runner: Runner) -> Arm:
+    """The task answered by `runner` (the baseline), timed and scored."""
+    from rlm.errors import RlmError
+
+    started = time.monotonic()
+    try:
+        run = runner(task)
+    except RlmError as exc:
+        arm = Arm(False, None, None, 0.0, "error", None, exc.message)
+    else:
+        arm = Arm(score(task, run.answer), run.answer, run.grounded, 0.0, run.status, run.trace_path)
+    arm.seconds = round(time.monotonic() - started, 2)
+    return arm
+
+
 def run_tasks(
-    tasks: list[Task], runner: Runner, on_result: Callable[[TaskResult], None] | None = None
+    tasks: list[Task],
+    runner: Runner,
+    on_result: Callable[[TaskResult], None] | None = None,
+    baseline: Runner | None = None,
 ) -> list[TaskResult]:
-    """Run every task (a failing run is a failed task, never the end of the evaluation)."""
+    """Run every task (a failing run is a failed task, never the end of the evaluation), and
+    with a `baseline`, the task again through it."""
     from rlm.errors import RlmError
 
     results: list[TaskResult] = []
@@ -172,10 +211,38 @@ def run_tasks(
                 grounded=run.grounded,
             )
         result.seconds = round(time.monotonic() - started, 2)
+        if baseline is not None:
+            result.baseline = _arm(task, baseline)
         results.append(result)
         if on_result is not None:
             on_result(result)
     return results
+
+
+def _rate(count: int, total: int) -> float:
+    return round(count / total, 4) if total else 0.0
+
+
+def _confident_wrong(got: str | None, grounded: bool | None, passed: bool) -> bool:
+    """An answer printed, grounded, and wrong: what --strict still lets through."""
+    return got is not None and grounded is True and not passed
+
+
+def _baseline_totals(results: list[TaskResult]) -> dict[str, Any]:
+    """The baseline's totals beside the run's: none when no task had one."""
+    arms = [r.baseline for r in results if r.baseline is not None]
+    if not arms:
+        return {}
+    passed = sum(a.passed for a in arms)
+    grounded = sum(a.grounded is True for a in arms)
+    return {
+        "baseline": "plain",
+        "baseline_passed": passed,
+        "baseline_accuracy": _rate(passed, len(results)),
+        "baseline_grounded": grounded,
+        "baseline_grounded_rate": _rate(grounded, len(results)),
+        "baseline_confident_wrong": sum(_confident_wrong(a.got, a.grounded, a.passed) for a in arms),
+    }
 
 
 def report(results: list[TaskResult]) -> dict[str, Any]:
@@ -184,6 +251,8 @@ def report(results: list[TaskResult]) -> dict[str, Any]:
     seconds = sorted(r.seconds for r in results)
     costs = [r.cost for r in results if r.cost is not None]
     grounded = sum(r.grounded is True for r in results)
+    # A task run without a baseline has no `baseline` key: the report is as it was without one.
+    tasks = [{k: v for k, v in asdict(r).items() if k != "baseline" or v is not None} for r in results]
     return {
         "schema": "rlm-eval/1",
         "passed": passed,
@@ -193,10 +262,12 @@ def report(results: list[TaskResult]) -> dict[str, Any]:
         "grounded": grounded,
         "grounded_rate": round(grounded / len(results), 4) if results else 0.0,
         "passed_and_grounded": sum(r.passed and r.grounded is True for r in results),
+        "confident_wrong": sum(_confident_wrong(r.got, r.grounded, r.passed) for r in results),
         "median_tokens": tokens[len(tokens) // 2] if tokens else 0,
         "median_seconds": seconds[len(seconds) // 2] if seconds else 0.0,
         "cost": round(sum(costs), 6) if costs else None,
-        "tasks": [asdict(r) for r in results],
+        **_baseline_totals(results),
+        "tasks": tasks,
     }
 
 

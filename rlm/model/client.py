@@ -410,6 +410,7 @@ class ModelClient:
         tools: list[dict[str, Any]] | None,
         max_tokens: int | None,
         json_reply: bool = False,
+        schema: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         kw: dict[str, Any] = {
             "model": self.model,
@@ -423,7 +424,14 @@ class ModelClient:
         if tools:
             kw["tools"] = tools
             kw["tool_choice"] = "auto"
-        if json_reply and self.own is None:
+        if schema is not None and self.own is None:
+            # Structured output: llama.cpp's server turns the schema into a grammar the reply cannot
+            # leave; OpenAI-style providers hold it too. The caller checks the reply either way.
+            kw["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "action", "schema": schema, "strict": True},
+            }
+        elif json_reply and self.own is None:
             # JSON mode where the provider has it (OpenAI, llama.cpp's server, ...); litellm drops
             # the parameter for those that do not, and the caller parses tolerantly either way.
             kw["response_format"] = {"type": "json_object"}
@@ -665,11 +673,13 @@ class ModelClient:
         *,
         final: bool = False,
         json_reply: bool = False,
+        schema: dict[str, Any] | None = None,
     ) -> Reply:
         """One model reply. final=True: the run's answer, which may use the time kept for it;
-        json_reply=True: ask for one JSON object (JSON mode where the provider supports it)."""
+        json_reply=True: ask for one JSON object (JSON mode where the provider supports it);
+        schema: a JSON schema the reply is held to where the provider takes one."""
         litellm = load_litellm()
-        kw = self._kwargs(messages, tools, max_tokens, json_reply)
+        kw = self._kwargs(messages, tools, max_tokens, json_reply, schema)
         self._before(messages, tools, max_tokens, final)
         request = (messages, tools, max_tokens)
         try:

@@ -229,6 +229,7 @@ class CassetteClient(ModelClient):
         *,
         final: bool = False,
         json_reply: bool = False,
+        schema: dict[str, Any] | None = None,
     ) -> Reply:
         self._before(messages, tools, max_tokens, final)
         return self._play((messages, tools, max_tokens))

@@ -97,7 +97,7 @@ class NodeHost(ActionHost, FindingsView, Protocol):
         ...
 
     def protocol_for(self, model: ModelClient) -> str:
-        """How the model is asked for actions: "tools" or "text"."""
+        """How the model is asked for actions: "tools", "text" or "typed" (rlm.run.typed)."""
         ...
 
     def progress(self, event: Event, /) -> None:

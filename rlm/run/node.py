@@ -25,6 +25,7 @@ from rlm.run.node_prompt import NodePrompt, PromptShape
 from rlm.run.runner import REPEATS_STOP, ActionRunner, Outcome
 from rlm.run.scope import Asker, NodeResult, NodeScope
 from rlm.run.settings import sizing_for
+from rlm.run.typed import action_schema, describe_actions, to_action
 from rlm.sandbox.client import WorkerLost
 from rlm.trace.schema import BridgeCallRecord, StopReason
 from rlm.trace.writer import preview
@@ -40,18 +41,23 @@ class Node:
         self.question = question
         self.scope = scope
         self.model = host.model_for(depth)
-        self.protocol = host.protocol_for(self.model)
+        table = host.table if scope.spec.table_path else None
+        protocol = host.protocol_for(self.model)
+        # A typed action compiles to a query on the table: without one (a slice's child) it is text.
+        self.protocol = "text" if protocol == "typed" and not table else protocol
+        self.table = table if self.protocol == "typed" else None
+        self.schema = action_schema(self.table) if self.table else None
         self.tools = tool_schemas() if self.protocol == "tools" else None
         self.window = self.model.context_window()
         self.sizing = sizing_for(host.settings, self.window)
         self.cap = self.sizing.observation_chars
-        table = host.table if scope.spec.table_path else None
         shape = PromptShape(
             protocol=self.protocol,
             sizing=self.sizing,
             window=self.window,
             tools_tokens=self.model.estimate_prompt_tokens([], self.tools) if self.tools else 0,
             cell_seconds=host.cell_seconds,
+            typed_actions=describe_actions(self.table) if self.table else "",
         )
         self.prompt = NodePrompt(node_id, depth, question, scope, shape, host.settings, host)
         self.runner = ActionRunner(
@@ -99,7 +105,9 @@ class Node:
             host.budget.admit(est)
             started = time.monotonic()
             host.progress(Phase(f"waiting for the model ({self.id}, step {step})"))
-            reply = self.model.complete(messages, tools=self.tools, max_tokens=self.sizing.reply_tokens)
+            reply = self.model.complete(
+                messages, tools=self.tools, max_tokens=self.sizing.reply_tokens, schema=self.schema
+            )
         except BudgetExceeded as exc:  # refused, or the time (or the cost) ran out while it was asked
             return self._result(None, "budget", step - 1, exc.detail)
         host.charge(self.id, reply)
@@ -169,6 +177,8 @@ class Node:
         if reply.tool_calls:
             call = reply.tool_calls[0]
             return parse_tool_call(call.name, call.arguments, call.id), 0
+        if self.table is not None:
+            return to_action(reply.content, self.table), 0
         actions = list(text_actions(reply.content))
         visible_from = self.prompt.visible_from()
         for n, action in enumerate(actions):

@@ -39,11 +39,12 @@ class Turn:
 class PromptShape:
     """What fixes a node's prompt before its first turn: how it talks to its model, and how much fits."""
 
-    protocol: str  # "tools" or "text"
+    protocol: str  # "tools", "text" or "typed"
     sizing: Sizing
     window: int  # the model's context window, in tokens
     tools_tokens: int  # what the tool schemas take of the window (0 for the text protocol)
     cell_seconds: float
+    typed_actions: str = ""  # the typed protocol's actions, written on the table (rlm.run.typed)
 
 
 class NodePrompt:
@@ -71,9 +72,11 @@ class NodePrompt:
                 shape.cell_seconds,
                 settings.memory_headroom_mb,
                 has_table=scope.spec.table_path is not None,
+                typed_actions=shape.typed_actions,
             ),
         }
-        profile_block = scope.profile_block
+        typed = shape.protocol == "typed"
+        profile_block = prompts.without_examples(scope.profile_block) if typed else scope.profile_block
         bare = prompts.task_prompt(question, profile_block, scope.description)
         kind: CallKind = "root_turn" if depth == 0 else "child_turn"
         room = (
@@ -93,9 +96,7 @@ class NodePrompt:
         )
         self.task = {
             "role": "user",
-            "content": prompts.task_prompt(
-                question, profile_block, scope.description, established
-            ),
+            "content": prompts.task_prompt(question, profile_block, scope.description, established),
         }
         self.turns: list[Turn] = []
         self.dropped_turns: list[Turn] = []  # kept for recall("T3")

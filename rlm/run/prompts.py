@@ -7,6 +7,7 @@ signatures comes from their declaration (rlm.run.actionspec).
 
 from __future__ import annotations
 
+from rlm.input.tables import EXAMPLES_LINE
 from rlm.run.actionspec import prompt_lines, tools_sentence
 from rlm.run.framing import frame
 from rlm.run.ledger import RESULT_FINDING_CHARS
@@ -62,6 +63,23 @@ final({name})
 ```"""
 _EXAMPLE_SQL = ("total_lines", 'total_lines = sql("SELECT count(*) FROM log")[0][0]')
 _EXAMPLE_PYTHON = ("error_lines", 'error_lines = sum(1 for line in context_lines if "error" in line.lower())')
+# The typed protocol (rlm.run.typed): a small model fills one JSON action a turn, held to a schema
+# built from the table, instead of writing Python; rlm compiles it to SQL and runs it. The actions'
+# text is the table's own (rlm.run.typed.describe_actions): its columns, never a question's words.
+_TYPED = """You answer a question about a file that is too large to read. The file is NOT in this \
+conversation: its lines are parsed into a table `log` (the file profile below describes its columns). \
+Investigate it one action per turn: reply with exactly ONE JSON object, an action; rlm runs it and shows \
+you its result.
+
+{data_rule}
+
+{actions}
+
+What you establish is kept as findings: every result you are shown. After final, a last step writes the \
+answer from these findings alone. Results longer than {cap} characters are cut in the middle. Take exact \
+figures from results; never guess or estimate. Never repeat an action you already ran: its result is \
+above. As soon as a result answers the question, reply with the final action and the value from it."""
+
 # The tools protocol names the tools: the declared actions (rlm.run.actionspec).
 _TOOLS_PROTOCOL = "\n\n{tools}"
 
@@ -73,7 +91,10 @@ def system_prompt(
     memory_mb: int,
     *,
     has_table: bool = False,
+    typed_actions: str = "",
 ) -> str:
+    if protocol == "typed":
+        return _TYPED.format(data_rule=DATA_RULE, actions=typed_actions, cap=observation_cap)
     # The list of actions is their declaration's, with this run's limits filled in.
     actions = prompt_lines().format(modules=MODULES, seconds=cell_seconds, memory_mb=memory_mb)
     body = _COMMON.format(
@@ -83,6 +104,12 @@ def system_prompt(
         return body + _TOOLS_PROTOCOL.format(tools=tools_sentence())
     name, example = _EXAMPLE_SQL if has_table else _EXAMPLE_PYTHON
     return body + _TEXT_PROTOCOL.format(example=example, name=name)
+
+
+def without_examples(profile_block: str) -> str:
+    """The profile without its example queries: a model that acts in typed actions cannot run
+    them, and a small one copies what it is shown."""
+    return "\n".join(ln for ln in profile_block.split("\n") if not ln.startswith(EXAMPLES_LINE))
 
 
 def task_prompt(

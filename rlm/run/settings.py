@@ -20,7 +20,8 @@ from rlm.run.options import Option, Rule, option, options_of
 from rlm.trace.redact import register_secret, register_url_secrets, url_without_secrets
 
 MAX_DEPTH_HARD = 3
-PROTOCOLS = ("auto", "tools", "text")
+PROTOCOLS = ("auto", "tools", "text", "typed")
+MODES = ("rlm", "plain", "auto")
 # A limit in seconds past a week is a typo, and past ~3e8 it overflows the timers it feeds.
 _WEEK = 7 * 86_400.0
 
@@ -62,8 +63,23 @@ class Settings:
         "How the model acts: tools (native tool calls), text (one fenced block a turn) or auto",
         flags=("--protocol",),
         choices=PROTOCOLS,
-        doc="`tools` (native tool calls), `text` (one fenced block per turn), `auto` (tools where litellm "
-        "says the model supports function calling; a custom `--api-base` is `text`)",
+        doc="`tools` (native tool calls), `text` (one fenced block per turn), `typed` (one JSON action a turn "
+        "whose schema is built from the input's table, held to it by the server's grammar where it takes one; "
+        "for small models), `auto` (tools where litellm says the model supports function calling; a custom "
+        "`--api-base` is `text`)",
+    )
+    mode: str = option(
+        "rlm",
+        "How to answer: rlm (the investigation), plain (one direct call on what fits the window) or auto",
+        flags=("--mode",),
+        choices=MODES,
+        doc="`rlm` (the investigation), `plain` (one direct model call on as much of the input as fits the "
+        "window, the cut said), `auto` (plain when the whole input fits in half the window, else rlm)",
+    )
+    strict: bool = option(
+        False,
+        "Exit 1 with nothing on stdout when the answer is not grounded in what the run read",
+        flags=("--strict",),
     )
     gguf: str | None = option(
         None, "GGUF file for -m local", flags=("--gguf",), unset="the model `rlm local setup` installed"

@@ -10,6 +10,7 @@ import sqlite3
 import time
 import traceback
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any, cast
 
 from rlm.errors import ConfigError, ExitCode, InternalError, Interrupted, RlmError, UsageError
@@ -22,8 +23,10 @@ from rlm.run.cassette import Cassette, record_calls
 from rlm.run.engine import Engine, RunResult
 from rlm.run.events import PROVIDER_EVENTS, Event, FanOut, Phase, Progress, RunWarning, fields_of, no_progress
 from rlm.run.ledger import Finding
-from rlm.run.settings import Settings, request_timeout_for, trace_dir_for
+from rlm.run.plain import PlainRun, chooses_plain
+from rlm.run.settings import Settings, default_trace_dir, request_timeout_for, trace_dir_for
 from rlm.trace.redact import redact_text, register_secret
+from rlm.trace.retention import sweep_if_due
 from rlm.trace.schema import ProviderEventRecord
 from rlm.trace.writer import TraceWriter
 
@@ -134,7 +137,7 @@ def run_ask(
     # The run's one event stream: the trace keeps the provider's events, then the caller's sinks.
     report: Progress = FanOut(_ProviderEventsTrace(trace, started), progress or no_progress)
     trace.flush()  # a directory that cannot take the trace is said now, not at the end
-    engine: Engine | None = None
+    engine: Engine | PlainRun | None = None
     memory: Recall | None = None
     try:
         report(Phase("reading the input"))
@@ -175,27 +178,43 @@ def run_ask(
                 )
                 with open_models(settings) if cassette is None else cassette.models() as (root, sub):
                     trace.update(models={"root": root.model, "sub": sub.model})
-                    memory = _recall(settings, profile, source.path, question, trace, report, started)
-                    now = time.time()  # one age for a memory's line in the prompt and in the synthesis
-                    engine = Engine(
-                        settings,
-                        path=source.path,
-                        profile=profile,
-                        question=question,
-                        root_model=root,
-                        sub_model=sub,
-                        trace=trace,
-                        progress=report,
-                        memories=[_as_finding(m, now) for m in memory.offered] if memory else None,
-                        memory_lines=offer_lines(memory.offered, now) if memory else None,
-                        subcall_cache=memory.store if memory and not settings.no_cache else None,
-                    )
+                    # The seam of --mode: one direct call (rlm.run.plain), or the investigation.
+                    plain = chooses_plain(settings.mode, profile, root)
+                    trace.update(mode="plain" if plain else "rlm")
+                    if plain:
+                        # A plain call reads no memory and leaves none: it has no findings to cite.
+                        # rlm's own trace folder is still kept bounded, as _recall does it.
+                        sweep_if_due(default_trace_dir())
+                        engine = PlainRun(
+                            settings,
+                            profile=profile,
+                            question=question,
+                            model=root,
+                            trace=trace,
+                            progress=report,
+                        )
+                    else:
+                        memory = _recall(settings, profile, source.path, question, trace, report, started)
+                        now = time.time()  # one age for a memory's line in the prompt and in the synthesis
+                        engine = Engine(
+                            settings,
+                            path=source.path,
+                            profile=profile,
+                            question=question,
+                            root_model=root,
+                            sub_model=sub,
+                            trace=trace,
+                            progress=report,
+                            memories=[_as_finding(m, now) for m in memory.offered] if memory else None,
+                            memory_lines=offer_lines(memory.offered, now) if memory else None,
+                            subcall_cache=memory.store if memory and not settings.no_cache else None,
+                        )
                     engine.budget.count_from(started)
                     _attach(engine, root, sub, settings, trace, report)
-                    result = engine.run()
+                    result = _strict(settings, engine.run())
                     result.elapsed_s = time.monotonic() - started  # the user's wall clock
                     changed = _changed(profile, trace, report)
-                    if memory is not None and not changed:
+                    if memory is not None and isinstance(engine, Engine) and not changed:
                         _keep(memory, engine, result, profile, question, trace, report)
                     elif memory is not None:
                         note = "the input changed during the run: nothing of this run is kept in memory"
@@ -240,6 +259,17 @@ def run_ask(
     return result
 
 
+def _strict(settings: Settings, result: RunResult) -> RunResult:
+    """--strict: an answer that is not grounded is withheld. Nothing goes to stdout and the run
+    exits 1, as when no answer could be established; the message, on stderr and in the trace,
+    says why and still shows the answer (one line) to the person who reads it."""
+    if not settings.strict or result.answer is None or result.grounded is not False:
+        return result
+    shown = " / ".join(line.strip() for line in result.answer.splitlines() if line.strip())
+    message = f"the answer was withheld as not grounded (--strict): {shown}"
+    return replace(result, answer=None, status="withheld", exit_code=int(ExitCode.NO_ANSWER), message=message)
+
+
 class _ProviderEventsTrace:
     """The trace's sink of the run's event stream: the provider's events (a retry, a long wait,
     a give-up) are kept as they are told, with when they happened. The trace's other records
@@ -279,7 +309,9 @@ def _stop_code(exc: BaseException) -> int:
     return int(getattr(exc, "exit_code", 0) or Interrupted.last or ExitCode.INTERRUPTED)
 
 
-def _stop_if_asked(trace: TraceWriter, engine: Engine | None, memory: Recall | None, started: float) -> None:
+def _stop_if_asked(
+    trace: TraceWriter, engine: Engine | PlainRun | None, memory: Recall | None, started: float
+) -> None:
     """A stop asked for by a signal that a library turned into an error of its own (DuckDB:
     "Query interrupted") ends the run as the stop it is, never as an error or a crash."""
     if Interrupted.last is not None:
@@ -288,7 +320,7 @@ def _stop_if_asked(trace: TraceWriter, engine: Engine | None, memory: Recall | N
 
 
 def _attach(
-    engine: Engine,
+    engine: Engine | PlainRun,
     root: ModelClient,
     sub: ModelClient,
     settings: Settings,
@@ -308,7 +340,7 @@ def _attach(
 
 def _finish(
     trace: TraceWriter,
-    engine: Engine | None,
+    engine: Engine | PlainRun | None,
     memory: Recall | None,
     status: str,
     code: int,
@@ -345,7 +377,7 @@ def _finish(
             fields["stop"] = result.stop
     if memory is not None:
         # The memory's one record, written once the run is over, whichever way it ended.
-        fields["memory"] = _memory_record(memory, engine)
+        fields["memory"] = _memory_record(memory, engine if isinstance(engine, Engine) else None)
     trace.update(**fields)
     trace.close()  # every way a run ends comes here: its event log becomes the document
 

@@ -30,6 +30,7 @@ RunStatus = Literal[
     "interrupted",
     "error",
     "crashed",
+    "withheld",
 ]
 # Why a node's loop stopped (a node's `status` is "running" until then).
 StopReason = Literal["final", "max_steps", "budget", "provider", "sandbox", "stuck", "interrupted"]
@@ -179,6 +180,29 @@ class SynthesisRecord(TypedDict, total=False):
     missing: list[str]
 
 
+class PlainRecord(TypedDict, total=False):
+    """The one call of a plain run (rlm.run.plain): what of the input it was shown, and its reply."""
+
+    window: int
+    reply_tokens: int
+    lines: int
+    shown_lines: int
+    cut: bool
+    excerpt_tokens: int
+    prompt_tokens_est: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float | None
+    latency_s: float
+    reply: ReplyRecord
+    answer: str | None
+    explanation: str
+    grounded: bool | None
+    supporting: list[str]
+    missing: list[str]
+    error: str
+
+
 class CassetteClientRecord(TypedDict, total=False):
     model: str
     where: str
@@ -220,6 +244,7 @@ class TraceDoc(TypedDict, total=False):
     models: dict[str, str]
     input: dict[str, Any]
     question: str | None
+    mode: str  # how the run answered: rlm (the investigation) or plain (one direct call)
     sandbox: dict[str, Any]
     warnings: list[str]
     nodes: list[NodeRecord]
@@ -229,6 +254,7 @@ class TraceDoc(TypedDict, total=False):
     provider_events: list[ProviderEventRecord]
     ledger: list[FindingRecord]
     synthesis: SynthesisRecord | None
+    plain: PlainRecord
     citations: dict[str, dict[str, int]]
     unknown_citations: int
     answer: str | None
@@ -252,6 +278,7 @@ RECORDS: dict[str, type] = {
     "provider event": ProviderEventRecord,
     "finding": FindingRecord,
     "synthesis": SynthesisRecord,
+    "plain": PlainRecord,
     "cassette": CassetteRecord,
     "cassette client": CassetteClientRecord,
     "cassette call": CassetteCallRecord,

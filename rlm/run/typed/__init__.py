@@ -1,0 +1,25 @@
+"""Typed actions: one JSON action a turn, held to a schema built from the input's table.
+
+Small models write poor free Python; instead they fill one JSON object a turn (count, top,
+group, rows, grep, peek, final, ...) whose columns and values are the table's own, and rlm
+compiles it into one of the existing actions (rlm.run.actions.Action): an `execute` cell that
+runs one query through the sandbox's `sql()`, a grep, a peek or a final.
+
+    vocabulary  the ops, their fields, choices and bounds (declared once)
+    columns     the table's columns an action may name: kinds, SQL, values known whole
+    schema      action_schema: the JSON schema a server's grammar holds a reply to
+    check       a parsed action checked against the table, problems in words for the model
+    compile     compile_sql and to_action: the query, and the Action a reply asks for
+    describe    describe_actions: the system prompt's lines, an example per shape
+
+Imports rlm.run.actions and actionspec (the actions it compiles to), rlm.input.tablevalues,
+rlm.sandbox.worker.sql_result (how many rows a result shows) and rlm.text only.
+"""
+
+from __future__ import annotations
+
+from rlm.run.typed.compile import compile_sql, execute_code, to_action
+from rlm.run.typed.describe import describe_actions
+from rlm.run.typed.schema import action_schema
+
+__all__ = ["action_schema", "compile_sql", "describe_actions", "execute_code", "to_action"]

@@ -1,0 +1,179 @@
+"""The columns a typed action may name: the table's own, each with its kind and its SQL.
+
+The table's description (rlm.input.tables.build_table) lists `log`'s columns with their
+DuckDB types, and the common values of some (rlm.input.tablevalues); a column listed with
+fewer than VOCABULARY values has its whole set of values listed. A STRUCT column (an object
+inside each JSON record) is offered by its scalar fields one level down, named
+`connections.accepted`: such records keep their figures there. Columns of other types
+(lists, maps, deeper objects) are left out: no op of the vocabulary reads them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from rlm.input.tablevalues import VOCABULARY
+from rlm.text.sqltext import sql_name, sql_string
+
+__all__ = ["BOOL", "DATE", "NUMBER", "TEXT", "TIME", "Column", "TableColumns", "kind_of", "table_columns"]
+
+NUMBER, TIME, DATE, TEXT, BOOL = "number", "time", "date", "text", "boolean"
+# Columns offered at most: every name is in the schema's enums, which the server compiles each turn.
+MAX_COLUMNS = 48
+
+_NUMBER_TYPES = frozenset(
+    {
+        "TINYINT",
+        "SMALLINT",
+        "INTEGER",
+        "BIGINT",
+        "HUGEINT",
+        "UTINYINT",
+        "USMALLINT",
+        "UINTEGER",
+        "UBIGINT",
+        "UHUGEINT",
+        "FLOAT",
+        "DOUBLE",
+        "REAL",
+        "DECIMAL",
+        "NUMERIC",
+    }
+)
+_TIME_TYPES = frozenset(
+    {"TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS"}
+)
+_ZONED_TYPES = frozenset({"TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ"})
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column an action may name."""
+
+    name: str  # as the model names it
+    type: str  # DuckDB's type
+    kind: str  # NUMBER, TIME, DATE, TEXT or BOOL
+    expr: str  # the SQL that reads it from `log`
+    # The column's whole set of values (NULL aside), when the table lists it whole; else None.
+    values: tuple[Any, ...] | None = None
+    parent: str | None = None  # the STRUCT column a field is read from
+
+    @property
+    def zoned(self) -> bool:
+        """A timestamp with a time zone (shown, and compared, in UTC)."""
+        return _base_type(self.type) in _ZONED_TYPES
+
+
+@dataclass(frozen=True)
+class TableColumns:
+    """The columns of one table an action may name, in the table's order."""
+
+    columns: tuple[Column, ...]
+    # A STRUCT column -> the names of its fields offered in its place.
+    nested: dict[str, tuple[str, ...]]
+
+    def named(self, name: str) -> Column | None:
+        for column in self.columns:
+            if column.name == name:
+                return column
+        return None
+
+    def names(self, *kinds: str) -> list[str]:
+        """The names of the columns of these kinds (all columns with none given)."""
+        return [c.name for c in self.columns if not kinds or c.kind in kinds]
+
+
+def _base_type(duckdb_type: str) -> str:
+    """`DECIMAL(18,3)` -> `DECIMAL`; `VARCHAR` stays."""
+    return duckdb_type.strip().upper().split("(", 1)[0].strip()
+
+
+def kind_of(duckdb_type: str) -> str | None:
+    """NUMBER, TIME, DATE, TEXT or BOOL for a DuckDB type; None for one no op reads (lists, structs, ...)."""
+    text = duckdb_type.strip().upper()
+    if text.endswith("]"):  # a list or an array of anything
+        return None
+    base = _base_type(text)
+    if base in _NUMBER_TYPES:
+        return NUMBER
+    if base in _TIME_TYPES:
+        return TIME
+    if base == "DATE":
+        return DATE
+    if base == "VARCHAR":
+        return TEXT
+    if base == "BOOLEAN":
+        return BOOL
+    return None
+
+
+def struct_fields(duckdb_type: str) -> list[tuple[str, str]] | None:
+    """The (name, type) fields of a `STRUCT(a BIGINT, "b c" VARCHAR, ...)` type; None for any other type."""
+    text = duckdb_type.strip()
+    if not (text.upper().startswith("STRUCT(") and text.endswith(")")):
+        return None
+    body = text[len("STRUCT(") : -1]
+    parts: list[str] = []
+    depth, quoted, start = 0, False, 0
+    for i, ch in enumerate(body):
+        if ch == '"':
+            quoted = not quoted  # a doubled quote inside a name toggles twice
+        elif quoted:
+            continue
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(body[start:i])
+            start = i + 1
+    parts.append(body[start:])
+    fields = []
+    for part in (p.strip() for p in parts):
+        m = re.fullmatch(r'"((?:[^"]|"")*)"\s+(.+)|(\S+)\s+(.+)', part, re.S)
+        if m is None:
+            return None
+        if m.group(1) is not None:
+            fields.append((m.group(1).replace('""', '"'), m.group(2).strip()))
+        else:
+            fields.append((m.group(3), m.group(4).strip()))
+    return fields
+
+
+def _complete(values: Any) -> tuple[Any, ...] | None:
+    """A column's listed values when they are its whole set: fewer than VOCABULARY listed."""
+    if not isinstance(values, list) or not values or len(values) >= VOCABULARY:
+        return None
+    held = [pair[0] for pair in values if isinstance(pair, list | tuple) and pair]
+    return tuple(held) if len(held) == len(values) else None
+
+
+def table_columns(table: dict[str, Any]) -> TableColumns:
+    """The columns of the table's description an action may name (at most MAX_COLUMNS: the
+    table's own first, then the fields of its objects)."""
+    listed = table.get("values") or {}
+    # (position, column): the table's own columns, then object fields, each kept in the table's order
+    own: list[tuple[tuple[int, int], Column]] = []
+    fields: list[tuple[tuple[int, int], Column]] = []
+    for position, (name, typ) in enumerate(table.get("columns") or []):
+        kind = kind_of(typ)
+        if kind is not None:
+            own.append(((position, 0), Column(name, typ, kind, sql_name(name), _complete(listed.get(name)))))
+            continue
+        for j, (field, field_type) in enumerate(struct_fields(typ) or []):
+            field_kind = kind_of(field_type)
+            if field_kind is not None:
+                expr = f"struct_extract({sql_name(name)}, {sql_string(field)})"
+                column = Column(f"{name}.{field}", field_type, field_kind, expr, parent=name)
+                fields.append(((position, j), column))
+    taken = {c.name for _, c in own}
+    fields = [(p, c) for p, c in fields if c.name not in taken]  # a CSV header may itself be `a.b`
+    kept = sorted([*own, *fields][:MAX_COLUMNS], key=lambda pc: pc[0])
+    columns = tuple(c for _, c in kept)
+    nested: dict[str, list[str]] = {}
+    for column in columns:
+        if column.parent is not None:
+            nested.setdefault(column.parent, []).append(column.name)
+    return TableColumns(columns, {parent: tuple(names) for parent, names in nested.items()})

@@ -1,0 +1,161 @@
+"""A typed action compiled into one of the existing actions.
+
+The SQL ops become an `execute` cell that runs one query through the sandbox's `sql()` and
+prints its result; grep, peek and final become those actions with their own arguments. The
+SQL is deterministic (the same action, the same text): NULLs are never a key of top or
+group, ties are broken by the key, every name and value is quoted by rlm.text.sqltext.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rlm.run.actions import Action, ParseError, validate
+from rlm.run.typed.check import Checked, Filter, Moment, Problem, check_action
+from rlm.run.typed.columns import DATE, TIME, Column, table_columns
+from rlm.text.sqltext import sql_name, sql_string, sql_value
+
+__all__ = ["compile_sql", "execute_code", "read_json", "to_action"]
+
+_MAX_STARTS = 32  # places a JSON object is tried from in one reply
+_FINEST = {TIME: "second", DATE: "day"}  # a value this precise is compared as it is
+_EXAMPLE = '{"op": "count"}'
+
+
+def execute_code(query: str) -> str:
+    """The cell that runs `query`: its text a Python literal, whatever quotes its values hold."""
+    return f"result = sql({query!r})\nprint(result)"
+
+
+def read_json(content: str | None) -> Any:
+    """The JSON action of a reply, code fences or words around it; raises Problem.
+
+    The first object that names an "op"; an object inside a broken one (a filter of a `where`
+    whose action lost a brace) is not taken for the action: the broken JSON is told instead."""
+    text = content or ""
+    if not text.strip():
+        raise Problem(f"your reply was empty; reply with one JSON action, such as {_EXAMPLE}")
+    decoder = json.JSONDecoder()
+    first_error: json.JSONDecodeError | None = None
+    first_object: dict[str, Any] | None = None
+    start = text.find("{")
+    for _ in range(_MAX_STARTS):
+        if start < 0:
+            break
+        try:
+            obj, _end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError as exc:
+            first_error = first_error or exc
+        else:
+            if isinstance(obj, dict) and "op" in obj:
+                return obj
+            if isinstance(obj, dict) and first_object is None:
+                first_object = obj
+        start = text.find("{", start + 1)
+    if first_error is not None:
+        raise Problem(
+            f"the JSON object in your reply is not valid JSON ({first_error.msg} at character "
+            f"{first_error.pos}); reply with one JSON action, such as {_EXAMPLE}"
+        )
+    if first_object is not None:
+        return first_object  # its checks say what it lacks
+    raise Problem(f"no JSON object in your reply; reply with one JSON action, such as {_EXAMPLE}")
+
+
+def _condition(f: Filter) -> str:
+    expr = f.column.expr
+    if f.cmp in ("contains", "starts_with"):
+        return f"{f.cmp}(lower({expr}), lower({sql_string(str(f.value))}))"
+    op = "<>" if f.cmp == "!=" else f.cmp
+    if isinstance(f.value, Moment):
+        # A time given less precisely than the column holds compares at its precision: a day
+        # alone is the whole day (`<= 2015-05-17` takes that day in). The value starts its unit,
+        # so `>=` and `<` read the same on the column as it is.
+        if f.value.unit != _FINEST[f.column.kind] and f.cmp not in (">=", "<"):
+            expr = f"date_trunc({sql_string(f.value.unit)}, {expr})"
+        return f"{expr} {op} {sql_string(f.value.text)}"
+    return f"{expr} {op} {sql_value(f.value)}"
+
+
+def _where(filters: tuple[Filter, ...], *first: str) -> str:
+    conditions = [*first, *(_condition(f) for f in filters)]
+    return f" WHERE {' AND '.join(conditions)}" if conditions else ""
+
+
+def _selected(column: Column) -> str:
+    """A column in a select list, under its own name (a field of an object under `a.b`)."""
+    return column.expr if column.parent is None else f"{column.expr} AS {sql_name(column.name)}"
+
+
+def _sql(action: Checked) -> str:
+    op, where = action.op, action.where
+    if op == "count":
+        return f'SELECT count(*) AS "count" FROM log{_where(where)}'
+    if op == "rows":
+        return _rows_sql(action)
+    if op == "group":
+        return _group_sql(action)
+    column = action.column
+    assert column is not None
+    if op == "top":
+        return (
+            f'SELECT {column.expr} AS {sql_name(column.name)}, count(*) AS "count" FROM log'
+            f"{_where(where, f'{column.expr} IS NOT NULL')} GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT {action.k}"
+        )
+    call = f"count(DISTINCT {column.expr})" if op == "count_distinct" else f"{op}({column.expr})"
+    label = "distinct" if op == "count_distinct" else op
+    return f"SELECT {call} AS {sql_name(f'{label} {column.name}')} FROM log{_where(where)}"
+
+
+def _group_sql(action: Checked) -> str:
+    by = action.by
+    assert by is not None
+    if action.bucket:
+        key = f"date_trunc({sql_string(action.bucket)}, {by.expr}) AS {sql_name(action.bucket)}"
+    else:
+        key = f"{by.expr} AS {sql_name(by.name)}"
+    measures = ['count(*) AS "count"']
+    if action.agg is not None and action.column is not None:
+        column = action.column
+        measures.append(f"{action.agg}({column.expr}) AS {sql_name(f'{action.agg} {column.name}')}")
+    ranked = len(measures) + 1  # the column the groups are ranked by: the aggregate, else the count
+    order = {"most": f"{ranked} DESC NULLS LAST, 1", "least": f"{ranked} ASC NULLS LAST, 1", "key": "1"}
+    return (
+        f"SELECT {key}, {', '.join(measures)} FROM log{_where(action.where, f'{by.expr} IS NOT NULL')} "
+        f"GROUP BY 1 ORDER BY {order[action.order]} LIMIT {action.k}"
+    )
+
+
+def _rows_sql(action: Checked) -> str:
+    shown = ["line_no", *(_selected(c) for c in action.columns if c.name != "line_no")]
+    direction = "DESC" if action.take == "last" else "ASC"
+    by = action.order_by
+    if by is None or by.name == "line_no":
+        order = f"line_no {direction}"
+    else:
+        order = f"{by.expr} {direction} NULLS LAST, line_no {direction}"
+    return f"SELECT {', '.join(shown)} FROM log{_where(action.where)} ORDER BY {order} LIMIT {action.k}"
+
+
+def compile_sql(action: dict[str, Any], table: dict[str, Any]) -> str:
+    """The query of a SQL op (count ... rows) on the table `log`; raises ValueError, with the
+    message a model is shown, for an action that does not pass its checks or is not a query."""
+    try:
+        checked = check_action(action, table_columns(table))
+    except Problem as exc:
+        raise ValueError(str(exc)) from None
+    if checked.args is not None:
+        raise ValueError(f'"{checked.op}" is not a query')
+    return _sql(checked)
+
+
+def to_action(content: str, table: dict[str, Any]) -> Action | ParseError:
+    """The action a typed reply asks for, or what is wrong with it in words for the model."""
+    try:
+        checked = check_action(read_json(content), table_columns(table))
+    except Problem as exc:
+        return ParseError(str(exc))
+    if checked.args is not None:
+        return validate(checked.op, checked.args)
+    return validate("execute", {"code": execute_code(_sql(checked))})

@@ -1,0 +1,94 @@
+"""The typed actions told to the model: each op and its fields, with one example per shape
+written on this table's own columns and values (small models copy an example's shape, so
+each shape gets one, and a column the table does not have is never shown)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rlm.run.typed.columns import DATE, NUMBER, TEXT, TIME, TableColumns, table_columns
+from rlm.run.typed.vocabulary import DEFAULT_K, MAX_FILTERS, MAX_K
+
+__all__ = ["describe_actions", "examples"]
+
+
+def _pick(*candidates: list[str]) -> str | None:
+    """The first name of the first list that has one."""
+    for names in candidates:
+        if names:
+            return names[0]
+    return None
+
+
+def _filter_example(cols: TableColumns) -> dict[str, Any]:
+    for column in cols.columns:
+        if column.values:
+            return {"column": column.name, "cmp": "=", "value": column.values[0]}
+    number = _pick([n for n in cols.names(NUMBER) if n != "line_no"])
+    if number is not None:
+        return {"column": number, "cmp": ">", "value": 0}
+    return {"column": "line", "cmp": "contains", "value": "error"}
+
+
+def examples(table: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(the op and what it takes, an example action) for each shape of op, on this table's columns."""
+    cols = table_columns(table)
+    # An entity: a text column whose values are not listed whole (many of them); the raw line
+    # only when the table parsed no text column.
+    text = [n for n in cols.names(TEXT) if n != "line"]
+    entity = _pick([c.name for c in cols.columns if c.name in text and c.values is None], text, ["line"])
+    fractional = [
+        c.name
+        for c in cols.columns
+        if c.kind == NUMBER and c.type.upper().split("(")[0] in ("DOUBLE", "FLOAT", "REAL", "DECIMAL")
+    ]
+    measures = [c.name for c in cols.columns if c.kind == NUMBER and c.values is None and c.name != "line_no"]
+    number = _pick(fractional, measures)
+    when = _pick(cols.names(TIME), cols.names(DATE))
+    category = _pick([c.name for c in cols.columns if c.values])
+    assert entity is not None
+    out: list[tuple[str, dict[str, Any]]] = [
+        ("count", {"op": "count", "where": [_filter_example(cols)]}),
+        ("count_distinct", {"op": "count_distinct", "column": entity}),
+        ("top (most common values)", {"op": "top", "column": entity, "k": 5}),
+    ]
+    if number is not None:
+        out.append(("sum|avg|min|max", {"op": "sum", "column": number}))
+    if when is not None:
+        out.append(("group per minute|hour|day|month", {"op": "group", "by": when, "bucket": "hour"}))
+    group: dict[str, Any] = {"op": "group", "by": category or entity}
+    if number is not None:
+        group.update({"agg": "avg", "column": number})
+    aggregates = "agg sum|avg|min|max, " if number is not None else ""
+    out.append((f"group per value ({aggregates}order most|least|key)", group))
+    shown = [n for n in (when, entity) if n is not None][:2]
+    out.append(("rows (first|last k; order_by)", {"op": "rows", "columns": shown, "take": "last", "k": 3}))
+    out += [
+        ("grep (Python regex)", {"op": "grep", "pattern": "[Ee]rror"}),
+        ("peek", {"op": "peek", "start": 1, "length": 20}),
+        ("final", {"op": "final", "answer": "..."}),
+    ]
+    return out
+
+
+def describe_actions(table: dict[str, Any]) -> str:
+    """The system prompt's lines on the typed actions: one JSON object a turn, the ops, their fields."""
+    lines = ["One JSON action a turn, one of:"]
+    for what, action in examples(table):
+        lines.append(f"{what} {json.dumps(action, separators=(',', ':'), ensure_ascii=False)}")
+    lines.append(
+        f'"where": up to {MAX_FILTERS} filters, all must hold; cmp = != < <= > >= contains starts_with '
+        '(text, any case); time "YYYY-MM-DD hh:mm" (a day alone: whole day). '
+        f"k 1-{MAX_K}, default {DEFAULT_K}."
+    )
+    # What each shape of question asks for, in the words questions use: a small model otherwise
+    # reaches for the first example (a count) whatever was asked.
+    lines.append(
+        "Choose by what is asked: how many -> count; how many different -> count_distinct; which ... most "
+        "-> top; which ... least -> group order least; total, average, highest, lowest -> sum, avg, max, "
+        "min; per hour or day -> group with bucket; one event's details, or the first or last one -> rows; "
+        "words inside the raw lines -> grep, or a filter on line contains. Two steps are fine: find the "
+        "value first, then filter on it."
+    )
+    return "\n".join(lines)

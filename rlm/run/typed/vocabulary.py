@@ -1,0 +1,85 @@
+"""The typed actions' vocabulary, declared once: the ops, the fields each takes, their choices
+and bounds.
+
+The JSON schema (rlm.run.typed.schema), the checker (rlm.run.typed.check) and the text that
+tells the model about them (rlm.run.typed.describe) all read these, so the three never say
+different things.
+"""
+
+from __future__ import annotations
+
+from rlm.sandbox.worker.sql_result import SHOWN_ROWS
+
+__all__ = [
+    "AGGREGATES",
+    "BUCKETS",
+    "DAY_BUCKETS",
+    "CMPS",
+    "DEFAULT_K",
+    "EQUALITY",
+    "FIELDS",
+    "GROUP_K",
+    "MAX_FILTERS",
+    "MAX_K",
+    "MAX_PEEK_LINES",
+    "MAX_ROW_COLUMNS",
+    "OPS",
+    "ORDERING",
+    "ORDERS",
+    "REQUIRED",
+    "SQL_OPS",
+    "TAKES",
+    "TEXT_MATCH",
+]
+
+# What each op asks of the table, in the order the model is told them.
+SQL_OPS = ("count", "count_distinct", "top", "sum", "avg", "min", "max", "group", "rows")
+OPS = (*SQL_OPS, "grep", "peek", "final")
+
+AGGREGATES = ("sum", "avg", "min", "max")  # what `group` computes of `column` beside the count
+BUCKETS = ("minute", "hour", "day", "month")  # the time buckets `group` counts per
+DAY_BUCKETS = BUCKETS[2:]  # those of a DATE column
+EQUALITY = ("=", "!=")
+ORDERING = ("<", "<=", ">", ">=")
+TEXT_MATCH = ("contains", "starts_with")  # case-insensitive, text columns only
+CMPS = (*EQUALITY, *ORDERING, *TEXT_MATCH)
+ORDERS = ("most", "least", "key")  # `group`: by the measure, high or low first, or by the key
+TAKES = ("first", "last")  # `rows`: the first or the last k in the order asked
+
+MAX_FILTERS = 4  # a time range and two more conditions; each filter costs the grammar a copy
+DEFAULT_K = 10  # top values and rows, when `k` is not given
+# Groups, when `k` is not given: as many as the REPL's echo of a result shows.
+GROUP_K = SHOWN_ROWS
+MAX_K = 50  # a larger k is brought down to it
+MAX_ROW_COLUMNS = 6  # columns `rows` shows beside line_no
+MAX_PEEK_LINES = 100  # a longer peek is brought down to it
+
+# The fields each op takes (besides "op"), and those it cannot go without.
+FIELDS: dict[str, tuple[str, ...]] = {
+    "count": ("where",),
+    "count_distinct": ("column", "where"),
+    "top": ("column", "k", "where"),
+    "sum": ("column", "where"),
+    "avg": ("column", "where"),
+    "min": ("column", "where"),
+    "max": ("column", "where"),
+    "group": ("by", "bucket", "agg", "column", "order", "k", "where"),
+    "rows": ("columns", "order_by", "take", "k", "where"),
+    "grep": ("pattern", "max_matches", "ignore_case"),
+    "peek": ("start", "length"),
+    "final": ("answer",),
+}
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "count": (),
+    "count_distinct": ("column",),
+    "top": ("column",),
+    "sum": ("column",),
+    "avg": ("column",),
+    "min": ("column",),
+    "max": ("column",),
+    "group": ("by",),
+    "rows": ("columns",),
+    "grep": ("pattern",),
+    "peek": ("start",),
+    "final": ("answer",),
+}

@@ -1,0 +1,669 @@
+"""Typed actions: the JSON schema built from a real table, the checks a reply passes, and the
+SQL it compiles to, on the tables the real builder makes of three formats (an Apache log, a
+CSV, JSON lines). A compiled action must give the same rows in DuckDB as the query written by
+hand, and its cell must run in the real locked-down worker.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from conftest import exec_cell, product_worker
+from jsonschema import Draft202012Validator
+
+from rlm.input.source import open_source
+from rlm.input.tablevalues import VOCABULARY
+from rlm.run.actions import Action, ParseError
+from rlm.run.typed import action_schema, compile_sql, describe_actions, to_action
+from rlm.run.typed.describe import examples
+
+ROOT = Path(__file__).resolve().parent.parent
+FILES = {
+    "apache": ROOT / "fixtures" / "access.log",
+    "csv": ROOT / "fixtures" / "data" / "seaborn" / "taxis.csv",
+    "jsonl": ROOT / "fixtures" / "data" / "elastic" / "nginxplus_json_logs",
+}
+FORMATS = list(FILES)
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[dict[str, Any], Any]]]:
+    """Each format's table description, built once, and a read-only DuckDB connection to it."""
+    cache = tmp_path_factory.mktemp("typed-cache")
+    out = {}
+    for name, path in FILES.items():
+        table = open_source(str(path), cache_dir=str(cache)).profile.table
+        assert table is not None, f"no table was built for {path}"
+        con = duckdb.connect(table["path"], read_only=True)
+        con.execute("SET TimeZone = 'UTC'")  # as the worker's sql() connection has it
+        out[name] = (table, con)
+    yield out
+    for _, con in out.values():
+        con.close()
+
+
+def _rows(con: Any, query: str) -> list[tuple[Any, ...]]:
+    """The rows of a query, floats rounded: two sums of the same doubles may differ in the last bit."""
+    return [
+        tuple(round(v, 6) if isinstance(v, float) else v for v in row)
+        for row in con.execute(query).fetchall()
+    ]
+
+
+def _branches(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The schema's branches by the ops they take."""
+    out = {}
+    for branch in schema["anyOf"]:
+        op = branch["properties"]["op"]
+        for name in op.get("enum", [op.get("const")]):
+            out[name] = branch
+    return out
+
+
+# --------------------------------------------------------------------------- the schema
+
+
+def _expected_columns(name: str, table: dict[str, Any]) -> list[str]:
+    """The columns an action may name, found independently: the table's own for a log or a CSV;
+    for JSON lines, the records' scalar keys and the scalar fields of their objects."""
+    if name != "jsonl":
+        return [n for n, _ in table["columns"]]
+    first = json.loads(FILES[name].read_text().splitlines()[0])
+    out = ["line_no", "line"]
+    for key, value in first.items():
+        if isinstance(value, dict):
+            out += [f"{key}.{k}" for k, v in value.items() if isinstance(v, int | float | str | bool)]
+        elif not isinstance(value, list):
+            out.append(key)
+    return out
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_the_schema_names_exactly_the_tables_columns(tables: dict, name: str) -> None:
+    table, _ = tables[name]
+    schema = action_schema(table)
+    Draft202012Validator.check_schema(schema)
+    branches = _branches(schema)
+    expected = _expected_columns(name, table)
+    assert branches["count_distinct"]["properties"]["column"]["enum"] == expected
+    assert branches["rows"]["properties"]["columns"]["items"]["enum"] == expected
+    numbers = branches["sum"]["properties"]["column"]["enum"]
+    assert numbers == _expected_numbers(name, table)
+    assert "line" not in numbers and all(n in expected for n in numbers)
+    groups = [b["properties"] for b in schema["anyOf"] if b["properties"]["op"] == {"const": "group"}]
+    assert groups[0]["by"]["enum"] == expected and "bucket" not in groups[0]
+    assert all(g["column"]["enum"] == numbers for g in groups)
+    if name == "jsonl":  # no time column: no time buckets offered
+        assert len(groups) == 1
+    else:
+        times = [n for n, t in table["columns"] if t.startswith("TIMESTAMP")]
+        assert len(groups) == 2 and groups[1]["by"]["enum"] == times
+        assert groups[1]["bucket"]["enum"] == ["minute", "hour", "day", "month"]
+
+
+def _expected_numbers(name: str, table: dict[str, Any]) -> list[str]:
+    """The number columns, found independently: by DuckDB type, or by the JSON records' values."""
+    if name != "jsonl":
+        return [n for n, t in table["columns"] if t in ("BIGINT", "INTEGER", "DOUBLE")]
+    first = json.loads(FILES[name].read_text().splitlines()[0])
+    flat = {"line_no": 1}
+    for key, value in first.items():
+        if isinstance(value, dict):
+            flat.update({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            flat[key] = value
+    return [k for k, v in flat.items() if isinstance(v, int | float) and not isinstance(v, bool)]
+
+
+@pytest.mark.parametrize("name", ["apache", "csv"])
+def test_a_column_known_whole_takes_only_its_values(tables: dict, name: str) -> None:
+    table, con = tables[name]
+    filters = _branches(action_schema(table))["count"]["properties"]["where"]["items"]["anyOf"]
+    whole = {b["properties"]["column"]["const"]: b for b in filters if "const" in b["properties"]["column"]}
+    listed = {c: v for c, v in table["values"].items() if len(v) < VOCABULARY}
+    assert listed and set(whole) == set(listed)
+    for column, branch in whole.items():
+        held = {
+            r[0]
+            for r in con.execute(
+                f'SELECT DISTINCT "{column}" FROM log WHERE "{column}" IS NOT NULL'
+            ).fetchall()
+        }
+        assert set(branch["properties"]["value"]["enum"]) == held
+        assert branch["properties"]["cmp"]["enum"] == ["=", "!="]
+        # `=` on it is no longer open to any value
+        open_eq = [
+            b
+            for b in filters
+            if b["properties"]["cmp"]["enum"] == ["=", "!="] and "enum" in b["properties"]["column"]
+        ]
+        assert all(column not in b["properties"]["column"]["enum"] for b in open_eq)
+
+
+_GRAMMAR_KEYWORDS = {
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "enum",
+    "const",
+    "anyOf",
+    "items",
+    "minItems",
+    "maxItems",
+    "minimum",
+    "maximum",
+}
+
+
+def _keywords(node: Any, found: set[str]) -> None:
+    if isinstance(node, list):
+        for item in node:
+            _keywords(item, found)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            found.add(key)
+            if key == "properties":
+                for field in value.values():
+                    _keywords(field, found)
+            elif key not in ("enum", "const", "required"):
+                _keywords(value, found)
+        if "properties" in node:
+            assert node.get("additionalProperties") is False and node.get("type") == "object"
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_the_schema_keeps_to_what_llama_cpp_compiles_to_a_grammar(tables: dict, name: str) -> None:
+    found: set[str] = set()
+    schema = action_schema(tables[name][0])
+    _keywords(schema, found)
+    assert found <= _GRAMMAR_KEYWORDS, found - _GRAMMAR_KEYWORDS
+    assert len(json.dumps(schema, separators=(",", ":"))) < 20_000  # compiled by the server every turn
+
+
+# --------------------------------------------------------------------------- the schema and the checks agree
+
+GOOD = {
+    "apache": [
+        {"op": "count", "where": [{"column": "status", "cmp": "=", "value": 404}]},
+        {"op": "count", "where": [{"column": "status", "cmp": ">=", "value": 500}]},
+        {
+            "op": "top",
+            "column": "path",
+            "k": 50,
+            "where": [{"column": "agent", "cmp": "contains", "value": "bot"}],
+        },
+        {"op": "group", "by": "ts", "bucket": "minute", "agg": "max", "column": "bytes", "order": "most"},
+        {"op": "rows", "columns": ["ts", "ip"], "order_by": "bytes", "take": "last"},
+        {"op": "grep", "pattern": "x", "max_matches": 5, "ignore_case": True},
+        {"op": "peek", "start": 3, "length": 100},
+        {"op": "final", "answer": "35"},
+    ],
+    "csv": [
+        {"op": "avg", "column": "fare", "where": [{"column": "payment", "cmp": "!=", "value": "cash"}]},
+        {"op": "max", "column": "pickup"},
+        {"op": "count", "where": [{"column": "pickup_zone", "cmp": "starts_with", "value": "Upper"}]},
+    ],
+    "jsonl": [
+        {"op": "sum", "column": "connections.accepted"},
+        {"op": "count", "where": [{"column": "address", "cmp": "=", "value": "206.251.255.64"}]},
+    ],
+}
+BAD = {
+    "apache": [
+        ({"op": "top", "column": "nope"}, "no column 'nope'; the columns are: line_no, line, ip, "),
+        ({"op": "count", "where": [{"column": "nope", "cmp": "=", "value": 1}]}, "no column 'nope'"),
+        ({"op": "sum", "column": "path"}, "sum needs a number column; 'path' is text (VARCHAR)"),
+        (
+            {"op": "count", "where": [{"column": "status", "cmp": "=", "value": 500}]},
+            "no line has status 500; status holds only: 200, 301, 304, 404, 206",
+        ),
+        (
+            {"op": "count", "where": [{"column": "status", "cmp": "contains", "value": "40"}]},
+            "'contains' works on text",
+        ),
+        (
+            {"op": "count", "where": [{"column": "path", "cmp": ">", "value": "a"}]},
+            "'path' is text; compare it with",
+        ),
+        (
+            {"op": "group", "by": "status", "bucket": "hour"},
+            "bucket needs a time or date column; 'status' is number",
+        ),
+        (
+            {"op": "group", "by": "ip", "agg": "sum", "column": "path"},
+            "agg sum needs a number column; 'path' is text",
+        ),
+        ({"op": "count", "column": "ip"}, '"count" takes only: op, where; not "column"'),
+        ({"op": "top", "column": "ip", "k": 0}, '"k" must be at least 1'),
+        ({"op": "median", "column": "bytes"}, "unknown op 'median'; the ops are: count, count_distinct"),
+        ({"op": "rows", "columns": []}, '"columns" must be a list of column names'),
+        ({"op": "count", "where": [{"column": "ip", "cmp": "=", "value": "1"}] * 5}, "at most 4 filters"),
+    ],
+    "csv": [
+        (
+            {"op": "count", "where": [{"column": "color", "cmp": "=", "value": "blue"}]},
+            "color holds only: 'yellow', 'green'",
+        ),
+        ({"op": "avg", "column": "pickup"}, "avg needs a number column; 'pickup' is time (TIMESTAMP)"),
+    ],
+    "jsonl": [
+        (
+            {"op": "sum", "column": "connections"},
+            "'connections' holds fields; name one of them: connections.accepted",
+        ),
+        ({"op": "group", "by": "timestamp", "bucket": "day"}, "the time or date columns are: (none)"),
+    ],
+}
+
+
+# What the grammar's subset cannot say (how a time is written) only the checks refuse.
+CHECKS_ONLY = [
+    (
+        {"op": "count", "where": [{"column": "pickup", "cmp": ">=", "value": "2019-03-05T10:00:00+02:00"}]},
+        "'pickup' holds times without a time zone (TIMESTAMP); give the time without one",
+    ),
+    (
+        {"op": "count", "where": [{"column": "pickup", "cmp": ">=", "value": "yesterday"}]},
+        "'yesterday' is not a time 'pickup' can compare; a time is written like",
+    ),
+    (
+        {"op": "count", "where": [{"column": "fare", "cmp": ">", "value": "a lot"}]},
+        "'fare' is a number column (DOUBLE); give a number, not 'a lot'",
+    ),
+]
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_the_schema_and_the_checks_accept_the_same_good_actions(tables: dict, name: str) -> None:
+    table, _ = tables[name]
+    validator = Draft202012Validator(action_schema(table))
+    good = GOOD[name] + [action for _, action in examples(table)]
+    for action in good:
+        errors = list(validator.iter_errors(action))
+        assert not errors, (action, errors[0].message)
+        assert isinstance(to_action(json.dumps(action), table), Action), action
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_the_schema_and_the_checks_refuse_the_same_bad_actions_saying_why(tables: dict, name: str) -> None:
+    table, _ = tables[name]
+    validator = Draft202012Validator(action_schema(table))
+    for action, says in BAD[name]:
+        assert not validator.is_valid(action), action
+        result = to_action(json.dumps(action), table)
+        assert isinstance(result, ParseError) and says in result.message, (action, result)
+    if name == "csv":
+        for action, says in CHECKS_ONLY:
+            result = to_action(json.dumps(action), table)
+            assert isinstance(result, ParseError) and says in result.message, (action, result)
+
+
+def test_an_unknown_column_is_told_with_the_columns_there_are(tables: dict) -> None:
+    table, _ = tables["apache"]
+    result = to_action('{"op": "count_distinct", "column": "client"}', table)
+    names = ", ".join(n for n, _ in table["columns"])
+    assert isinstance(result, ParseError)
+    assert result.message == f"no column 'client'; the columns are: {names}"
+
+
+def test_what_is_unambiguous_is_taken_as_meant(tables: dict) -> None:
+    table, _ = tables["apache"]
+    # "404" for a number, "get" for the one value GET, a k past the maximum brought down to it
+    sql = compile_sql(
+        {
+            "op": "top",
+            "column": "ip",
+            "k": 500,
+            "where": [
+                {"column": "status", "cmp": "=", "value": "404"},
+                {"column": "method", "cmp": "=", "value": "get"},
+            ],
+        },
+        table,
+    )
+    assert '"status" = 404 AND "method" = \'GET\'' in sql and sql.endswith("LIMIT 50")
+    with pytest.raises(ValueError, match="is not a query"):
+        compile_sql({"op": "peek", "start": 1}, table)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '```json\n{"op": "count"}\n```',
+        'I will count the lines.\n{"op": "count"}\nThat is all.',
+        '[{"op": "count"}]',
+    ],
+)
+def test_a_reply_with_fences_or_words_around_its_json_is_read(tables: dict, reply: str) -> None:
+    action = to_action(reply, tables["apache"][0])
+    assert isinstance(action, Action) and action.name == "execute"
+    assert action.args["code"] == "result = sql('SELECT count(*) AS \"count\" FROM log')\nprint(result)"
+
+
+def test_a_reply_that_is_not_one_json_action_is_told_so(tables: dict) -> None:
+    table, _ = tables["apache"]
+    for reply, says in [
+        ("", "your reply was empty"),
+        ("count the 404s", "no JSON object in your reply"),
+        ('{"op": "count",}', "not valid JSON"),
+        ('{"op": "count", "where": [{"column": "ip", "cmp": "=", "value": "1"}]', "not valid JSON"),
+        ('{"column": "ip"}', 'missing "op"'),
+    ]:
+        result = to_action(reply, table)
+        assert isinstance(result, ParseError) and says in result.message, (reply, result)
+
+
+def test_grep_peek_and_final_are_the_existing_actions(tables: dict) -> None:
+    table, _ = tables["apache"]
+    assert to_action('{"op": "grep", "pattern": " 404 "}', table) == Action(
+        "grep", {"pattern": " 404 ", "max_matches": 50, "ignore_case": False}
+    )
+    assert to_action('{"op": "peek", "start": 7}', table) == Action(
+        "peek", {"start": 7, "length": 20, "unit": "lines"}
+    )
+    assert to_action('{"op": "final", "answer": "35"}', table) == Action("final", {"answer": "35"})
+    empty = to_action('{"op": "grep", "pattern": ""}', table)
+    assert isinstance(empty, ParseError) and "must not be empty" in empty.message
+
+
+# --------------------------------------------------------------------------- compiled SQL = SQL by hand
+
+SAME_ROWS = {
+    "apache": [
+        (
+            {
+                "op": "count",
+                "where": [
+                    {"column": "status", "cmp": ">=", "value": 400},
+                    {"column": "method", "cmp": "=", "value": "GET"},
+                ],
+            },
+            "SELECT count(*) FROM log WHERE status >= 400 AND method = 'GET'",
+        ),
+        (
+            {
+                "op": "count",
+                "where": [
+                    {"column": "ts", "cmp": ">=", "value": "2015-05-17 12:00"},
+                    {"column": "ts", "cmp": "<", "value": "2015-05-17 13:00"},
+                ],
+            },
+            "SELECT count(*) FROM log WHERE ts >= TIMESTAMPTZ '2015-05-17 12:00:00+00' AND ts < TIMESTAMPTZ '2015-05-17 13:00:00+00'",
+        ),
+        (
+            # a time with its zone, and a time as the log writes it: the same instant in UTC
+            {
+                "op": "count",
+                "where": [
+                    {"column": "ts", "cmp": ">=", "value": "2015-05-17T14:00:00+02:00"},
+                    {"column": "ts", "cmp": "<", "value": "[17/May/2015:13:30:00 +0000]"},
+                ],
+            },
+            "SELECT count(*) FROM log WHERE ts >= TIMESTAMPTZ '2015-05-17 12:00:00+00' "
+            "AND ts < TIMESTAMPTZ '2015-05-17 13:30:00+00'",
+        ),
+        (
+            {"op": "count", "where": [{"column": "ts", "cmp": "<=", "value": "2015-05-17 10:05"}]},
+            "SELECT count(*) FROM log WHERE ts < TIMESTAMPTZ '2015-05-17 10:06:00+00'",
+        ),
+        (
+            {"op": "count", "where": [{"column": "ts", "cmp": "=", "value": "2015-05-18"}]},
+            "SELECT count(*) FROM log WHERE CAST(ts AS DATE) = DATE '2015-05-18'",
+        ),
+        (
+            {
+                "op": "count_distinct",
+                "column": "ip",
+                "where": [{"column": "status", "cmp": "=", "value": 404}],
+            },
+            "SELECT count(DISTINCT ip) FROM log WHERE status = 404",
+        ),
+        (
+            {
+                "op": "top",
+                "column": "path",
+                "k": 5,
+                "where": [{"column": "agent", "cmp": "contains", "value": "GoogleBot"}],
+            },
+            "SELECT path, count(*) AS n FROM log WHERE path IS NOT NULL AND lower(agent) LIKE '%googlebot%' "
+            "GROUP BY path ORDER BY n DESC, path LIMIT 5",
+        ),
+        (
+            {"op": "sum", "column": "bytes", "where": [{"column": "status", "cmp": "=", "value": 200}]},
+            "SELECT sum(bytes) FROM log WHERE status = 200",
+        ),
+        ({"op": "avg", "column": "bytes"}, "SELECT avg(bytes) FROM log"),
+        ({"op": "max", "column": "ts"}, "SELECT max(ts) FROM log"),
+        (
+            {"op": "group", "by": "ts", "bucket": "hour", "k": 50},
+            "SELECT date_trunc('hour', ts) AS h, count(*) FROM log WHERE ts IS NOT NULL GROUP BY h ORDER BY h LIMIT 50",
+        ),
+        (
+            {"op": "group", "by": "status", "agg": "sum", "column": "bytes"},
+            "SELECT status, count(*), sum(bytes) AS s FROM log WHERE status IS NOT NULL GROUP BY status "
+            "ORDER BY s DESC NULLS LAST, status LIMIT 20",
+        ),
+        (
+            {
+                "op": "rows",
+                "columns": ["ts", "path"],
+                "take": "last",
+                "k": 3,
+                "where": [{"column": "status", "cmp": "=", "value": 404}],
+            },
+            "SELECT line_no, ts, path FROM log WHERE status = 404 ORDER BY line_no DESC LIMIT 3",
+        ),
+    ],
+    "csv": [
+        (
+            {
+                "op": "count",
+                "where": [
+                    {"column": "pickup_borough", "cmp": "=", "value": "Queens"},
+                    {"column": "payment", "cmp": "=", "value": "cash"},
+                ],
+            },
+            "SELECT count(*) FROM log WHERE pickup_borough = 'Queens' AND payment = 'cash'",
+        ),
+        (
+            {"op": "count", "where": [{"column": "pickup", "cmp": "=", "value": "2019-03-05"}]},
+            "SELECT count(*) FROM log WHERE CAST(pickup AS DATE) = DATE '2019-03-05'",
+        ),
+        (
+            {"op": "count", "where": [{"column": "pickup", "cmp": ">", "value": "2019-03-30"}]},
+            "SELECT count(*) FROM log WHERE pickup >= TIMESTAMP '2019-03-31 00:00:00'",
+        ),
+        (
+            {
+                "op": "count_distinct",
+                "column": "pickup_zone",
+                "where": [{"column": "color", "cmp": "=", "value": "green"}],
+            },
+            "SELECT count(DISTINCT pickup_zone) FROM log WHERE color = 'green'",
+        ),
+        (
+            {
+                "op": "top",
+                "column": "dropoff_zone",
+                "k": 3,
+                "where": [{"column": "pickup_borough", "cmp": "=", "value": "Manhattan"}],
+            },
+            "SELECT dropoff_zone, count(*) AS n FROM log WHERE dropoff_zone IS NOT NULL AND pickup_borough = 'Manhattan' "
+            "GROUP BY dropoff_zone ORDER BY n DESC, dropoff_zone LIMIT 3",
+        ),
+        (
+            {
+                "op": "sum",
+                "column": "tip",
+                "where": [{"column": "payment", "cmp": "=", "value": "credit card"}],
+            },
+            "SELECT sum(tip) FROM log WHERE payment = 'credit card'",
+        ),
+        ({"op": "avg", "column": "fare"}, "SELECT avg(fare) FROM log"),
+        (
+            # the header line and the rides with no payment have none: NULL is never a value
+            {
+                "op": "top",
+                "column": "payment",
+                "k": 50,
+                "where": [{"column": "color", "cmp": "!=", "value": "green"}],
+            },
+            "SELECT payment, count(*) AS n FROM log WHERE payment IS NOT NULL AND color <> 'green' "
+            "GROUP BY payment ORDER BY n DESC, payment LIMIT 50",
+        ),
+        (
+            {"op": "group", "by": "pickup", "bucket": "day", "k": 50},
+            "SELECT date_trunc('day', pickup) AS d, count(*) FROM log WHERE pickup IS NOT NULL GROUP BY d ORDER BY d LIMIT 50",
+        ),
+        (
+            {"op": "group", "by": "payment", "agg": "avg", "column": "tip", "order": "least"},
+            "SELECT payment, count(*), avg(tip) AS a FROM log WHERE payment IS NOT NULL GROUP BY payment "
+            "ORDER BY a ASC NULLS LAST, payment LIMIT 20",
+        ),
+        (
+            {"op": "rows", "columns": ["pickup", "fare"], "order_by": "fare", "take": "last", "k": 3},
+            "SELECT line_no, pickup, fare FROM log ORDER BY fare DESC NULLS LAST, line_no DESC LIMIT 3",
+        ),
+    ],
+    "jsonl": [
+        (
+            {
+                "op": "count",
+                "where": [
+                    {"column": "address", "cmp": "=", "value": "206.251.255.64"},
+                    {"column": "pid", "cmp": ">", "value": 64856},
+                ],
+            },
+            "SELECT count(*) FROM log WHERE address = '206.251.255.64' AND pid > 64856",
+        ),
+        ({"op": "count_distinct", "column": "pid"}, "SELECT count(DISTINCT pid) FROM log"),
+        (
+            {"op": "top", "column": "pid", "k": 3},
+            "SELECT pid, count(*) AS n FROM log WHERE pid IS NOT NULL GROUP BY pid ORDER BY n DESC, pid LIMIT 3",
+        ),
+        ({"op": "max", "column": "connections.accepted"}, "SELECT max(connections.accepted) FROM log"),
+        ({"op": "avg", "column": "requests.current"}, 'SELECT avg(requests."current") FROM log'),
+        (
+            {"op": "group", "by": "pid", "agg": "max", "column": "connections.active"},
+            "SELECT pid, count(*), max(connections.active) AS m FROM log WHERE pid IS NOT NULL GROUP BY pid "
+            "ORDER BY m DESC NULLS LAST, pid LIMIT 20",
+        ),
+        (
+            {"op": "rows", "columns": ["timestamp", "requests.total"], "take": "last", "k": 2},
+            'SELECT line_no, "timestamp", requests.total FROM log ORDER BY line_no DESC LIMIT 2',
+        ),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_compiled_actions_give_the_rows_of_the_sql_written_by_hand(tables: dict, name: str) -> None:
+    table, con = tables[name]
+    for action, by_hand in SAME_ROWS[name]:
+        compiled = compile_sql(action, table)
+        expected = _rows(con, by_hand)
+        assert expected and expected != [(0,)] and expected != [(None,)], by_hand  # a check that can tell
+        assert _rows(con, compiled) == expected, (action, compiled)
+        # deterministic: the same action, the same text
+        assert compile_sql(json.loads(json.dumps(action)), table) == compiled
+
+
+def test_a_value_with_quotes_survives_into_the_query(tables: dict) -> None:
+    table, _ = tables["apache"]
+    value = 'it\'s "odd" \\ and\nnew'
+    action = {"op": "count", "where": [{"column": "path", "cmp": "=", "value": value}]}
+    result = to_action(json.dumps(action), table)
+    assert isinstance(result, Action) and result.name == "execute"
+    tree = ast.parse(result.args["code"])
+    assert [type(node) for node in tree.body] == [ast.Assign, ast.Expr]
+    call = tree.body[0].value
+    assert isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "sql"
+    query = ast.literal_eval(call.args[0])
+    assert query == compile_sql(action, table)
+    # The query finds exactly the row that holds the value: a table of its own, with that path.
+    with duckdb.connect() as con:
+        con.execute("CREATE TABLE log AS SELECT 1 AS line_no, ? AS path UNION ALL SELECT 2, 'it'", [value])
+        assert con.execute(query).fetchall() == [(1,)]
+
+
+# --------------------------------------------------------------------------- the model's lines
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_the_description_has_an_example_of_each_shape_on_this_tables_columns(tables: dict, name: str) -> None:
+    table, _ = tables[name]
+    text = describe_actions(table)
+    assert len(text) < 1400, len(text)  # about 350 tokens of a 4,096-token window
+    shown = [json.loads(line[line.index("{") :]) for line in text.splitlines()[1:-2]]
+    assert [a for _, a in examples(table)] == shown
+    ops = {a["op"] for a in shown}
+    assert {"count", "count_distinct", "top", "sum", "group", "rows", "grep", "peek", "final"} <= ops
+    names = {n for n, _ in table["columns"]} | set(_expected_columns(name, table))
+    for action in shown:
+        named = [action.get("column"), action.get("by"), *action.get("columns", [])]
+        named += [f["column"] for f in action.get("where", [])]
+        assert all(n in names for n in named if n is not None), action
+        assert isinstance(to_action(json.dumps(action), table), Action), action
+
+
+def test_a_table_of_plain_lines_still_has_every_shape_it_can(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("".join(f"note {i % 7} written freely\n" for i in range(300)))
+    table = open_source(str(path), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None and [n for n, _ in table["columns"]] == ["line_no", "line"]
+    validator = Draft202012Validator(action_schema(table))
+    shown = [a for _, a in examples(table)]
+    assert {a["op"] for a in shown} == {
+        "count",
+        "count_distinct",
+        "top",
+        "group",
+        "rows",
+        "grep",
+        "peek",
+        "final",
+    }
+    for action in shown:
+        assert validator.is_valid(action) and isinstance(to_action(json.dumps(action), table), Action), action
+    with duckdb.connect(table["path"], read_only=True) as con:
+        top = _rows(con, compile_sql({"op": "top", "column": "line", "k": 2}, table))
+    assert top == [("note 0 written freely", 43), ("note 1 written freely", 43)]
+
+
+# --------------------------------------------------------------------------- in the real worker
+
+
+def test_a_compiled_cell_runs_in_the_real_worker() -> None:
+    base = Path(tempfile.mkdtemp(prefix="rlm-typed-"))
+    try:
+        os.chmod(base, 0o755)  # the worker drops root to nobody
+        data = base / "access.log"
+        shutil.copy(FILES["apache"], data)
+        os.chmod(data, 0o644)
+        sandbox = product_worker(data, base / "cache")
+        try:
+            table = open_source(str(data), cache_dir=str(base / "cache")).profile.table
+            assert table is not None
+            for action, says in [
+                ({"op": "count", "where": [{"column": "status", "cmp": "=", "value": 404}]}, "35"),
+                ({"op": "top", "column": "method"}, "GET    | 1993"),
+            ]:
+                cell = to_action(json.dumps(action), table)
+                assert isinstance(cell, Action) and cell.name == "execute"
+                kind, reply = exec_cell(sandbox, cell.args["code"], wall=20, cpu=5)
+                assert kind == "reply" and reply["error"] is None, reply
+                assert says in reply["output"], reply["output"]
+        finally:
+            sandbox.kill()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -1,0 +1,93 @@
+"""`--protocol typed` through the CLI over real HTTP: the schema built from the table goes to the
+server as the reply's format, each JSON reply is checked and compiled to a query, and a column the
+table lacks comes back to the model as words it can act on."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from conftest import latest_trace, run_cli
+from openai_stub import OpenAIStub
+
+
+def _strings(node: Any) -> set[str]:
+    """Every string an enum or const of the schema allows."""
+    found: set[str] = set()
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "enum":
+                found |= {v for v in value if isinstance(v, str)}
+            elif key == "const" and isinstance(value, str):
+                found.add(value)
+            else:
+                found |= _strings(value)
+    elif isinstance(node, list):
+        for item in node:
+            found |= _strings(item)
+    return found
+
+
+def _ask(stub: OpenAIStub, path: Path, question: str, cwd: Path) -> Any:
+    return run_cli(
+        ["ask", str(path), question, "-m", "openai/stub", "--api-base", stub.api_base, "--protocol", "typed"],
+        cwd=cwd,
+    )
+
+
+def test_a_typed_action_is_held_to_the_tables_schema_and_runs_as_a_query(
+    tmp_path: Path, apache_log: Path
+) -> None:
+    lines = apache_log.read_text().splitlines()
+    not_found = sum(1 for line in lines if re.search(r'" 404 ', line))
+    replies = [
+        json.dumps({"op": "count", "where": [{"column": "status", "cmp": "=", "value": 404}]}),
+        json.dumps({"op": "final", "answer": str(not_found)}),
+        json.dumps({"answer": str(not_found), "citations": ["F1"]}),
+    ]
+    with OpenAIStub(replies) as stub:
+        proc = _ask(stub, apache_log, "how many requests were answered 404?", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(not_found)
+
+    first = stub.requests[0]["body"]
+    schema = first["response_format"]["json_schema"]["schema"]
+    assert first["response_format"]["type"] == "json_schema"
+    allowed = _strings(schema)
+    # The columns the model may name are the table's, and only those.
+    assert {"status", "ip", "path", "method"} <= allowed and "country" not in allowed
+    assert {"count", "top", "group", "rows", "grep", "peek", "final"} <= allowed
+    system = first["messages"][0]["content"]
+    assert "JSON" in system and "```python" not in system  # no free code is asked of the model
+    # ... nor shown: the profile's example queries are for code, which this model cannot run.
+    assert "Examples, inside execute" not in first["messages"][1]["content"]
+    assert "tools" not in first
+
+    step = latest_trace(tmp_path)["steps"][0]
+    assert step["action"]["name"] == "execute"
+    assert "SELECT count(*)" in step["action"]["args"]["code"] and "404" in step["action"]["args"]["code"]
+    # The query's rows reach the model as the next turn's observation.
+    assert f"{not_found}" in stub.requests[1]["body"]["messages"][-1]["content"]
+
+
+def test_a_column_the_table_lacks_is_refused_in_words_the_model_can_act_on(
+    tmp_path: Path, apache_log: Path
+) -> None:
+    ips = {line.split()[0] for line in apache_log.read_text().splitlines()}
+    replies = [
+        json.dumps({"op": "count_distinct", "column": "country"}),
+        json.dumps({"op": "count_distinct", "column": "ip"}),
+        json.dumps({"op": "final", "answer": str(len(ips))}),
+        json.dumps({"answer": str(len(ips)), "citations": ["F1"]}),
+    ]
+    with OpenAIStub(replies) as stub:
+        proc = _ask(stub, apache_log, "how many different clients?", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(len(ips))
+    refusal = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "country" in refusal and "ip" in refusal  # what was wrong, and the columns there are
+    steps = latest_trace(tmp_path)["steps"]
+    assert steps[0]["action"] is None or steps[0]["action"]["name"] != "execute"
+    assert steps[1]["action"]["name"] == "execute"
