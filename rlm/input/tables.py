@@ -18,6 +18,7 @@ import stat
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from rlm.input.tablecopy import copy_for_duckdb, cut_long_lines, has_cr, head_has_cr
@@ -37,7 +38,7 @@ __all__ = [
     "table_paths",
 ]
 
-TABLE_VERSION = 6  # 2: a log stored in parts, current storage format; 3: common values; 4: sshd login events name their method; 5: example queries; 6: up to 40 values a column
+TABLE_VERSION = 7  # 2: a log stored in parts, current storage format; 3: common values; 4: sshd login events name their method; 5: example queries; 6: up to 40 values a column; 7: a CSV's header and blank JSON lines are not rows
 # A build's work folder in the cache (rlm.privatefiles.private_workdir): the sweep of the cache
 # folder (rlm.input.cachedir) removes those a killed process left.
 BUILD_PREFIX = "rlm-build-"
@@ -97,8 +98,9 @@ def ensure_table(
 ) -> dict[str, Any] | None:
     """The description of `path`'s table, built now unless the cache holds it; None when DuckDB is missing.
 
-    The description is a dict: path, format, columns [[name, type]], rows,
-    parsed, examples, note, values, build_s. Raises TableError when the build fails.
+    The description is a dict: path, format, columns [[name, type]], rows (what
+    `count(*)` over `log` gives: its records), parsed, not_rows (the lines `log` leaves
+    out, in words), examples, note, values, build_s. Raises TableError when the build fails.
     With no cache (`cache_base` None, or a cache that cannot be written) the table is a
     private temp file the Source removes (`owned`). A cached table found damaged is said
     in `warnings` and built anew. `cut`: lines to store cut (see build_table).
@@ -176,6 +178,7 @@ def _is_description(info: Any) -> bool:
         and isinstance(info.get("values") or {}, dict)
         and isinstance(info.get("examples") or [], list)
         and isinstance(info.get("note") or "", str)
+        and isinstance(info.get("not_rows") or "", str)
     )
 
 
@@ -279,7 +282,7 @@ def build_table(
         else:
             source = path
         try:
-            columns, parsed, rows, note = _build(duckdb, fmt, source, tmp_db, work, n_lines, parts=parts)
+            built = _build(duckdb, fmt, source, tmp_db, work, n_lines, parts=parts)
         except duckdb.OutOfMemoryException:
             # Wide rows (JSON objects with hundreds of nested fields: a row group holds a
             # buffer per field) need more than the cap: once more at four times it, with as
@@ -287,7 +290,7 @@ def build_table(
             # its batches until their turn): on a 1 GB JSON lines file of NGINX Plus status
             # objects, 640 MB ran out with two threads and built in 10 s with one.
             _remove_db(tmp_db)
-            columns, parsed, rows, note = _build(
+            built = _build(
                 duckdb,
                 fmt,
                 source,
@@ -299,13 +302,14 @@ def build_table(
                 # the first attempt's threads: more would buy ordered batches that run out again
                 threads=_build_threads(_build_memory_mb()),
             )
-        if rows != n_lines and source == path and has_cr(path):
+        if built.lines != n_lines and source == path and has_cr(path):
             _remove_db(tmp_db)
             source = copy_for_duckdb(path, work, None)
-            columns, parsed, rows, note = _build(duckdb, fmt, source, tmp_db, work, n_lines, parts=parts)
-        if rows != n_lines:
-            raise TableError(f"the table has {rows:,} rows but the file {n_lines:,} lines")
+            built = _build(duckdb, fmt, source, tmp_db, work, n_lines, parts=parts)
+        if built.lines != n_lines:
+            raise TableError(f"the table has {built.lines:,} lines but the file {n_lines:,}")
         publish_private(tmp_db, db_path)  # 0600 before it has its name
+        columns = built.columns
         values, examples = _what_columns_hold(duckdb, db_path, columns, fmt)
     except Exception as exc:
         # DuckDB answers a Ctrl-C or SIGTERM that lands inside a query with an error of its
@@ -322,10 +326,11 @@ def build_table(
         "path": db_path,
         "format": fmt.name if columns else "text",
         "columns": [["line_no", "BIGINT"], ["line", "VARCHAR"], *[[n, t] for n, t in columns]],
-        "rows": rows,
-        "parsed": parsed,
+        "rows": built.rows,
+        "parsed": built.parsed,
+        "not_rows": built.not_rows,
         "examples": examples,
-        "note": _with_cut_note(note, cut),
+        "note": _with_cut_note(built.note, cut),
         "values": values,
         "build_s": round(time.perf_counter() - started, 3),
     }
@@ -381,8 +386,8 @@ def _build(
     memory_mb: int = 0,
     parts: int | None = None,
     threads: int = 0,
-) -> tuple[list[tuple[str, str]], int, int, str | None]:
-    """Create `log` in a new database `tmp_db`: (columns, lines parsed, rows, note)."""
+) -> _Built:
+    """Create `log` in a new database `tmp_db`."""
     memory_mb = memory_mb or _build_memory_mb()
     # A log's parts are single-threaded queries run side by side (each client thread runs its
     # own query); CSV and JSON lines use DuckDB's threads.
@@ -410,10 +415,45 @@ def _build(
         columns, parsed = _create_log(con, fmt, source, n_lines, n_parts)
         if isinstance(parsed, str):  # the format's columns could not be parsed: say why
             note, parsed = parsed, 0
-        rows = con.execute("SELECT count(*) FROM log").fetchone()[0]
+        lines = con.execute("SELECT count(*) FROM log").fetchone()[0]
+        not_rows = _data_rows_only(con, fmt, parsed) if columns else None
+        rows = con.execute("SELECT count(*) FROM log").fetchone()[0] if not_rows else lines
     finally:
         con.close()
-    return columns, parsed, rows, note
+    return _Built(columns, parsed, lines, rows, note, not_rows)
+
+
+@dataclass(frozen=True)
+class _Built:
+    columns: list[tuple[str, str]]
+    parsed: int  # lines (or records) whose fields were parsed
+    lines: int  # the file's lines the database holds (`log_lines` where some are not rows)
+    rows: int  # `SELECT count(*) FROM log`
+    note: str | None
+    not_rows: str | None  # which lines `log` leaves out, in words, or None
+
+
+def _data_rows_only(con: Any, fmt: Any, parsed: int) -> str | None:
+    """Leave out of `log` the lines that hold no record, so that `count(*)` counts records:
+    a CSV's header (and the blank lines after its last record), a JSON-lines file's blank
+    lines. Every line stays in `log_lines` (and in context_lines); line_no keeps the file's
+    numbering. Returns which lines were left out, in words, or None when none were."""
+    if fmt.kind == "csv":
+        con.execute("ALTER TABLE log RENAME TO log_lines")
+        con.execute(f"CREATE VIEW log AS SELECT * FROM log_lines WHERE line_no BETWEEN 2 AND {parsed + 1}")
+        after = con.execute(f"SELECT count(*) FROM log_lines WHERE line_no > {parsed + 1}").fetchone()[0]
+        blank = (
+            f" and the {after:,} blank line{'s' if after != 1 else ''} after the last record" if after else ""
+        )
+        return f"line 1 (the header){blank}"
+    if fmt.kind == "jsonl":
+        blank = con.execute("SELECT count(*) FROM log_data WHERE trim(line) = ''").fetchone()[0]
+        if not blank:
+            return None
+        con.execute("CREATE VIEW log_lines AS SELECT rowid + 1 AS line_no, * FROM log_data")
+        con.execute("CREATE OR REPLACE VIEW log AS SELECT * FROM log_lines WHERE trim(line) <> ''")
+        return f"{blank:,} blank line{'s' if blank != 1 else ''}"
+    return None
 
 
 def _create_log(
@@ -657,9 +697,14 @@ def describe_table(info: dict[str, Any], max_chars: int = 420) -> str:
     if len(cols) > max_chars - 120:
         cols = cols[: max_chars - 121].rsplit(",", 1)[0] + ", …"
     rows, parsed = int(info["rows"]), int(info.get("parsed") or 0)
-    head = f"Table `log` ({info['format']}): {cols}."
+    # A count(*) is a count of records: the lines it leaves out are said where the model reads it.
+    not_rows = (
+        f"; a row is a record, not rows: {info['not_rows']} (in `log_lines`)" if info.get("not_rows") else ""
+    )
+    head = f"Table `log` ({info['format']}{not_rows}): {cols}."
     if len(info["columns"]) > 2:
-        head += f" {parsed:,} of {rows:,} lines parsed; the others have NULL fields."
+        others = "" if parsed == rows else "; the others have NULL fields"
+        head += f" {parsed:,} of {rows:,} rows parsed{others}."
     out = [head]
     if info.get("note"):
         out.append(f"Note: {info['note']}.")
