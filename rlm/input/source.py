@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 
 from rlm.errors import InputError
 from rlm.input.cachedir import CACHE_KEEP_DAYS, platform_cache_dir, prune_cache, resolve
+from rlm.input.compressed import codec_of, decompress, name_without_suffix
 from rlm.input.detect import FORMAT_HINTS, detect_format
 from rlm.input.snapshot import Identity, change_of
 from rlm.input.snapshot import fingerprint as snapshot_fingerprint
@@ -106,6 +107,10 @@ class Profile:
     # a private copy of its first bytes (it grew as it was read).
     identity: Identity | None = field(default=None, compare=False)
     snapshot: bool = False
+    # gzip, bzip2, xz or zstd for a compressed input (`size` is then the compressed file's), and
+    # the size of its plain bytes, which the run reads (rlm.input.compressed).
+    compression: str | None = None
+    plain_size: int = 0
 
     @property
     def sha256(self) -> str:
@@ -125,8 +130,11 @@ class Profile:
 
     def prompt_block(self, max_chars: int = 1200) -> str:
         """A compact description for a prompt, never longer than `max_chars`."""
+        size = _human_size(self.size)
+        if self.compression:
+            size = f"{size} {self.compression}-compressed, {_human_size(self.plain_size)} decompressed"
         facts = [
-            _human_size(self.size),
+            size,
             f"{self.lines:,} lines",
             f"format: {self.format}",
             f"encoding: {self.encoding}",
@@ -348,15 +356,23 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
     opened = Identity(
         st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, snapshot_fingerprint(path, st.st_size)
     )
-    with open(path, "rb") as fh:
-        head_bytes = fh.read(4)
-    encoding, codec, transcode = detect_encoding(head_bytes)
     fingerprint = _fingerprint(path, st.st_size)
     key = hashlib.sha256(
         f"v{_CACHE_VERSION}|{st.st_size}|{st.st_mtime_ns}|{fingerprint}|{digest or ''}".encode()
     ).hexdigest()[:32]
     cache = _Cache(cache_dir if cache_dir is not None else default_cache_dir(), key)
-    work_path = cache.transcoded(path, codec, owned) if transcode else path
+    with open(path, "rb") as fh:
+        head_bytes = fh.read(8)
+    # A compressed input (rlm.input.compressed) is read from its plain bytes, decompressed once
+    # into the cache under the compressed file's key: everything below reads those.
+    compression = codec_of(head_bytes)
+    plain_path = path
+    if compression is not None:
+        plain_path = cache.decompressed(path, compression, owned, display)
+        with open(plain_path, "rb") as fh:
+            head_bytes = fh.read(8)
+    encoding, codec, transcode = detect_encoding(head_bytes[:4])
+    work_path = cache.transcoded(plain_path, codec, owned) if transcode else plain_path
     facts = cache.load()
     index_path: str | None = None
     if facts is None or not cache.index_ok(os.path.getsize(work_path)):
@@ -376,7 +392,8 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
         binary = text.binary
         sample = [first_bytes(i) for i in range(min(n, 50))]
         table_sample = [first_bytes(i) for i in range(min(n, 200))]
-    fmt = "binary" if binary else detect_format(sample, display, head_bytes)
+    named = name_without_suffix(display) if compression else display  # access.log.gz: an access log
+    fmt = "binary" if binary else detect_format(sample, named, head_bytes[:4])
     table = None
     table_error: str | None = None
     # A file of records gets a table, its few lines over TABLE_LINE_MAX_BYTES cut there (one
@@ -412,11 +429,12 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
     # is read as it was indexed, from a private copy of those bytes (its table built again
     # from the copy when the growth broke the build).
     changed = change_of(path, opened)
-    if changed is not None and changed.how != "appended to":
+    # A compressed file that changed as it was read was decompressed from bytes of both versions.
+    if changed is not None and (changed.how != "appended to" or compression is not None):
         # What was built under the opened identity's key may hold the new bytes in part: it goes,
         # so that the old file, were it put back, gets a table of its own bytes.
         if cache.base is not None:
-            for built in (cache.index_path, cache.facts_path, *table_paths(cache.base)):
+            for built in (cache.index_path, cache.facts_path, cache.plain_path, *table_paths(cache.base)):
                 _remove_quietly(built)
         raise InputError(f"{display} was {changed.how} while it was being read: ask again once it is stable")
     snapshot = changed is not None and work_path == path
@@ -461,6 +479,8 @@ def _profile(path: str, display: str, digest: str | None, cache_dir: str | None,
         warnings=cache.warnings,
         identity=opened,
         snapshot=snapshot,
+        compression=compression,
+        plain_size=os.path.getsize(plain_path),
     )
 
 
@@ -640,6 +660,7 @@ class _Cache:
         self.base = os.path.join(folder, key) if folder is not None else None
         self.facts_path = f"{self.base}.json" if self.base else ""
         self.index_path = f"{self.base}.idx" if self.base else ""
+        self.plain_path = f"{self.base}.plain" if self.base else ""
 
     def _damaged(self, what: str, why: str) -> None:
         self.warnings.append(f"a damaged cache entry of this input was rebuilt ({what}: {why})")
@@ -698,6 +719,23 @@ class _Cache:
         private = _private_temp("rlm-utf8-", ".txt", owned)
         with open(private, "wb") as out:
             _transcode(path, codec, out)
+        return private
+
+    def decompressed(self, path: str, codec: str, owned: list[str], display: str) -> str:
+        """The plain bytes of a compressed input, decompressed once (streamed, a chunk at a
+        time); a later question finds them. Raises InputError when the input is damaged."""
+        if self.plain_path:
+            if _is_own_file(self.plain_path):
+                return self.plain_path
+            try:
+                with replace_private(self.plain_path) as out:
+                    decompress(path, codec, out, display=display)
+                return self.plain_path
+            except OSError:
+                pass  # an unwritable cache: a private temp file instead
+        private = _private_temp("rlm-plain-", ".txt", owned)
+        with open(private, "wb") as out:
+            decompress(path, codec, out, display=display)
         return private
 
     def store(self, starts: Any, size: int, flags: int, *, owned: list[str]) -> str:
