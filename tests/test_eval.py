@@ -301,3 +301,29 @@ def test_rlm_eval_counts_the_grounded_wrong_answers_strict_would_still_print(tmp
     assert (doc["passed"], doc["grounded"], doc["confident_wrong"]) == (0, 1, 1)
     assert "baseline" not in doc and "baseline" not in doc["tasks"][0]
     assert json.loads((tmp_path / doc["tasks"][0]["trace"]).read_text())["mode"] == "plain"
+
+
+def test_the_baseline_runs_after_every_task_file_by_file(tmp_path: Path) -> None:
+    """Consecutive baseline calls over one file share their prompt's start (its text), which a
+    model server's prompt cache keeps only while no other prompt comes between them."""
+    from types import SimpleNamespace
+
+    from rlm.cli.evaluate import run_tasks
+
+    tasks = [Task(i, Path(f), "q", 1, "number") for i, f in (("a", "x.log"), ("b", "y.log"), ("c", "x.log"))]
+    calls: list[str] = []
+
+    def arm(name: str):  # type: ignore[no-untyped-def]
+        def run(task: Task) -> SimpleNamespace:
+            calls.append(f"{name}:{task.id}")
+            return SimpleNamespace(
+                answer="1", status="final", steps=1, usage={}, trace_path=None, grounded=True
+            )
+
+        return run
+
+    results = run_tasks(tasks, arm("rlm"), baseline=arm("plain"))
+    assert calls == ["rlm:a", "rlm:b", "rlm:c", "plain:a", "plain:c", "plain:b"]
+    assert [r.id for r in results] == ["a", "b", "c"] and all(
+        r.baseline and r.baseline.passed for r in results
+    )

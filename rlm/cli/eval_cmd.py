@@ -42,7 +42,7 @@ def eval_command(
     """Run every task through the engine of `rlm ask` and score what it would print, strictly.
     Exit 0 when every task passed, 1 when some failed (the baseline's results do not count)."""
     from rlm.run.settings import load_settings
-    from rlm.run.wiring import run_ask
+    from rlm.run.wiring import run_ask, shared_local_server
 
     if baseline is not None and baseline not in BASELINES:
         print(f"rlm: --baseline must be one of {', '.join(BASELINES)}, not {baseline!r}", file=sys.stderr)
@@ -58,20 +58,34 @@ def eval_command(
     def progress(r: TaskResult) -> None:
         if not quiet:
             mark = "pass" if r.passed else "FAIL"
-            line = f"rlm eval: {visible(r.id)} {mark} ({r.seconds:.1f} s)"
-            if r.baseline is not None:
-                line += f" · plain {'pass' if r.baseline.passed else 'FAIL'} ({r.baseline.seconds:.1f} s)"
-            print(line, file=sys.stderr, flush=True)
+            print(f"rlm eval: {visible(r.id)} {mark} ({r.seconds:.1f} s)", file=sys.stderr, flush=True)
+
+    def progress_baseline(r: TaskResult) -> None:
+        if not quiet and r.baseline is not None:
+            mark = "pass" if r.baseline.passed else "FAIL"
+            print(
+                f"rlm eval: {visible(r.id)} plain {mark} ({r.baseline.seconds:.1f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     # The baseline arm: the same settings, the mode alone changed.
     plain = replace(settings, mode="plain")
     try:
-        results = run_tasks(
-            tasks,
-            lambda t: run_ask(settings, str(t.file), t.question),
-            progress,
-            baseline=(lambda t: run_ask(plain, str(t.file), t.question)) if baseline else None,
-        )
+        # One local model server for the whole evaluation, when the model is the local one.
+        with shared_local_server(settings) as local:
+            results = run_tasks(
+                tasks,
+                lambda t: run_ask(settings, str(t.file), t.question, local_endpoint=local),
+                progress,
+                baseline=(lambda t: run_ask(plain, str(t.file), t.question, local_endpoint=local))
+                if baseline
+                else None,
+                on_baseline=progress_baseline,
+            )
+    except RlmError as exc:  # the shared server could not start
+        print(f"rlm: {exc.message}", file=sys.stderr)
+        raise typer.Exit(int(exc.exit_code)) from None
     except KeyboardInterrupt:
         print("rlm: interrupted", file=sys.stderr)
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None

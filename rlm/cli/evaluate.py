@@ -181,9 +181,12 @@ def run_tasks(
     runner: Runner,
     on_result: Callable[[TaskResult], None] | None = None,
     baseline: Runner | None = None,
+    on_baseline: Callable[[TaskResult], None] | None = None,
 ) -> list[TaskResult]:
     """Run every task (a failing run is a failed task, never the end of the evaluation), and
-    with a `baseline`, the task again through it."""
+    with a `baseline`, every task again through it once all have run: file by file, so that
+    consecutive baseline calls share their prompt's start (a plain call's file text) and a
+    model server's prompt cache can keep it."""
     from rlm.errors import RlmError
 
     results: list[TaskResult] = []
@@ -211,11 +214,15 @@ def run_tasks(
                 grounded=run.grounded,
             )
         result.seconds = round(time.monotonic() - started, 2)
-        if baseline is not None:
-            result.baseline = _arm(task, baseline)
         results.append(result)
         if on_result is not None:
             on_result(result)
+    if baseline is not None:
+        by_id = {r.id: r for r in results}
+        for task in sorted(tasks, key=lambda t: str(t.file)):  # stable: the given order within a file
+            by_id[task.id].baseline = _arm(task, baseline)
+            if on_baseline is not None:
+                on_baseline(by_id[task.id])
     return results
 
 

@@ -68,23 +68,46 @@ def resolve_model_name(settings: Settings) -> str:
     )
 
 
+def _uses_local(settings: Settings) -> bool:
+    name = resolve_model_name(settings)
+    return LOCAL in (name, settings.sub_model or name)
+
+
 @contextlib.contextmanager
-def open_models(settings: Settings) -> Iterator[tuple[ModelClient, ModelClient]]:
-    """Root and sub-model clients; starts (and always stops) a local server when asked for."""
+def _local_server(settings: Settings) -> Iterator[Any]:
+    from rlm.local import installed_gguf, local_server
+
+    gguf = installed_gguf(settings.gguf)
+    if gguf is None:
+        raise ConfigError("the local model is not installed: run `rlm local setup` (or pass --gguf PATH)")
+    with local_server(gguf) as endpoint:
+        yield endpoint
+
+
+@contextlib.contextmanager
+def shared_local_server(settings: Settings) -> Iterator[Any | None]:
+    """For many runs in a row (`rlm eval`): the local model's server, started once and handed to
+    each run_ask (`local_endpoint`), or None when the settings name no local model. Each run
+    otherwise starts its own; one server also keeps the prompt prefixes runs share (the system
+    prompt, a file's text in plain mode) in its cache from one run to the next."""
+    if not _uses_local(settings):
+        yield None
+        return
+    with _local_server(settings) as endpoint:
+        yield endpoint
+
+
+@contextlib.contextmanager
+def open_models(settings: Settings, local_endpoint: Any = None) -> Iterator[tuple[ModelClient, ModelClient]]:
+    """Root and sub-model clients; starts (and always stops) a local server when asked for,
+    unless one already running is given (`local_endpoint`, from shared_local_server)."""
     register_secret(settings.api_key)
     name = resolve_model_name(settings)
     sub_name = settings.sub_model or name
     with contextlib.ExitStack() as stack:
         endpoint = None
         if LOCAL in (name, sub_name):
-            from rlm.local import installed_gguf, local_server
-
-            gguf = installed_gguf(settings.gguf)
-            if gguf is None:
-                raise ConfigError(
-                    "the local model is not installed: run `rlm local setup` (or pass --gguf PATH)"
-                )
-            endpoint = stack.enter_context(local_server(gguf))
+            endpoint = local_endpoint or stack.enter_context(_local_server(settings))
 
         def make(model_name: str) -> ModelClient:
             if model_name == LOCAL and endpoint is not None:
@@ -118,11 +141,13 @@ def run_ask(
     stdin: Any = None,
     started: float | None = None,
     cassette: Cassette | None = None,
+    local_endpoint: Any = None,
 ) -> RunResult:
     """Answer `question` about the input; every outcome, even Ctrl-C or a bug, leaves a trace.
 
     `started` is when the user's command began: --max-time counts from there. With a
-    `cassette` (`rlm replay --rerun`), its recorded replies answer every model call.
+    `cassette` (`rlm replay --rerun`), its recorded replies answer every model call. With a
+    `local_endpoint` (shared_local_server), the local model is asked there, no server started.
     """
     from rlm.input.source import open_source
 
@@ -176,7 +201,10 @@ def run_ask(
                         else "loading the model client"
                     )
                 )
-                with open_models(settings) if cassette is None else cassette.models() as (root, sub):
+                with open_models(settings, local_endpoint) if cassette is None else cassette.models() as (
+                    root,
+                    sub,
+                ):
                     trace.update(models={"root": root.model, "sub": sub.model})
                     # The seam of --mode: one direct call (rlm.run.plain), or the investigation.
                     plain = chooses_plain(settings.mode, profile, root)
