@@ -139,9 +139,20 @@ def ask(
             help="Where --explain writes: stderr (default: a pipe still gets the value alone) or stdout.",
         ),
     ] = None,
+    estimate: Annotated[
+        bool,
+        typer.Option(
+            "--estimate",
+            help="Print the most the run could spend under its limits (model calls, tokens, dollars where "
+            "the model is priced) and exit, without calling a model.",
+        ),
+    ] = False,
 ) -> None:
     """Answer QUESTION about FILE. The answer goes to stdout; progress to stderr."""
     started = time.monotonic()
+    if estimate:
+        _estimate(file, question, flags, as_json)
+        return
     from rlm.cli.render import StderrReporter, live_wanted
     from rlm.run.events import FanOut, Progress
     from rlm.run.settings import load_settings
@@ -209,6 +220,61 @@ def ask(
         reporter.warn(ungrounded_note(result))
     reporter.summary(result)
     raise typer.Exit(result.exit_code)
+
+
+def _estimate(file: str, question: str, flags: dict[str, Any], as_json: bool) -> None:
+    """`rlm ask --estimate`: the bounds of the run on stdout (rlm.api.estimate), no model called."""
+    from rlm.api.estimate import estimate
+
+    given = {k: v for k, v in flags.items() if k not in ("model", "sub_model")}
+    source: Any = sys.stdin.buffer if file == "-" else file
+    try:
+        found = estimate(
+            source, question, model=flags.get("model"), sub_model=flags.get("sub_model"), **given
+        )
+    except RlmError as exc:
+        _die(exc.message, int(exc.exit_code))
+        return
+    if as_json:
+        print_json(found.to_dict())
+    else:
+        print(visible(found.text()), flush=True)
+    raise typer.Exit(0)
+
+
+@app.command("mcp", cls=PlainHelp)
+@with_settings_flags()
+def mcp_command(
+    *,
+    flags: dict[str, Any],
+    allow: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow",
+            metavar="DIR",
+            help="A directory whose files clients may read (repeatable), beside the roots a client declares.",
+        ),
+    ] = None,
+    http: Annotated[
+        str | None,
+        typer.Option(
+            "--http",
+            metavar="HOST:PORT",
+            help="Serve streamable HTTP on HOST:PORT (loopback only) instead of stdio.",
+        ),
+    ] = None,
+) -> None:
+    """Serve rlm to coding agents over MCP (stdio; --http for streamable HTTP): the tools ask,
+    estimate, stats, replay and memory. The model and limits are this command's settings; a
+    client may only lower a limit."""
+    from rlm.mcp.server import serve
+
+    try:
+        serve(flags, allow or [], http)
+    except RlmError as exc:
+        _die(exc.message, int(exc.exit_code))
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None
 
 
 def _stop_code() -> int:
