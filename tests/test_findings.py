@@ -385,6 +385,19 @@ def test_a_figure_the_synthesis_corrected_is_not_turned_back_into_the_draft() ->
     assert kept_exact("favicon.ico", "/favicon.ico", "/favicon.ico | 148") == "/favicon.ico"
 
 
+def test_the_value_a_sentence_draft_names_is_kept_exact() -> None:
+    from rlm.run.synthesis import kept_exact
+
+    table = "path | n\n/favicon.ico | 148\n/reset.css | 106"
+    draft = "The path '/favicon.ico' was requested most often, 148 times."
+    assert kept_exact("favicon.ico", draft, table) == "/favicon.ico"
+    # The answer as the findings hold it on its own word stands, and so does one the draft lacks.
+    assert kept_exact("favicon.ico", draft, table + "\nfavicon.ico | 3") == "favicon.ico"
+    assert kept_exact("reset.css", draft, table) == "reset.css"
+    # Two words of the draft would fit: which one was meant is not known, the answer stands.
+    assert kept_exact("a.css", "Either /a.css or ./a.css.", "/a.css 1\n./a.css 2") == "a.css"
+
+
 def test_a_list_written_on_one_line_is_given_back_one_item_a_line() -> None:
     from rlm.run.synthesis import kept_exact
 

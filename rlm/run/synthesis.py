@@ -183,7 +183,8 @@ def kept_exact(answer: str, draft: str | None, findings_text: str) -> str:
     A small model rewrites a value it was given: `/favicon.ico` became `favicon.ico`, a list of
     one item per line became one line with commas (or spaces). Where the draft is a value a finding holds
     word for word (one token: a path, an address, a name) and the answer is it less punctuation, or
-    where the answer lists the draft's lines in another layout, the draft is the answer.
+    where the answer lists the draft's lines in another layout, the draft is the answer; where the
+    draft is a sentence, the one word of it that is the answer with punctuation is.
     """
     if not draft:
         return answer
@@ -199,6 +200,25 @@ def kept_exact(answer: str, draft: str | None, findings_text: str) -> str:
         and exact in findings_text
     ):
         return exact
+    # A draft written as a sentence ("The path '/favicon.ico' was requested most") names the
+    # value as one of its words: the one word that is the answer plus punctuation alone, held
+    # by a finding where the answer on its own is not.
+    if (
+        given
+        and not re.search(r"\s", given)
+        and not re.search(rf"(?<!\S){re.escape(given)}(?!\S)", findings_text)
+    ):
+        words = {w.strip("'\"`()[]").rstrip(".,;:!?").strip("'\"`") for w in exact.split()}
+        fuller = {
+            w
+            for w in words
+            if w != given
+            and given in w
+            and not re.search(r"\w", w.replace(given, "", 1))
+            and w in findings_text
+        }
+        if len(fuller) == 1:
+            return fuller.pop()
     lines = [ln.strip() for ln in exact.split("\n") if ln.strip()]
     # Items of one word each may also have been written on one line with spaces between them.
     apart = r"[,;\s]+" if all(len(ln.split()) == 1 for ln in lines) else r"[,;\n]+"
