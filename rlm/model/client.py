@@ -278,8 +278,12 @@ class ModelClient:
         temperature: float = 0.0,
         context_window: int | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        small: bool = False,
     ) -> None:
         self.model = model
+        # The offline model: small, served by llama.cpp, whose server holds a reply to a JSON
+        # schema by a grammar (rlm.run.typed chooses its protocol by this).
+        self.small = small
         self.own = own_provider(model)
         self.api_base = api_base
         self.api_key = api_key

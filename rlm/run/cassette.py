@@ -53,6 +53,7 @@ def record_calls(trace: TraceWriter, root: ModelClient, sub: ModelClient) -> Non
             "where": url_without_secrets(client.where) or "",
             "context_window": client.context_window(),
             "tools": client.supports_tools(),
+            "small": client.small,
             "priced": client.priced(),
             "measures_usage": client.measures_usage,
         }
@@ -185,6 +186,7 @@ class CassetteClient(ModelClient):
         self.role = role
         self._cassette = cassette
         self._facts = cassette.clients.get(role) or {}
+        self.small = self._facts.get("small") is True  # the protocol `auto` chose by it
 
     @property
     def where(self) -> str:

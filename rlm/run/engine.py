@@ -148,7 +148,9 @@ class Engine:
         if key not in self._protocols:
             chosen = self.settings.protocol
             if chosen == "auto":
-                chosen = "tools" if model.supports_tools() else "text"
+                # The offline model acts in typed actions held by its server's grammar (it writes
+                # poor free Python); a node without a table falls back to text (rlm.run.node).
+                chosen = "typed" if model.small else "tools" if model.supports_tools() else "text"
             self._protocols[key] = chosen
         return self._protocols[key]
 

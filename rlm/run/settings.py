@@ -65,8 +65,8 @@ class Settings:
         choices=PROTOCOLS,
         doc="`tools` (native tool calls), `text` (one fenced block per turn), `typed` (one JSON action a turn "
         "whose schema is built from the input's table, held to it by the server's grammar where it takes one; "
-        "for small models), `auto` (tools where litellm says the model supports function calling; a custom "
-        "`--api-base` is `text`)",
+        "for small models), `auto` (`typed` for the offline model, `-m local`; tools where litellm says the "
+        "model supports function calling; a custom `--api-base` is `text`)",
     )
     mode: str = option(
         "rlm",

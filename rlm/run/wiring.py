@@ -51,6 +51,7 @@ def _client(
         retry_base_delay=settings.retry_base_delay,
         temperature=settings.temperature,
         context_window=window,
+        small=local,
     )
 
 

@@ -208,6 +208,7 @@ class CassetteClientRecord(TypedDict, total=False):
     where: str
     context_window: int
     tools: bool
+    small: bool
     priced: bool
     measures_usage: bool
 

@@ -4,7 +4,7 @@
 `response_format`; llama.cpp's server turns it into a grammar the model's reply cannot
 leave. These tests hold that: the real server, asked even to answer in prose, replies with
 JSON the schema accepts, naming only the table's columns, and rlm compiles it to a query;
-and `rlm ask -m local --protocol typed` runs end to end through the CLI.
+and `rlm ask -m local` acts in typed actions by default, end to end through the CLI.
 
 Selected with `pytest -m realmodel` (needs `rlm local setup`).
 """
@@ -99,14 +99,14 @@ def test_the_server_holds_the_reply_to_the_tables_schema_even_when_asked_for_pro
 
 
 @pytest.mark.timeout(1800)
-def test_rlm_ask_with_the_typed_protocol_answers_through_the_cli(tmp_path: Path) -> None:
+def test_rlm_ask_with_the_local_model_acts_in_typed_actions_by_default(tmp_path: Path) -> None:
     if installed_backend() is None or installed_gguf() is None:
         pytest.skip("the local model is not set up: run `rlm local setup`")
     log = FILES["apache"]
     truth = sum(1 for line in log.read_text().splitlines() if '" 404 ' in line)
     proc = subprocess.run(
         [str(RLM), "ask", str(log), "How many requests got the status code 404?", "-m", "local"]
-        + ["--protocol", "typed", "--json", "--trace-dir", str(tmp_path)],
+        + ["--json", "--trace-dir", str(tmp_path)],  # default settings: `--protocol auto`
         capture_output=True,
         text=True,
         timeout=1500,
@@ -115,6 +115,7 @@ def test_rlm_ask_with_the_typed_protocol_answers_through_the_cli(tmp_path: Path)
     doc = json.loads(proc.stdout)
     trace = json.loads(Path(doc["trace"]).read_text())
     steps = trace["steps"]
+    assert trace["nodes"][0]["protocol"] == "typed"
     # Each turn's reply was an action the table's schema admits: none came back as unreadable.
     assert steps and all(s["action"] is not None for s in steps), [s.get("observation") for s in steps]
     queries = [s["action"]["args"]["code"] for s in steps if s["action"]["name"] == "execute"]
