@@ -8,6 +8,9 @@ import bz2
 import gzip
 import json
 import lzma
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -130,3 +133,37 @@ def test_a_truncated_file_is_one_line_naming_it_and_exit_3(
     assert "\n" not in line and "Traceback" not in proc.stderr
     # Nothing half-decompressed is left in the cache to be taken for the whole file next time.
     assert [p.name for p in (tmp_path / ".cache").rglob("*") if p.is_file() and ".plain" in p.name] == []
+
+
+def test_a_file_that_would_fill_the_disk_stops_with_a_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlm.errors import InputError
+    from rlm.input import compressed
+
+    bomb = tmp_path / "zeros.bz2"
+    bomb.write_bytes(bz2.compress(bytes(256 << 20)))  # 256 MiB of zeros in a few hundred bytes
+    assert bomb.stat().st_size < 2_000
+    # As if the disk had only what it has now less a little: the margin is not there to give.
+    free = os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize
+    monkeypatch.setattr(compressed, "DISK_MARGIN", free - (8 << 20))
+    out = tmp_path / "plain"
+    with open(out, "wb") as fh, pytest.raises(InputError, match="decompresses to more than the disk holds"):
+        compressed.decompress(str(bomb), "bzip2", fh, display=str(bomb))
+    assert out.stat().st_size < 8 << 20
+
+
+def test_a_zstd_bomb_is_decompressed_in_bounded_memory(tmp_path: Path) -> None:
+    bomb = tmp_path / "zeros.zst"
+    bomb.write_bytes(zstandard.ZstdCompressor(level=19).compress(bytes(1 << 30)))  # 1 GiB of zeros
+    probe = (
+        "import resource, sys\n"
+        "from rlm.input.compressed import decompress\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "n = decompress(sys.argv[1], 'zstd', open('/dev/null', 'wb'), display='bomb')\n"
+        "print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, str(bomb)], capture_output=True, text=True, check=True)
+    written, grown_kb = map(int, out.stdout.split())
+    assert written == 1 << 30
+    assert grown_kb < 64 * 1024, f"peak memory grew {grown_kb:,} KB"  # 8 KiB feeds grew it ~520 MB
