@@ -252,7 +252,7 @@ def mcp_command(
         typer.Option(
             "--allow",
             metavar="DIR",
-            help="A directory whose files clients may read (repeatable), beside the roots a client declares.",
+            help="A directory whose files clients may read (repeatable), beside the roots a stdio client declares.",
         ),
     ] = None,
     http: Annotated[
@@ -260,9 +260,17 @@ def mcp_command(
         typer.Option(
             "--http",
             metavar="HOST:PORT",
-            help="Serve streamable HTTP on HOST:PORT (loopback only) instead of stdio.",
+            help="Serve streamable HTTP on HOST:PORT (loopback only, bearer token) instead of stdio.",
         ),
     ] = None,
+    max_runs: Annotated[
+        int,
+        typer.Option(
+            "--max-runs",
+            metavar="N",
+            help="Runs (asks) at once; calls past it wait their turn. Default 2.",
+        ),
+    ] = 2,
 ) -> None:
     """Serve rlm to coding agents over MCP (stdio; --http for streamable HTTP): the tools ask,
     estimate, stats, replay and memory. The model and limits are this command's settings; a
@@ -270,7 +278,7 @@ def mcp_command(
     from rlm.mcp.server import serve
 
     try:
-        serve(flags, allow or [], http)
+        serve(flags, allow or [], http, max_runs)
     except RlmError as exc:
         _die(exc.message, int(exc.exit_code))
     except KeyboardInterrupt:

@@ -1,11 +1,18 @@
 """One run for the MCP server, in a process of its own: `python -m rlm.mcp.child`.
 
 The server writes one JSON request on this process's stdin (`path`, `question`, `settings`:
-the server's flags with the client's lowered limits) and reads JSON lines back: `{"progress":
+the server's flags with the client's lowered limits; `allowed` and `file_id`: the directories
+open to the client and the file's device and inode when the server checked it) and reads JSON lines back: `{"progress":
 "..."}` for each event of the run, then `{"result": {...}}` (rlm.api.Result.to_dict) or
 `{"error": {...}}`. A run is synchronous and a thread cannot be stopped from outside while it
 waits on a model or a sandbox cell; a process can, the way `rlm ask` is stopped: SIGINT ends
 the run as Ctrl-C does, trace finished as `interrupted` (a second SIGINT quits at once).
+
+The server checked the path, but this process opens it by name later: a directory on the path
+swapped for a symlink in between would make it read another file. So the check is made again
+here, and the input the run opened (its profile's identity, taken when it was opened) must be
+the file the server checked, same device and inode, or the run is refused before anything of
+it reaches a model (exit 3).
 """
 
 from __future__ import annotations
@@ -69,6 +76,34 @@ def _on_stop(signum: int, frame: Any) -> None:
     raise Interrupted(ExitCode.INTERRUPTED)
 
 
+def guard_input(real: str, allowed: list[str], expected: Any) -> None:
+    """Refuse (exit 3) unless the file at `real` is still the one checked, now and when the
+    run opens it: every input this process opens passes through rlm.input.source.Source."""
+    from rlm.input import source as opened_inputs
+    from rlm.mcp.paths import same_file
+
+    try:
+        st = os.stat(real)
+        now: tuple[int, int] | None = (st.st_dev, st.st_ino)
+    except OSError:
+        now = None
+    same_file(real, allowed, expected, now)
+    init = opened_inputs.Source.__init__
+
+    def checked(self: Any, profile: Any, *, owned_paths: list[str] | None = None) -> None:
+        init(self, profile, owned_paths=owned_paths)
+        identity = getattr(profile, "identity", None)
+        try:
+            same_file(
+                real, allowed, expected, None if identity is None else (identity.device, identity.inode)
+            )
+        except BaseException:
+            self.close()
+            raise
+
+    opened_inputs.Source.__init__ = checked  # type: ignore[method-assign]
+
+
 def main() -> None:
     # The lines go to the server on a descriptor of their own; fd 1 then points at stderr, so
     # nothing a library prints can be taken for a line of the exchange.
@@ -80,6 +115,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _on_stop)
     try:
         request = json.loads(sys.stdin.read())
+        guard_input(request["path"], list(request["allowed"]), tuple(request["file_id"]))
         from rlm.api.ask import ask
 
         settings = dict(request["settings"])
