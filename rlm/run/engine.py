@@ -65,6 +65,17 @@ class RunResult:
     supporting: list[str] = field(default_factory=list)
 
 
+def budget_for(settings: Settings) -> Budget:
+    """A run's budget from its settings: every limit, and the share kept for the answer."""
+    return Budget(
+        max_calls=settings.max_calls,
+        max_tokens=settings.max_tokens,
+        max_cost=settings.max_cost,
+        max_time=settings.max_time,
+        synthesis_tokens=min(8000, settings.max_tokens // 4),
+    )
+
+
 class Engine:
     """One run: the root node, the host its nodes ask, the synthesis and the result."""
 
@@ -91,13 +102,7 @@ class Engine:
         self.sub_model = sub_model
         self.trace = trace
         self.progress: Progress = progress or no_progress
-        self.budget = Budget(
-            max_calls=settings.max_calls,
-            max_tokens=settings.max_tokens,
-            max_cost=settings.max_cost,
-            max_time=settings.max_time,
-            synthesis_tokens=min(8000, settings.max_tokens // 4),
-        )
+        self.budget = budget_for(settings)
         self.services = RunServices(
             settings=settings,
             profile=profile,

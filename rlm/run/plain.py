@@ -20,10 +20,10 @@ from typing import Any, cast
 
 from rlm.errors import ExitCode, ProviderError
 from rlm.input.source import Profile
-from rlm.model.budget import Budget, BudgetExceeded
+from rlm.model.budget import BudgetExceeded
 from rlm.model.client import ModelClient, Reply
 from rlm.model.tokens import count_text
-from rlm.run.engine import RunResult
+from rlm.run.engine import RunResult, budget_for
 from rlm.run.events import Phase, Progress, RunWarning, no_progress
 from rlm.run.framing import frame, unframe
 from rlm.run.grounding import ground
@@ -161,13 +161,7 @@ class PlainRun:
         self.trace = trace
         self.progress: Progress = progress or no_progress
         # The run's limits as an investigation has them; the one call is its answer.
-        self.budget = Budget(
-            max_calls=settings.max_calls,
-            max_tokens=settings.max_tokens,
-            max_cost=settings.max_cost,
-            max_time=settings.max_time,
-            synthesis_tokens=min(8000, settings.max_tokens // 4),
-        )
+        self.budget = budget_for(settings)
         self.ledger = Ledger()  # no findings: the evidence is the text shown
         self.steps_total = 0
         self.nodes_started = 0
