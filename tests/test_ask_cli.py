@@ -391,7 +391,7 @@ def test_help_reads_well_and_lists_the_exit_codes(tmp_path: Path) -> None:
     proc = run_cli(["ask", "--help"], cwd=tmp_path, env={"COLUMNS": "100"})
     assert proc.returncode == 0
     text = proc.stdout
-    assert "rlm ask [OPTIONS] FILE QUESTION" in text and "-m, --model MODEL" in text
+    assert "rlm ask [OPTIONS] PATH... QUESTION" in text and "-m, --model MODEL" in text
     assert not re.search(r"\S \.(\s|$)", text)  # no space before a full stop
     # No command writes an argument as {FILE} or a value as its Python type (<str>, <int>, ...).
     for command in (

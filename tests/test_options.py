@@ -59,6 +59,8 @@ def _values(tmp_path: Path, model: str) -> dict[str, Any]:
         "no_reroute": True,
         "mode": "rlm",  # the one mode this script (an investigation) answers under, as trace above
         "strict": True,  # the answer is what the run printed: grounded
+        "order": "mtime",  # one input: any order reads it the same
+        "skip_bad": True,
     }
 
 

@@ -104,10 +104,14 @@ EXIT_CODES = """Exit codes:
 @app.command(epilog=EXIT_CODES, cls=PlainHelp)
 @with_settings_flags()
 def ask(
-    file: Annotated[
-        str, typer.Argument(metavar="FILE", help="The file to investigate, or - for standard input.")
+    paths_and_question: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="PATH... QUESTION",
+            help="The files to investigate (- for standard input, alone; a quoted glob is expanded by rlm), "
+            "then the question in plain words. Several files are read as one text, in order (--order).",
+        ),
     ],
-    question: Annotated[str, typer.Argument(metavar="QUESTION", help="The question, in plain words.")],
     *,
     flags: dict[str, Any],
     as_json: Annotated[
@@ -148,8 +152,13 @@ def ask(
         ),
     ] = False,
 ) -> None:
-    """Answer QUESTION about FILE. The answer goes to stdout; progress to stderr."""
+    """Answer QUESTION about the files at PATH... (read as one text). The answer goes to stdout;
+    progress to stderr."""
     started = time.monotonic()
+    if len(paths_and_question) < 2:
+        _die("give the file(s) to investigate, then the question", int(ExitCode.USAGE))
+    *paths, question = paths_and_question
+    file = paths[0] if len(paths) == 1 else paths
     if estimate:
         _estimate(file, question, flags, as_json)
         return
@@ -170,7 +179,7 @@ def ask(
         from rlm.cli.events import JsonlEvents
 
         events = JsonlEvents(sys.stdout)
-        events.emit("start", question=question, file=file)
+        events.emit("start", question=question, file=paths[0] if len(paths) == 1 else paths)
         sinks.append(events)
     # Every sink is handed the run's one stream of events (rlm.run.events), one event at a time.
     progress = FanOut(*sinks)
@@ -222,9 +231,13 @@ def ask(
     raise typer.Exit(result.exit_code)
 
 
-def _estimate(file: str, question: str, flags: dict[str, Any], as_json: bool) -> None:
+def _estimate(file: str | list[str], question: str, flags: dict[str, Any], as_json: bool) -> None:
     """`rlm ask --estimate`: the bounds of the run on stdout (rlm.api.estimate), no model called."""
     from rlm.api.estimate import estimate
+
+    if not isinstance(file, str):
+        _die("--estimate reads one input: give one file", int(ExitCode.USAGE))
+        return
 
     given = {k: v for k, v in flags.items() if k not in ("model", "sub_model")}
     source: Any = sys.stdin.buffer if file == "-" else file

@@ -16,7 +16,18 @@ from typing import Any, TextIO
 
 from rlm.replay.paint import painter
 from rlm.run.actions import Action, ParseError
-from rlm.run.events import Event, Fanout, NodeStarted, Phase, Restart, Retry, RunWarning, Step, Waiting
+from rlm.run.events import (
+    Event,
+    Fanout,
+    InputRead,
+    NodeStarted,
+    Phase,
+    Restart,
+    Retry,
+    RunWarning,
+    Step,
+    Waiting,
+)
 from rlm.text.textcap import cap_line
 from rlm.text.visible import visible
 from rlm.trace.redact import redact_text
@@ -171,6 +182,8 @@ def _line(event: Event) -> tuple[str, str] | None:
             f"  {'  ' * event.depth}↳ {event.node} (depth {event.depth}): {cap_line(event.question, 80)}",
             "dim",
         )
+    if isinstance(event, InputRead):
+        return f"rlm: {event.message}", "dim"
     if isinstance(event, Fanout):
         return f"  {event.node}: partition_map over {event.chunks} chunks", "dim"
     if isinstance(event, Restart):

@@ -1,7 +1,9 @@
 """Opening an input (path, stdin, FIFO), its profile, log formats and the cached index and table.
 
 Runs in the parent. `source.open_source` returns a `Source` with the profile
-the prompt shows (`detect` names its format); `tables` builds the DuckDB
+the prompt shows (`detect` names its format); `parts.open_inputs` reads several
+files (rotated, compressed, globbed; in the order `order` sets) as one such
+input, joined once into the cache; `tables` builds the DuckDB
 table of a recognised log format (`logformats`), which the worker opens
 before lock-down to serve `sql()` (rlm.sandbox.worker.sql_session). What it
 may import: docs/architecture.md (the contracts in pyproject.toml).

@@ -48,7 +48,9 @@ WORK_PREFIX = "rlm-build-"  # a table build's work folder (rlm.input.tables)
 CACHE_KEEP_DAYS = 30
 _SWEEP_MARK = ".swept"
 _STALE_SECONDS = 3600.0  # a temp file or work folder this old with no live owner is a killed run's
-_ENTRY = re.compile(r"([0-9a-f]{32})\.(?:json|idx|utf8|t\d+\.duckdb|t\d+\.duckdb\.wal|t\d+\.json)")
+_ENTRY = re.compile(
+    r"([0-9a-f]{32})\.(?:json|idx|utf8|plain|parts|t\d+\.duckdb|t\d+\.duckdb\.wal|t\d+\.json)"
+)
 _TEMP = re.compile(r"[0-9a-f]{32}\.[\w.]+\.[0-9a-f]{12}\.tmp")  # rlm.privatefiles.replace_private's names
 
 

@@ -44,11 +44,16 @@ from rlm.input.tables import (
 from rlm.privatefiles import private_workdir, publish_private, read_private, replace_private, sweep_workdirs
 from rlm.text.index import read_index
 from rlm.text.textfile import INDEX_FLAG_ASCII, MappedText, detect_encoding, line_starts, write_index
+from rlm.text.visible import visible
 
 __all__ = [
     "Profile",
     "Source",
     "open_source",
+    "open_built",
+    "input_key",
+    "cache_entry_base",
+    "private_temp",
     "default_cache_dir",
     "prune_cache",
     "CACHE_KEEP_DAYS",
@@ -111,6 +116,10 @@ class Profile:
     # the size of its plain bytes, which the run reads (rlm.input.compressed).
     compression: str | None = None
     plain_size: int = 0
+    # Several inputs read as one (rlm.input.parts): each part read (name, path, size, compression,
+    # plain_size, first_line, last_line, sha256), in reading order, and those skipped (name, why).
+    parts: list[dict[str, Any]] | None = None
+    skipped: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def sha256(self) -> str:
@@ -126,6 +135,8 @@ class Profile:
         """The profile as JSON; with wait=False, sha256 is None while it is still being computed."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_RECORDED}
         out["sha256"] = self.sha256 if wait or self.digest.done() else None
+        if self.parts is None:  # one input: its trace is as it always was
+            del out["parts"], out["skipped"]
         return out
 
     def prompt_block(self, max_chars: int = 1200) -> str:
@@ -140,7 +151,9 @@ class Profile:
             f"encoding: {self.encoding}",
             f"longest line: {self.longest_line:,} bytes",
         ]
-        out = [f"File: {self.display_name} ({', '.join(facts)})"]
+        out = [f"File: {visible(self.display_name)} ({', '.join(facts)})"]
+        if self.parts is not None:
+            out.extend(_parts_block(self.parts, self.skipped, self.table))
         hint = FORMAT_HINTS.get(self.format)
         # A table with parsed fields names them: a split() hint would only compete with it.
         if hint and not (self.table and len(self.table["columns"]) > 2):
@@ -179,6 +192,37 @@ class Profile:
         if tail:
             parts.append(("Last lines:", tail))
         return parts
+
+
+# Parts listed one a line up to this many; more are summed up by their first and last.
+PARTS_LISTED = 8
+
+
+def _parts_block(
+    parts: list[dict[str, Any]], skipped: list[dict[str, str]], table: dict[str, Any] | None
+) -> list[str]:
+    """What the prompt says of a several-file input: the parts, their line ranges, what was skipped."""
+    total = sum(int(p["size"]) for p in parts)
+    out = [
+        f"Read as one text: {len(parts)} files, {_human_size(total)} on disk, in this order "
+        "(context_files lists each with its line range; file_of(n) names line n's file"
+        + ("; the table's column `file` names each row's" if table else "")
+        + "; peek and grep head each file's lines with `── name:its line number ──`):"
+    ]
+
+    def row(p: dict[str, Any]) -> str:
+        packed = f", {p['compression']}" if p.get("compression") else ""
+        return f"  {visible(p['name'])}: lines {p['first_line']:,}-{p['last_line']:,}{packed}"
+
+    if len(parts) <= PARTS_LISTED:
+        out.extend(row(p) for p in parts)
+    else:
+        out.extend([row(parts[0]), f"  … {len(parts) - 2:,} more …", row(parts[-1])])
+    if skipped:
+        shown = "; ".join(f"{visible(s['name'])} ({s['why']})" for s in skipped[:3])
+        more = f"; and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+        out.append(f"Skipped {len(skipped)} file{'s' if len(skipped) != 1 else ''}: {shown}{more}")
+    return out
 
 
 _NOT_RECORDED = ("digest", "work_path", "work_encoding", "table", "table_path", "warnings", "identity")
@@ -351,15 +395,53 @@ def _is_tty(stream: BinaryIO) -> bool:
 # --------------------------------------------------------------------------- profiling
 
 
-def _profile(path: str, display: str, digest: str | None, cache_dir: str | None, owned: list[str]) -> Profile:
+def input_key(path: str, st: os.stat_result, digest: str | None = None) -> str:
+    """The cache key of the file at `path` (stat `st`): its size, mtime and sampled blocks."""
+    fingerprint = _fingerprint(path, st.st_size)
+    return hashlib.sha256(
+        f"v{_CACHE_VERSION}|{st.st_size}|{st.st_mtime_ns}|{fingerprint}|{digest or ''}".encode()
+    ).hexdigest()[:32]
+
+
+def cache_entry_base(directory: str, key: str) -> str | None:
+    """`<cache folder>/<key>`, the stem of an entry's files; None with no usable cache folder."""
+    folder, _ = resolve(directory)
+    return os.path.join(folder, key) if folder is not None else None
+
+
+def private_temp(prefix: str, suffix: str, owned: list[str]) -> str:
+    """A new 0600 temp file the Source owning `owned` removes."""
+    return _private_temp(prefix, suffix, owned)
+
+
+def open_built(path: str, display: str, *, key: str, cache_dir: str | None, owned: list[str]) -> Source:
+    """Profile a file rlm built itself (several inputs concatenated: rlm.input.parts), its index
+    and table cached under `key`, the key of what it was built from. `owned` are the temp files
+    the Source removes."""
+    try:
+        profile = _profile(path, display, None, cache_dir, owned, key=key)
+    except BaseException:
+        for p in owned:
+            _remove_quietly(p)
+            _PENDING.discard(p)
+        raise
+    return Source(profile, owned_paths=owned)
+
+
+def _profile(
+    path: str,
+    display: str,
+    digest: str | None,
+    cache_dir: str | None,
+    owned: list[str],
+    *,
+    key: str | None = None,
+) -> Profile:
     st = os.stat(path)
     opened = Identity(
         st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, snapshot_fingerprint(path, st.st_size)
     )
-    fingerprint = _fingerprint(path, st.st_size)
-    key = hashlib.sha256(
-        f"v{_CACHE_VERSION}|{st.st_size}|{st.st_mtime_ns}|{fingerprint}|{digest or ''}".encode()
-    ).hexdigest()[:32]
+    key = key or input_key(path, st, digest)
     cache = _Cache(cache_dir if cache_dir is not None else default_cache_dir(), key)
     with open(path, "rb") as fh:
         head_bytes = fh.read(8)

@@ -62,6 +62,24 @@ def resolve_input(doc: dict[str, Any], override: str | None, trace_path: str | o
     )
 
 
+def resolve_parts(parts: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """The files of a several-file run, in the order it read them, and a line for each that
+    changed since (its sha256 then and now). Raises InputError naming a part that is gone."""
+    paths: list[str] = []
+    changed: list[str] = []
+    for part in parts:
+        name = str(part.get("name") or part.get("path") or "?")
+        candidates = [str(c) for c in (part.get("path"), name) if c]
+        found = next((str(Path(c).resolve()) for c in candidates if Path(c).is_file()), None)
+        if found is None:
+            raise InputError(f"the input of this run is missing: {name} (one of its {len(parts)} files)")
+        paths.append(found)
+        was, now = part.get("sha256"), sha256_of(found)
+        if was and was != now:
+            changed.append(f"{name} has changed since the run: its sha256 was {was}, it is now {now}")
+    return paths, changed
+
+
 def sha256_of(path: str) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -166,9 +184,14 @@ class VerifyReport:
     # The user's settings the steps ran under, and the trace's values that were not used.
     used: dict[str, Any] = field(default_factory=dict)
     ignored: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # A run over several files: how many were checked, and a line for each that changed.
+    parts_checked: int = 0
+    changed_parts: list[str] = field(default_factory=list)
 
     @property
     def input_changed(self) -> bool:
+        if self.changed_parts:
+            return True
         # A run stopped before its input's hash was known recorded none: nothing to compare.
         return self.recorded_sha256 is not None and self.recorded_sha256 != self.actual_sha256
 
@@ -190,6 +213,7 @@ class VerifyReport:
             "recorded_sha256": self.recorded_sha256,
             "actual_sha256": self.actual_sha256,
             "input_changed": self.input_changed,
+            "changed_parts": self.changed_parts,
             "ok": self.ok,
             "counts": self.counts,
             "internal_errors": self.internal_errors,
@@ -247,23 +271,43 @@ def verify_trace(
 ) -> VerifyReport:
     """Re-run the steps under `settings`, the user's own (default: as flags, environment
     and config resolve them); the trace supplies only what reproduces its observations."""
+    from rlm.input.parts import open_inputs
     from rlm.input.source import default_cache_dir, open_source
     from rlm.run.runner import WORKER_ACTIONS, ActionRunner
     from rlm.run.settings import cell_seconds_for
     from rlm.sandbox.client import Sandbox, WorkerLost
     from rlm.trace.writer import preview
 
-    path = resolve_input(doc, input_override, trace_path)
-    report = VerifyReport(
-        trace=str(trace_path),
-        input_path=path,
-        recorded_sha256=(doc.get("input") or {}).get("sha256"),
-        actual_sha256=sha256_of(path),
-    )
+    parts = (doc.get("input") or {}).get("parts")
+    if parts and input_override is None:
+        # Several files read as one: each is checked by its own sha256 and named when it changed
+        # (the text they made is rebuilt from them, in the order the run read them).
+        paths, changed = resolve_parts(parts)
+        report = VerifyReport(
+            trace=str(trace_path),
+            input_path=f"{len(paths)} files: {paths[0]} … {paths[-1]}",
+            recorded_sha256=None,
+            actual_sha256="",
+            parts_checked=len(paths),
+            changed_parts=changed,
+        )
+    else:
+        path = resolve_input(doc, input_override, trace_path)
+        paths = [path]
+        report = VerifyReport(
+            trace=str(trace_path),
+            input_path=path,
+            recorded_sha256=(doc.get("input") or {}).get("sha256"),
+            actual_sha256=sha256_of(path),
+        )
     settings, report.ignored = replay_settings(
         doc, settings or load_settings(), from_trace=VERIFY_FROM_TRACE, uses=VERIFY_USES
     )
-    source = open_source(path, cache_dir=settings.cache_dir)
+    if len(paths) > 1:
+        names = {p: str(part.get("name") or p) for p, part in zip(paths, parts or [], strict=True)}
+        source = open_inputs(paths, cache_dir=settings.cache_dir, order="given", names=names)
+    else:
+        source = open_source(paths[0], cache_dir=settings.cache_dir)
     host = _Collector(cell_seconds_for(settings, source.profile.size))
     report.used = {
         "cache_dir": settings.cache_dir or default_cache_dir(),
@@ -361,7 +405,14 @@ def render_verify(report: VerifyReport, out: TextIO) -> None:
     w = out.write
     w(f"Verifying {report.trace}\n")
     w(f"input: {visible(str(report.input_path))}\n")
-    if report.input_changed:
+    if report.changed_parts:
+        for line in report.changed_parts:
+            w(paint(f"{visible(line)}. Steps that read it may differ.\n", "yellow"))
+    elif report.parts_checked:
+        w(
+            f"The input's {report.parts_checked} files are the ones the run read (the sha256 of each matches).\n"
+        )
+    elif report.input_changed:
         w(
             paint(
                 f"The input has changed since the run: its sha256 was {report.recorded_sha256}, "

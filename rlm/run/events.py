@@ -39,6 +39,7 @@ __all__ = [
     "Restart",
     "Retry",
     "RunWarning",
+    "InputRead",
     "Step",
     "Waiting",
     "fields_of",
@@ -107,6 +108,15 @@ class RunWarning:
 
 
 @dataclass(frozen=True)
+class InputRead:
+    """What a several-file input read: its parts and total size, and what it skipped and why
+    (one line on stderr; the same facts are in the profile and the trace)."""
+
+    event: ClassVar[str] = "input"
+    message: str
+
+
+@dataclass(frozen=True)
 class FindingAdded:
     """A new finding in the ledger (told once per finding id)."""
 
@@ -125,6 +135,7 @@ Event = (
     | Fanout
     | Restart
     | RunWarning
+    | InputRead
     | FindingAdded
     | Retry
     | Waiting
@@ -139,6 +150,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     Fanout,
     Restart,
     RunWarning,
+    InputRead,
     FindingAdded,
     *PROVIDER_EVENTS,
 )

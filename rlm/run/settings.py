@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rlm.errors import ConfigError, UsageError
+from rlm.input.order import ORDERS
 from rlm.run.options import Option, Rule, option, options_of
 from rlm.trace.redact import register_secret, register_url_secrets, url_without_secrets
 
@@ -80,6 +81,21 @@ class Settings:
         False,
         "Exit 1 with nothing on stdout when the answer is not grounded in what the run read",
         flags=("--strict",),
+    )
+    order: str = option(
+        "auto",
+        "Reading order of several inputs: auto, name, mtime or given",
+        flags=("--order",),
+        choices=ORDERS,
+        doc="reading order of several inputs: `auto` (a rotated set oldest first, `x.log.14.gz` … `x.log.1`, "
+        "`x.log`; other files as given, a glob's matches sorted naturally), `name` (natural sort), `mtime` "
+        "(oldest first), `given` (as given)",
+    )
+    skip_bad: bool = option(
+        False,
+        "Of several inputs, leave out a missing, unreadable or damaged one (said on stderr and to the "
+        "model) instead of stopping with exit 3",
+        flags=("--skip-bad",),
     )
     gguf: str | None = option(
         None, "GGUF file for -m local", flags=("--gguf",), unset="the model `rlm local setup` installed"

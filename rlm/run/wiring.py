@@ -9,7 +9,7 @@ import contextlib
 import sqlite3
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
@@ -21,7 +21,17 @@ from rlm.memory.store import Kept, Memory
 from rlm.model.client import ModelClient, load_litellm
 from rlm.run.cassette import Cassette, record_calls
 from rlm.run.engine import Engine, RunResult
-from rlm.run.events import PROVIDER_EVENTS, Event, FanOut, Phase, Progress, RunWarning, fields_of, no_progress
+from rlm.run.events import (
+    PROVIDER_EVENTS,
+    Event,
+    FanOut,
+    InputRead,
+    Phase,
+    Progress,
+    RunWarning,
+    fields_of,
+    no_progress,
+)
 from rlm.run.ledger import Finding
 from rlm.run.plain import PlainRun, chooses_plain
 from rlm.run.settings import Settings, default_trace_dir, request_timeout_for, trace_dir_for
@@ -135,7 +145,7 @@ def open_models(settings: Settings, local_endpoint: Any = None) -> Iterator[tupl
 
 def run_ask(
     settings: Settings,
-    input_arg: str,
+    input_arg: str | Sequence[str],
     question: str,
     *,
     progress: Progress | None = None,
@@ -150,7 +160,7 @@ def run_ask(
     `cassette` (`rlm replay --rerun`), its recorded replies answer every model call. With a
     `local_endpoint` (shared_local_server), the local model is asked there, no server started.
     """
-    from rlm.input.source import open_source
+    from rlm.input.parts import open_inputs, read_summary
 
     question = question.strip()
     if not question:
@@ -167,8 +177,21 @@ def run_ask(
     memory: Recall | None = None
     try:
         report(Phase("reading the input"))
-        with open_source(input_arg, cache_dir=settings.cache_dir, stdin=stdin) as source:
+        inputs = [input_arg] if isinstance(input_arg, str) else list(input_arg)
+        with open_inputs(
+            inputs,
+            cache_dir=settings.cache_dir,
+            stdin=stdin,
+            order=settings.order,
+            skip_bad=settings.skip_bad,
+        ) as source:
             profile = source.profile
+            summary = read_summary(profile)  # several inputs: what was read, what was skipped
+            if summary is not None and profile.skipped:  # a part left out is the user's to know
+                trace.warn(summary)
+                report(RunWarning(summary))
+            elif summary is not None:
+                report(InputRead(summary))
             # The sha256 of a file seen for the first time is still being computed: it is
             # recorded when known, and the run does not wait for it to start.
             recorded = {k: v for k, v in profile.to_dict(wait=False).items() if k != "index_path"}
@@ -202,9 +225,11 @@ def run_ask(
                         else "loading the model client"
                     )
                 )
-                with open_models(settings, local_endpoint) if cassette is None else cassette.models() as (
-                    root,
-                    sub,
+                with (
+                    open_models(settings, local_endpoint) if cassette is None else cassette.models() as (
+                        root,
+                        sub,
+                    )
                 ):
                     trace.update(models={"root": root.model, "sub": sub.model})
                     # The seam of --mode: one direct call (rlm.run.plain), or the investigation.
@@ -323,6 +348,12 @@ def _changed(profile: Profile, trace: TraceWriter, report: Progress) -> bool:
     """Whether the input changed during the run (rlm.input.snapshot), said when it did: a run
     over a changed file, or over a copy of a growing one, keeps nothing in memory, whose
     findings would stand as established facts about a file that no longer holds them."""
+    from rlm.input.parts import changed_parts
+
+    for message in changed_parts(profile):  # several inputs: the files the text was joined from
+        trace.warn(message)
+        report(RunWarning(message))
+        return True
     change = None
     if profile.identity is not None and not profile.snapshot:
         change = change_of(profile.path, profile.identity)

@@ -31,6 +31,9 @@ def worker_spec_for(
         # The parsed table of the input (rlm.input.tables), opened by the worker before lock-down.
         table_path=profile.table_path,
         table_error=profile.table_error,
+        parts=[[p["name"], p["first_line"], p["last_line"]] for p in profile.parts]
+        if profile.parts
+        else None,
     )
 
 

@@ -57,6 +57,8 @@ class WorkerSpec:
     os_limits: bool = True
     table_path: str | None = None  # the input's DuckDB table (rlm.input.tables), opened before lock-down
     table_error: str | None = None  # why the input has no table, for sql() to say
+    # Several inputs read as one (rlm.input.parts): [name, first line, last line] of each file.
+    parts: list[list[Any]] | None = None
 
 
 def _worker_env() -> dict[str, str]:

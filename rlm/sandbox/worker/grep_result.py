@@ -31,10 +31,18 @@ class GrepMatches(Sequence[tuple[int, str]]):
     is such a list. `.total` is `len(result)`; `.pattern` is the pattern searched for.
     """
 
-    __slots__ = ("_line", "_numbers", "pattern", "shown", "total")
+    __slots__ = ("_line", "_numbers", "_part_of", "pattern", "shown", "total")
 
-    def __init__(self, pattern: str, numbers: Any, line: Callable[[int], str], shown: int = 50) -> None:
+    def __init__(
+        self,
+        pattern: str,
+        numbers: Any,
+        line: Callable[[int], str],
+        shown: int = 50,
+        part_of: Callable[[int], tuple[str, int]] | None = None,
+    ) -> None:
         self.pattern = pattern
+        self._part_of = part_of  # several files read as one: the echo names each line's file
         self._numbers = numbers  # 1-based line numbers, ascending (numpy array or any int sequence)
         self._line = line  # the text of line n, as grep shows it
         self.total = len(numbers)
@@ -101,7 +109,7 @@ class GrepMatches(Sequence[tuple[int, str]]):
 
     def __repr__(self) -> str:
         head = [self._pair(int(n)) for n in self._numbers[: self.shown]]
-        text = format_grep(self.pattern, self.total, head)
+        text = format_grep(self.pattern, self.total, head, self._part_of)
         if self.total > len(head):
             # Printed, a result shows its head; what it returns is every line. Said where it is seen,
             # so a count taken from the echo is never read as the number of matches.

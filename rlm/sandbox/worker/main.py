@@ -29,6 +29,7 @@ import sys
 from typing import Any
 
 from rlm.sandbox.oslimits import apply_os_limits, arm_cpu_timer, disarm_cpu_timer
+from rlm.sandbox.worker.files import file_of_helper, part_locator, window_parts
 from rlm.sandbox.worker.formatting import MAX_CELL_OUTPUT, format_grep, format_peek_chars, format_peek_lines
 from rlm.sandbox.worker.grep_result import GrepMatches
 from rlm.sandbox.worker.interpreter import CellOutcome, Interpreter
@@ -89,6 +90,11 @@ class Worker:
             index_path=spec.get("index_path"),
         )
         self._context: Any = None
+        # Several inputs read as one: each file's lines, as this worker numbers them.
+        self.files = window_parts(spec.get("parts"), spec.get("start_line"), spec.get("end_line"))
+        self.part_of = part_locator(
+            spec.get("parts"), spec.get("start_line")
+        )  # peek and grep name each line's file
         self.sql = sql_helper(spec)  # opens the table now: after lock-down no file can be opened
         self.notes: list[str] = []
         self.final_answer: str | None = None
@@ -144,6 +150,11 @@ class Worker:
             "recall": recall,
             "final": final,
             "FINAL": final,
+            **(
+                {"context_files": self.files, "file_of": file_of_helper(self.files, self.text.n_lines)}
+                if self.files
+                else {}
+            ),
         }
 
     def context(self) -> Any:
@@ -167,21 +178,21 @@ class Worker:
         if unit != "lines":
             raise ValueError("unit must be 'lines' or 'chars'")
         rows = self.text.peek_lines(start, length, max_bytes=MAX_CELL_OUTPUT)
-        return Shown(format_peek_lines(rows, start, length, self.text.n_lines))
+        return Shown(format_peek_lines(rows, start, length, self.text.n_lines, self.part_of))
 
     def grep(self, pattern: str, max_matches: int = GREP_SHOWN, ignore_case: bool = False) -> tuple[str, int]:
         """The grep action: its text (the exact total and the first max_matches lines) and the total.
         It counts as it scans and keeps only the lines it shows."""
         shown = max(1, min(GREP_SHOWN_MAX, max_matches))
         result = self.text.grep(str(pattern), max_matches=shown, ignore_case=bool(ignore_case))
-        return format_grep(str(pattern), result.total, result.matches), result.total
+        return format_grep(str(pattern), result.total, result.matches, self.part_of), result.total
 
     def grep_all(self, pattern: str, max_matches: int = GREP_SHOWN, ignore_case: bool = False) -> GrepMatches:
         """grep() in code: every matching line. max_matches is how many of them its echo shows,
         as for the action; it never bounds the result (a bounded list's len() read as the count)."""
         numbers = self.text.grep_lines(str(pattern), ignore_case=bool(ignore_case))
         shown = max(1, min(GREP_SHOWN_MAX, max_matches))
-        return GrepMatches(str(pattern), numbers, self.text.shown_line, shown)
+        return GrepMatches(str(pattern), numbers, self.text.shown_line, shown, self.part_of)
 
     def grep_in_code(self, pattern: Any, *args: Any, **kwargs: Any) -> GrepMatches:
         """grep() as model code calls it. The common slips are understood: the text to

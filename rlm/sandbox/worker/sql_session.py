@@ -21,6 +21,7 @@ import threading
 import time
 from typing import Any
 
+from rlm.sandbox.worker.files import file_case
 from rlm.sandbox.worker.sql_result import MAX_RESULT_CELLS, SqlResult, query_limit
 from rlm.text.sqltext import sql_name, sql_string
 from rlm.text.tabledb import NO_EXTENSION_LOADING, first_line, settle_connection
@@ -119,6 +120,7 @@ class SqlSession:
         end_line: int | None = None,
         memory_bytes: int = 0,
         default_seconds: float = 30.0,
+        files: list[Any] | None = None,
     ) -> None:
         import duckdb
 
@@ -151,7 +153,16 @@ class SqlSession:
         self._text_columns = {str(r[0]).lower(): str(r[0]) for r in described if r[1] == "VARCHAR"}
         self._absent_said: set[tuple[str, str]] = set()
         self._view: tuple[int, int] | None = None
-        if start_line is not None or end_line is not None:
+        # Several inputs read as one (rlm.sandbox.worker.files): a column naming each row's file,
+        # `file` unless the table has one of its own.
+        self._file_column: str | None = None
+        self._files = list(files or [])
+        if self._files:
+            self._file_column = next(
+                n for n in ("file", "source_file", "input_file") if n not in self.columns
+            )
+            self.columns.append(self._file_column)
+        if start_line is not None or end_line is not None or self._files:
             a = max(1, int(start_line or 1))
             b = int(end_line) if end_line is not None else (1 << 62)
             self._view = (a, b)
@@ -213,8 +224,11 @@ class SqlSession:
             self.con.execute(f"DROP {'VIEW' if kind == 'VIEW' else 'TABLE'} temp.main.log")
         if self._view is not None:
             a, b = self._view
+            named = (
+                f", {file_case(self._files)} AS {sql_name(self._file_column)}" if self._file_column else ""
+            )
             self.con.execute(
-                f"CREATE OR REPLACE TEMP VIEW log AS SELECT * REPLACE (line_no - {a - 1} AS line_no) "
+                f"CREATE OR REPLACE TEMP VIEW log AS SELECT * REPLACE (line_no - {a - 1} AS line_no){named} "
                 f"FROM {self._table} WHERE line_no BETWEEN {a} AND {b}"
             )
 
@@ -374,6 +388,7 @@ def sql_helper(spec: dict[str, Any]) -> Any:
             start_line=spec.get("start_line"),
             end_line=spec.get("end_line"),
             memory_bytes=int(spec.get("memory_bytes") or 0),
+            files=spec.get("parts"),
         )
     except Exception as exc:  # noqa: BLE001 (the worker still serves everything else)
         return _unavailable(f"the table could not be opened ({first_line(exc)})")
