@@ -637,7 +637,8 @@ def test_one_gigabyte_of_each_shape_through_the_cli(
             assert re.search(rf"^ *{number}\| {re.escape(line[:60])}", shown.splitlines()[1]), shown[:300]
     assert obs[2].splitlines() == expected, obs[2][:2000]
     if sql:
-        want = [f"sql {total_lit}", f"rows {n}"]
+        # A row of `log` is a record: a CSV's header line is none (rlm.input.tables).
+        want = [f"sql {total_lit}", f"rows {n - 1 if shape.name == 'csv' else n}"]
         if case.parsed_count:
             want.append(f"parsed {_run_count(case.parsed_count, plain)}")
         assert obs[3].splitlines() == want, obs[3]

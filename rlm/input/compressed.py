@@ -37,12 +37,12 @@ CODECS: dict[str, bytes] = {
 # The suffixes that name a compressed file: format detection reads the name without them
 # (`access.log.gz` is an access log, `export.csv.zst` a CSV).
 _SUFFIX = re.compile(r"\.(?:gz|gzip|bz2|xz|zst|zstd)$", re.I)
-# Plain bytes handed on per read: the memory a decompression holds, whatever the ratio.
-# 1 MiB reads measured fastest against `zcat` on a 100 MB log (larger ones gain nothing).
+# Plain bytes handed on per read: the memory a decompression holds, whatever the ratio. With
+# 1 MiB reads a 64 MiB log's gzip took 0.23 s against `zcat`'s 0.30 s (bench/compressed_bench.py).
 CHUNK = 1 << 20
 # Compressed bytes given to the zstd decoder at a time: one of its blocks expands to at most
 # 128 KiB, a run-length block is 4 bytes, so a feed of 256 bytes yields at most 8 MiB (8 KiB
-# yielded 256 MiB from a crafted file). Measured no slower on a real log than 8 KiB.
+# yielded 256 MiB from a crafted file). A 6.7 MB .zst log: 0.14 s with either feed.
 ZSTD_FEED = 256
 # Room kept free on the disk that takes the plain bytes: a file that expands past what the disk
 # holds less this stops with a message, not a full disk (a 786-byte bzip2 file can hold 1 GiB).
