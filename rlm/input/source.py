@@ -291,11 +291,16 @@ def open_source(arg: str, *, cache_dir: str | None = None, stdin: BinaryIO | Non
             display = arg
         profile = _profile(path, display, digest, cache_dir, owned)
     except BaseException:
-        for p in owned:
-            _remove_quietly(p)
-            _PENDING.discard(p)
+        _remove_owned(owned)
         raise
     return Source(profile, owned_paths=owned)
+
+
+def _remove_owned(owned: list[str]) -> None:
+    """What a Source would have removed, when opening fails before there is one."""
+    for p in owned:
+        _remove_quietly(p)
+        _PENDING.discard(p)
 
 
 # --------------------------------------------------------------------------- opening
@@ -421,9 +426,7 @@ def open_built(path: str, display: str, *, key: str, cache_dir: str | None, owne
     try:
         profile = _profile(path, display, None, cache_dir, owned, key=key)
     except BaseException:
-        for p in owned:
-            _remove_quietly(p)
-            _PENDING.discard(p)
+        _remove_owned(owned)
         raise
     return Source(profile, owned_paths=owned)
 
