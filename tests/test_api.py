@@ -222,7 +222,7 @@ def test_cancelling_aask_stops_the_run_and_keeps_its_trace(isolated: Path) -> No
         return time.monotonic() - cancelled
 
     took = asyncio.run(go())
-    assert took < 0.5, took
+    assert took < 2.0, took  # freed long before the cell's remaining 3.5 s run out
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not list((isolated / "traces").glob("*.json")):
         time.sleep(0.1)
