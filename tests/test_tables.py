@@ -452,6 +452,35 @@ def test_csv_columns_with_duckdb_types(tmp_path: Path) -> None:
     assert counted == [(len(recs), 2, len(recs) + 1)]
 
 
+def test_each_csv_record_sits_beside_its_own_line(tmp_path: Path) -> None:
+    """Records and lines are zipped by position: every row's fields are those of its `line`,
+    over a file big enough for DuckDB's reader to split it among threads."""
+    path = tmp_path / "people.csv"
+    rows = [f"{i},name {i},{i % 7},{'x' * (i % 50)}" for i in range(300_000)]
+    path.write_text("id,line,grp,pad\n" + "\n".join(rows) + "\n\n\n")
+    profile, mismatched = _rows(
+        path,
+        tmp_path / "c",
+        "SELECT count(*) FROM log WHERE line <> id || ',' || line_ || ',' || grp || ',' || pad "
+        "OR line_no <> id + 2",
+    )
+    assert mismatched == [(0,)]
+    assert profile.table["rows"] == 300_000 and "line_" in dict(profile.table["columns"])
+    assert "2 blank lines after the last record" in profile.table["not_rows"]
+    _, counted = _rows(path, tmp_path / "c", "SELECT count(*), max(line_no) FROM log_lines")
+    assert counted == [(300_003, 300_003)]
+
+
+def test_a_csv_whose_quoted_fields_span_lines_is_stored_as_lines(tmp_path: Path) -> None:
+    path = tmp_path / "notes.csv"
+    records = [f'{i},"note {i}\ngoes on"' if i % 5 == 0 else f"{i},note {i}" for i in range(1, 40)]
+    path.write_text("id,note\n" + "\n".join(records) + "\n")  # recognized as CSV by its first lines
+    profile, rows = _rows(path, tmp_path / "c", "SELECT line_no, line FROM log ORDER BY line_no")
+    assert [r[1] for r in rows] == path.read_text().splitlines() and rows[-1][0] == 47
+    assert "39 records on 46 lines (quoted fields span lines)" in profile.table["note"]
+    assert [c for c, _ in profile.table["columns"]] == ["line_no", "line"]
+
+
 @pytest.mark.parametrize("name", ["gsm8k/test.jsonl", "elastic/nginxplus_json_logs"])
 def test_jsonl_top_level_keys_are_columns(tmp_path: Path, name: str) -> None:
     path = DATA / name

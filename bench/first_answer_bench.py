@@ -1,0 +1,209 @@
+"""The first answer about a file rlm has never seen, against DuckDB parsing it alone and `awk`.
+
+For each shape (an Apache access log, a syslog, a 14-column CSV; about --size-mb
+MiB each, built from the real lines in fixtures/data as the tests build them),
+one run measures, on the same machine and back to back:
+
+  * `awk`: one pass over the file (the floor of any tool that reads it all);
+  * DuckDB alone: a fresh process that parses the file into a table on disk with
+    DuckDB's own readers (`read_csv` for the CSV; a one-column read and
+    `regexp_extract` for the line formats), as rlm's table is;
+  * the whole first question through the CLI, cold (no cache), the model being a
+    real HTTP server on 127.0.0.1 speaking the OpenAI API whose replies run one
+    `sql()` count, then FINAL, then the synthesis;
+  * the time from the CLI's start to the model's first request (when the server
+    received it);
+  * the second question (the cache warm), the same way.
+
+Medians of --repeats runs (the file and the page cache are warm for every
+contender). Usage:
+
+    python bench/first_answer_bench.py [--size-mb 1024] [--repeats 3] [--dir /tmp] [--shapes access,syslog,csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+import bigfiles  # noqa: E402  (tests/bigfiles.py: the real-line file builders)
+from openai_stub import OpenAIStub  # noqa: E402  (tests/openai_stub.py: the OpenAI API on 127.0.0.1)
+
+_ACCESS_RE = r'^(\S+) (\S+) (\S+) \[([^\]]+)\] "(\S*) ?(\S*) ?(\S*)" (\d{3}) (\S+)(?: "([^"]*)" "(.*)")?'
+_SYSLOG_RE = r"^(\w{3} +\d+ \d\d:\d\d:\d\d) (\S+) ([^:\[ ]+)(?:\[(\d+)\])?: (.*)$"
+
+
+def _one_column(path: Path) -> str:
+    p = str(path).replace("'", "''")
+    return (
+        f"read_csv('{p}', columns={{'line': 'VARCHAR'}}, header=false, delim='\\x1f', quote='', "
+        "escape='', auto_detect=false, new_line='\\n', strict_mode=false)"
+    )
+
+
+def _regex_table(path: Path, regex: str, names: list[str]) -> str:
+    groups = "[" + ", ".join(f"'{n}'" for n in names) + "]"
+    return (
+        f"CREATE TABLE t AS SELECT line, m.* FROM (SELECT line, "
+        f"regexp_extract(line, '{regex.replace(chr(39), chr(39) * 2)}', {groups}) AS m FROM {_one_column(path)})"
+    )
+
+
+# shape: (builder, awk program, DuckDB's own parse, the sql() count the model runs)
+SHAPES: dict[str, tuple[Callable[[Path, int], int], list[str], Callable[[Path], str], str]] = {
+    "access": (
+        bigfiles.apache_log,
+        ["awk", "{c[$9]++} END {for (k in c) n++; print n}"],
+        lambda p: _regex_table(
+            p,
+            _ACCESS_RE,
+            [
+                "ip",
+                "ident",
+                "user",
+                "ts",
+                "method",
+                "path",
+                "protocol",
+                "status",
+                "bytes",
+                "referrer",
+                "agent",
+            ],
+        ),
+        "SELECT count(*) AS n FROM log WHERE status = 404",
+    ),
+    "syslog": (
+        bigfiles.syslog,
+        ["awk", "{c[$5]++} END {for (k in c) n++; print n}"],
+        lambda p: _regex_table(p, _SYSLOG_RE, ["ts", "host", "program", "pid", "message"]),
+        "SELECT count(*) AS n FROM log",
+    ),
+    "csv": (
+        bigfiles.csv_rows,
+        ["awk", "-F,", "{c[$1]++} END {for (k in c) n++; print n}"],
+        lambda p: f"CREATE TABLE t AS SELECT * FROM read_csv('{p}')",
+        "SELECT count(*) AS n FROM log",
+    ),
+}
+
+
+def _wall(cmd: list[str], **kw: object) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, **kw)  # type: ignore[call-overload]
+    return time.perf_counter() - t0
+
+
+def _duckdb_alone(path: Path, create: str, work: Path) -> float:
+    db = work / "alone.duckdb"
+    db.unlink(missing_ok=True)
+    code = f"import duckdb; con = duckdb.connect({str(db)!r}); con.execute({create(path)!r}); con.close()"  # type: ignore[operator]
+    took = _wall([sys.executable, "-c", code])
+    db.unlink(missing_ok=True)
+    return took
+
+
+def _ask(path: Path, query: str, work: Path, cache: Path) -> tuple[float, float]:
+    """One CLI question: (its whole wall time, seconds from its start to the model's first request)."""
+    cell = f'```python\nprint(sql("{query}"))\n```'
+    replies = [cell, 'FINAL("see the count")', "the count is in F1 [F1]"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RLM_")}
+    env.update(
+        {
+            "RLM_CACHE_DIR": str(cache),
+            "XDG_CONFIG_HOME": str(work / ".config"),
+            "XDG_DATA_HOME": str(work / ".data"),
+            "OPENAI_API_KEY": "bench",
+        }
+    )
+    with OpenAIStub(replies) as stub:
+        t0 = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-m", "rlm", "ask", str(path), "how many", "-m", "openai/stub",
+             "--api-base", stub.api_base, "-q", "--trace-dir", str(work / "traces")],
+            cwd=work, env=env, capture_output=True, text=True, timeout=1800,
+        )  # fmt: skip
+        took = time.monotonic() - t0
+        if proc.returncode != 0 or not stub.requests:
+            raise SystemExit(f"rlm ask failed ({proc.returncode}): {proc.stderr[-2000:]}")
+        first = stub.requests[0]["at"] - t0
+    shutil.rmtree(work / "traces", ignore_errors=True)
+    return took, first
+
+
+def _median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size-mb", type=int, default=1024)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--dir", default=None, help="where the files are built (default: a temp folder)")
+    ap.add_argument("--shapes", default="access,syslog,csv")
+    ap.add_argument("--keep", action="store_true", help="keep the built files")
+    args = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="rlm-first-", dir=args.dir))
+    results = []
+    try:
+        for shape in args.shapes.split(","):
+            build, awk, create, query = SHAPES[shape]
+            path = root / f"{shape}.{'csv' if shape == 'csv' else 'log'}"
+            if not path.exists():
+                build(path, args.size_mb << 20)
+            work = root / f"work-{shape}"
+            work.mkdir(exist_ok=True)
+            _wall(["cat", str(path)])  # the page cache warm for every contender
+            row: dict[str, list[float]] = {
+                k: [] for k in ("awk", "duckdb", "first", "first_request", "second")
+            }
+            for _ in range(args.repeats):
+                row["awk"].append(_wall([*awk, str(path)]))
+                row["duckdb"].append(_duckdb_alone(path, create, work))  # type: ignore[arg-type]
+                cache = work / "cache"
+                shutil.rmtree(cache, ignore_errors=True)
+                shutil.rmtree(work / ".data", ignore_errors=True)  # no memory of the file either
+                took, first = _ask(path, query, work, cache)
+                row["first"].append(took)
+                row["first_request"].append(first)
+                row["second"].append(_ask(path, query, work, cache)[0])
+            med = {k: _median(v) for k, v in row.items()}
+            results.append(
+                {
+                    "shape": shape,
+                    "bytes": path.stat().st_size,
+                    **{f"{k}_s": round(v, 2) for k, v in med.items()},
+                    "first_x_duckdb": round(med["first"] / med["duckdb"], 2),
+                    "runs": {k: [round(x, 2) for x in v] for k, v in row.items()},
+                }
+            )
+            print(json.dumps(results[-1]), flush=True)
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    print()
+    print(
+        "| input | MB | awk s | DuckDB alone s | first question s (x DuckDB) | first request s | second question s |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for r in results:
+        print(
+            f"| {r['shape']} | {r['bytes'] / 1e6:,.0f} | {r['awk_s']} | {r['duckdb_s']} | "
+            f"{r['first_s']} ({r['first_x_duckdb']}x) | {r['first_request_s']} | {r['second_s']} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
