@@ -40,6 +40,7 @@ from rlm.run.events import (
     Retry,
     RunWarning,
     Step,
+    TableBuild,
     Waiting,
     fields_of,
 )
@@ -87,7 +88,9 @@ class JsonlEvents:
             # `children` is written only when true, as rlm-events/1 has always had it.
             extra = {"children": True} if event.children else {}
             self.emit(event.event, node=event.node, chunks=event.chunks, **extra)
-        elif isinstance(event, NodeStarted | FindingAdded | RunWarning | Retry | Waiting | Restart):
+        elif isinstance(
+            event, NodeStarted | FindingAdded | RunWarning | Retry | Waiting | Restart | TableBuild
+        ):
             self.emit(event.event, **fields_of(event))
         # A phase is the live status line's; a give-up on a provider arrives as the error or
         # the summary's message.

@@ -26,6 +26,7 @@ from rlm.run.events import (
     Retry,
     RunWarning,
     Step,
+    TableBuild,
     Waiting,
 )
 from rlm.text.textcap import cap_line
@@ -66,6 +67,10 @@ class LiveStatus:
     def update(self, event: Event) -> None:
         if isinstance(event, Phase):
             self.phase, self.since = event.what, time.monotonic()
+        elif isinstance(event, TableBuild):  # the same phase, told again as it goes: its seconds run on
+            if not self.phase.startswith("building the table"):
+                self.since = time.monotonic()
+            self.phase = event.what
         elif isinstance(event, Step):
             self.step = f"{event.node}.{event.step}"
             usage = event.usage or {}

@@ -12,12 +12,14 @@ how a connection to it behaves on both sides is rlm.text.tabledb.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import stat
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +38,7 @@ __all__ = [
     "build_table",
     "describe_table",
     "table_paths",
+    "build_progress",
 ]
 
 TABLE_VERSION = 7  # 2: a log stored in parts, current storage format; 3: common values; 4: sshd login events name their method; 5: example queries; 6: up to 40 values a column; 7: a CSV's header and blank JSON lines are not rows
@@ -76,6 +79,25 @@ _STORAGE_VERSION = "latest"
 
 class TableError(Exception):
     """The table could not be built; the run goes on without `sql`."""
+
+
+# Who hears how a build goes (the run's live status line and --jsonl events): called about twice
+# a second with (share of the file's bytes read so far, the file's bytes, seconds so far).
+ProgressSink = Callable[[float, int, float], None]
+_PROGRESS: contextvars.ContextVar[ProgressSink | None] = contextvars.ContextVar(
+    "rlm_build_progress", default=None
+)
+_PROGRESS_EVERY = 0.5  # seconds between two reports
+
+
+@contextlib.contextmanager
+def build_progress(sink: ProgressSink | None) -> Iterator[None]:
+    """Report the progress of every table built inside this block to `sink`."""
+    token = _PROGRESS.set(sink)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
 
 
 def table_paths(cache_base: str) -> tuple[str, str]:
@@ -478,7 +500,9 @@ def _create_text(con: Any, source: str) -> None:
     """`log` as the file's lines alone, stored in file order and numbered by rowid (no window,
     no sort: DuckDB's ordered parallel insert keeps file order)."""
     con.execute("CREATE TABLE log_data (line VARCHAR USING COMPRESSION zstd)")
-    con.execute(f"INSERT INTO log_data SELECT line FROM ({_raw_source(source, numbered=False)})")
+    _run_side_by_side(
+        con, [f"INSERT INTO log_data SELECT line FROM ({_raw_source(source, numbered=False)})"], source=source
+    )
     con.execute("CREATE VIEW log AS SELECT rowid + 1 AS line_no, * FROM log_data")
 
 
@@ -513,7 +537,12 @@ def _create_lines(
         + _lines_select(fmt, source, skip=lo, limit=hi - lo if i < parts - 1 else None)
         for i, (table, lo, hi) in enumerate(zip(tables, bounds, bounds[1:], strict=False))
     ]
-    _run_side_by_side(con, inserts)
+    _run_side_by_side(
+        con,
+        inserts,
+        spans=[(lo / n_lines, hi / n_lines) for lo, hi in zip(bounds, bounds[1:], strict=False)],
+        source=source,
+    )
     con.execute(
         "CREATE VIEW log AS "
         + " UNION ALL ".join(
@@ -544,14 +573,25 @@ def _lines_select(fmt: Any, source: str, *, skip: int = 0, limit: int | None = N
     return f"SELECT * EXCLUDE (line_no) FROM (WITH src AS ({unnumbered}) {fmt.select})"
 
 
-def _run_side_by_side(con: Any, statements: list[str]) -> None:
+def _run_side_by_side(
+    con: Any, statements: list[str], *, spans: list[tuple[float, float]] | None = None, source: str = ""
+) -> None:
     """Run each statement on a cursor of its own, each from a thread of its own (DuckDB drops
-    the GIL while a query runs); the first error is raised once all have ended."""
-    if len(statements) == 1:
+    the GIL while a query runs); the first error is raised once all have ended. While they run,
+    the build's progress goes to the sink of build_progress, if any: each statement reads the
+    file from its start and works on its `spans` share of it (a log's part skips to its lines;
+    default: all of it), so the share done is what its reader has passed of its span."""
+    sink = _PROGRESS.get()
+    if len(statements) == 1 and sink is None:
         con.execute(statements[0])
         return
+    spans = spans or [(0.0, 1.0)] * len(statements)
     errors: list[BaseException] = []
     cursors = [con.cursor() for _ in statements]
+    if sink is not None:
+        for cur in cursors:  # DuckDB tracks a query's progress only when asked to, and prints none
+            cur.execute("SET enable_progress_bar = true")
+            cur.execute("SET enable_progress_bar_print = false")
 
     def run(cur: Any, statement: str) -> None:
         try:
@@ -568,11 +608,16 @@ def _run_side_by_side(con: Any, statements: list[str]) -> None:
         threading.Thread(target=run, args=(cur, st), name="rlm-table-part")
         for cur, st in zip(cursors, statements, strict=True)
     ]
+    started = time.monotonic()
+    size = os.path.getsize(source) if sink is not None and source else 0
     try:
         for thread in threads:
             thread.start()
         for thread in threads:
-            thread.join()
+            while thread.is_alive():
+                thread.join(_PROGRESS_EVERY)
+                if sink is not None and thread.is_alive():
+                    sink(_share_done(cursors, threads, spans), size, time.monotonic() - started)
     except BaseException:
         # A stop (Ctrl-C, SIGTERM) lands here, in the waiting thread: the parts' queries are
         # stopped, not waited for (a build takes seconds; the user asked to stop now).
@@ -590,6 +635,24 @@ def _run_side_by_side(con: Any, statements: list[str]) -> None:
             cur.close()
     if errors:
         raise errors[0]
+
+
+def _share_done(
+    cursors: list[Any], threads: list[threading.Thread], spans: list[tuple[float, float]]
+) -> float:
+    """The share of the build's work done: each statement's reader position within its span."""
+    done = 0.0
+    for cur, thread, (lo, hi) in zip(cursors, threads, spans, strict=True):
+        if not thread.is_alive():
+            done += hi - lo
+            continue
+        try:
+            at = max(0.0, float(cur.query_progress())) / 100
+        except Exception:  # noqa: BLE001 (no query running on it yet, or already closed)
+            at = 0.0
+        done += min(max(at - lo, 0.0), hi - lo)
+    total = sum(hi - lo for lo, hi in spans)
+    return min(1.0, done / total) if total else 0.0
 
 
 def _create_csv(con: Any, fmt: Any, source: str, n_lines: int) -> tuple[list[tuple[str, str]], int | str]:
@@ -624,6 +687,7 @@ def _create_csv(con: Any, fmt: Any, source: str, n_lines: int) -> tuple[list[tup
                 f"INSERT INTO log_fields {fields}",
                 f"INSERT INTO log_text SELECT line FROM ({_raw_source(source, numbered=False)})",
             ],
+            source=source,
         )
     except duckdb.Error as exc:
         _stop_if_asked(exc)
@@ -680,9 +744,13 @@ def _create_jsonl(con: Any, source: str) -> tuple[list[tuple[str, str]], int | s
     for key in keys:
         alias = key + "_" if key in ("line_no", "line") else key
         outs.append(f"j.{sql_name(key)} AS {sql_name(alias)}")
-    con.execute(
-        f"CREATE TABLE log_data AS SELECT line, {', '.join(outs)} FROM (SELECT line, "
-        f"CASE WHEN {is_object} THEN try(from_json(line, {lit})) END AS j FROM ({raw}))"
+    _run_side_by_side(
+        con,
+        [
+            f"CREATE TABLE log_data AS SELECT line, {', '.join(outs)} FROM (SELECT line, "
+            f"CASE WHEN {is_object} THEN try(from_json(line, {lit})) END AS j FROM ({raw}))"
+        ],
+        source=source,
     )
     con.execute("CREATE VIEW log AS SELECT rowid + 1 AS line_no, * FROM log_data")
     cols = _columns(con)

@@ -11,6 +11,7 @@ failure decision per provider are one policy, applied to sync and async calls al
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import functools
 import hashlib
@@ -52,6 +53,21 @@ def load_litellm() -> Any:
             register_scripted_provider(litellm)
             _litellm_module = litellm
     return _litellm_module
+
+
+def load_litellm_in_background() -> None:
+    """Start litellm's import (2-3 s of CPU) in a thread of its own, so that it overlaps the
+    input's profile and table build (DuckDB's and numpy's work leave the GIL free); the first
+    load_litellm() waits for it on the lock, or finds it done. A failed import here is raised
+    again, in the caller's thread, by that load_litellm()."""
+    if _litellm_module is not None:
+        return
+
+    def load() -> None:
+        with contextlib.suppress(BaseException):
+            load_litellm()
+
+    threading.Thread(target=load, name="rlm-litellm-import", daemon=True).start()
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ __all__ = [
     "RunWarning",
     "InputRead",
     "Step",
+    "TableBuild",
     "Waiting",
     "fields_of",
     "no_progress",
@@ -117,6 +118,33 @@ class InputRead:
 
 
 @dataclass(frozen=True)
+class TableBuild:
+    """The input's table is being built (rlm.input.tables): the share of its bytes read so far,
+    its bytes, the seconds so far and the seconds still to go at that pace (None at first)."""
+
+    event: ClassVar[str] = "table_build"
+    done: float
+    bytes: int
+    seconds: float
+    left_s: float | None
+
+    @property
+    def what(self) -> str:
+        """The live status line's text."""
+        rate = (
+            f", {self.done * self.bytes / self.seconds / 1e6:,.0f} MB/s" if self.seconds and self.done else ""
+        )
+        left = f", about {self.left_s:,.0f} s left" if self.left_s is not None else ""
+        return f"building the table: {self.done:.0%} of {self.bytes / 1e6:,.0f} MB{rate}{left}"
+
+    @classmethod
+    def of(cls, done: float, size: int, seconds: float) -> TableBuild:
+        # Too early a guess of the time left swings wildly: none before 2 % is done.
+        left = seconds * (1 - done) / done if done >= 0.02 else None
+        return cls(round(done, 3), size, round(seconds, 1), None if left is None else round(left, 1))
+
+
+@dataclass(frozen=True)
 class FindingAdded:
     """A new finding in the ledger (told once per finding id)."""
 
@@ -130,6 +158,7 @@ class FindingAdded:
 
 Event = (
     Phase
+    | TableBuild
     | Step
     | NodeStarted
     | Fanout
@@ -145,6 +174,7 @@ Event = (
 # Every kind a sink may be handed, and the class of each name.
 EVENT_TYPES: tuple[type[Event], ...] = (
     Phase,
+    TableBuild,
     Step,
     NodeStarted,
     Fanout,

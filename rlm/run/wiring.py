@@ -16,9 +16,10 @@ from typing import Any, cast
 from rlm.errors import ConfigError, ExitCode, InternalError, Interrupted, RlmError, UsageError
 from rlm.input.snapshot import change_of
 from rlm.input.source import Profile
+from rlm.input.tables import build_progress
 from rlm.memory.recall import Recall, offer_lines, offer_parts
 from rlm.memory.store import Kept, Memory
-from rlm.model.client import ModelClient, load_litellm
+from rlm.model.client import ModelClient, load_litellm, load_litellm_in_background
 from rlm.run.cassette import Cassette, record_calls
 from rlm.run.engine import Engine, RunResult
 from rlm.run.events import (
@@ -29,6 +30,7 @@ from rlm.run.events import (
     Phase,
     Progress,
     RunWarning,
+    TableBuild,
     fields_of,
     no_progress,
 )
@@ -177,14 +179,18 @@ def run_ask(
     memory: Recall | None = None
     try:
         report(Phase("reading the input"))
+        load_litellm_in_background()  # its seconds overlap the input's profile
         inputs = [input_arg] if isinstance(input_arg, str) else list(input_arg)
-        with open_inputs(
-            inputs,
-            cache_dir=settings.cache_dir,
-            stdin=stdin,
-            order=settings.order,
-            skip_bad=settings.skip_bad,
-        ) as source:
+        with (
+            build_progress(lambda done, size, secs: report(TableBuild.of(done, size, secs))),
+            open_inputs(
+                inputs,
+                cache_dir=settings.cache_dir,
+                stdin=stdin,
+                order=settings.order,
+                skip_bad=settings.skip_bad,
+            ) as source,
+        ):
             profile = source.profile
             summary = read_summary(profile)  # several inputs: what was read, what was skipped
             if summary is not None and profile.skipped:  # a part left out is the user's to know
