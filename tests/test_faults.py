@@ -359,14 +359,14 @@ INJECT = """
 import sys
 import rlm.sandbox.client as client
 import rlm.run.engine as engine
-real_start = client.Sandbox.start
+real_launch = client.Sandbox.launch
 starts = []
-def start(self):
+def launch(self):
     starts.append(1)
     if len(starts) > {workers_ok}:
         raise PermissionError(13, "Permission denied", "/tmp/rlm-worker-injected")
-    return real_start(self)
-client.Sandbox.start = start
+    return real_launch(self)
+client.Sandbox.launch = launch
 if {crash}:
     def run(self):
         raise RuntimeError("injected bug")

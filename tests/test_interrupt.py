@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -67,3 +68,43 @@ def test_the_worker_dies_when_rlm_is_killed_outright(tmp_path: Path) -> None:
     while time.monotonic() < deadline and any(alive(pid) for pid in workers):
         time.sleep(0.1)
     assert not any(alive(pid) for pid in workers)
+
+
+SWALLOWED_STOP = r"""
+import signal, time
+from rlm.cli import app
+from rlm.errors import Interrupted
+
+signal.signal(signal.SIGTERM, app._sigterm_as_interrupt)
+# Code in a frame of the import machinery, run where exceptions are swallowed (as a module
+# lock's weakref callback is): a stop raised there would be lost.
+inside = compile(
+    "import os, signal, time\nos.kill(os.getpid(), signal.SIGTERM)\n"
+    "t = time.monotonic()\nwhile time.monotonic() - t < 0.2: pass",
+    "<frozen importlib._bootstrap>",
+    "exec",
+)
+
+class Callback:
+    def __del__(self):
+        exec(inside)
+
+try:
+    Callback()
+    t = time.monotonic()
+    while time.monotonic() - t < 5:
+        pass
+    print("went on")
+except Interrupted as stop:
+    print("stopped", stop.exit_code)
+"""
+
+
+def test_a_stop_that_lands_inside_the_import_machinery_is_not_lost(tmp_path: Path) -> None:
+    """A signal handled in a frame of Python's import machinery is sent again to land outside it:
+    raised there, the stop could be swallowed and the run go on."""
+    proc = subprocess.run(
+        [sys.executable, "-c", SWALLOWED_STOP], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert proc.stdout.strip() == "stopped 143", proc.stdout + proc.stderr
+    assert "Exception ignored" not in proc.stderr

@@ -174,10 +174,13 @@ class OwnHost:
     def report_internal(self, node_id: str, message: str) -> None:
         raise AssertionError(message)
 
-    def start_sandbox(self, spec: WorkerSpec, bridge: Bridge) -> Sandbox:
+    def launch_sandbox(self, spec: WorkerSpec, bridge: Bridge) -> Sandbox:
         sandbox = Sandbox(spec, bridge=bridge)
-        sandbox.start()
+        sandbox.launch()
         return sandbox
+
+    def sandbox_ready(self, sandbox: Sandbox) -> None:
+        sandbox.wait_ready()
 
     def record_step(self, done: StepDone) -> None:
         self.steps.append(done)

@@ -10,6 +10,7 @@ import atexit
 import os
 import signal
 import sys
+import threading
 import time
 from typing import Annotated, Any
 
@@ -67,8 +68,21 @@ def _die(message: str, code: int) -> None:
     raise typer.Exit(code)
 
 
+def _later_if_in_import(signum: int, frame: Any) -> bool:
+    """Whether the signal landed inside Python's import machinery, where the stop it raises could
+    be swallowed (a module lock's weakref callback prints "Exception ignored" and the run went
+    on: seen while litellm's import ran beside the input's scan); it is then sent again shortly,
+    to land outside it."""
+    if frame is None or not frame.f_code.co_filename.startswith("<frozen importlib"):
+        return False
+    threading.Timer(0.02, os.kill, (os.getpid(), signum)).start()
+    return True
+
+
 def _sigterm_as_interrupt(signum: int, frame: Any) -> None:
     """SIGTERM (`timeout`, a service manager): stop as Ctrl-C does, and exit 143."""
+    if _later_if_in_import(signum, frame):
+        return
     _interrupts[0] += 1
     raise Interrupted(ExitCode.TERMINATED)
 
@@ -79,6 +93,8 @@ _interrupts = [0]
 def _on_ctrl_c(signum: int, frame: Any) -> None:
     """First Ctrl-C: say so at once, then stop cleanly (the trace is finished). A second one
     quits at once; the workers and the local model server die with the process (PDEATHSIG)."""
+    if _interrupts[0] == 0 and _later_if_in_import(signum, frame):
+        return
     _interrupts[0] += 1
     if _interrupts[0] > 1:
         os.write(2, b"\nrlm: quitting now\n")

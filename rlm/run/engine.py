@@ -190,9 +190,13 @@ class Engine:
     def partition_map(self, asker: Asker, args: dict[str, Any]) -> Partition:
         return self.subcalls.partition_map(asker, args)
 
-    def start_sandbox(self, spec: WorkerSpec, bridge: Bridge) -> Sandbox:
+    def launch_sandbox(self, spec: WorkerSpec, bridge: Bridge) -> Sandbox:
         sandbox = Sandbox(spec, bridge=bridge)
-        ready = sandbox.start()
+        sandbox.launch()
+        return sandbox
+
+    def sandbox_ready(self, sandbox: Sandbox) -> None:
+        ready = sandbox.wait_ready()
         report = ready.get("sandbox") or {}
         if not self.sandbox_report:
             self.sandbox_report = report
@@ -201,7 +205,6 @@ class Engine:
                 msg = f"sandbox layer unavailable: {layer} ({why})"
                 self.trace.warn(msg)
                 self.progress(RunWarning(msg))
-        return sandbox
 
     def note_restart(self, node_id: str, why: str) -> None:
         self.restarts += 1

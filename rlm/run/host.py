@@ -108,8 +108,12 @@ class NodeHost(ActionHost, FindingsView, Protocol):
         """Charge a model reply to the run's budget and to the node's usage."""
         ...
 
-    def start_sandbox(self, spec: WorkerSpec, bridge: Bridge) -> Sandbox:
-        """Start a worker over `spec`; calls made by its code go to `bridge`."""
+    def launch_sandbox(self, spec: WorkerSpec, bridge: Bridge) -> Sandbox:
+        """Start a worker over `spec` without waiting for it; calls made by its code go to `bridge`."""
+        ...
+
+    def sandbox_ready(self, sandbox: Sandbox) -> None:
+        """Wait for a launched worker to be ready (raises WorkerLost), and record its layers."""
         ...
 
     def record_step(self, done: StepDone) -> None: ...

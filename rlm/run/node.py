@@ -81,10 +81,14 @@ class Node:
     def run(self) -> NodeResult:
         max_steps = self.host.settings.max_steps
         try:
+            # The worker comes up while the model writes its first reply. One that cannot start
+            # ends the node (status "sandbox"; for a child, an observation of its parent): at once
+            # when it cannot be launched, at the first action when it never gets ready.
             try:
-                self.runner.sandbox = self.host.start_sandbox(self.scope.spec, self._bridge)
-            except (WorkerLost, OSError) as exc:  # for a child, an observation of its parent
+                launched = self.host.launch_sandbox(self.scope.spec, self._bridge)
+            except (WorkerLost, OSError) as exc:
                 return self._result(None, "sandbox", 0, f"the sandbox could not start: {exc}")
+            self.runner.launch_sandbox(launched, self.host.sandbox_ready)
             for step in range(1, max_steps + 1):
                 self.step = step
                 ended = self._turn(step, max_steps)
@@ -92,8 +96,7 @@ class Node:
                     return ended
             return self._result(None, "max_steps", max_steps, f"the step limit of {max_steps} was reached")
         finally:
-            if self.runner.sandbox is not None:
-                self.runner.sandbox.close()
+            self.runner.close_sandbox()
 
     def _turn(self, step: int, max_steps: int) -> NodeResult | None:
         """One turn: messages -> model -> parse -> act -> remember. The result if it ends the loop."""
@@ -210,8 +213,12 @@ class Node:
             return self.host.llm_query(self._asker(step), args)
         partition = self.host.partition_map(self._asker(step), args)
         var = str(args.get("result_var") or "results")
-        if self.runner.sandbox is not None:  # the answers are the code's too, in the variable named
-            self.runner.sandbox.request("set", timeout=30, name=var, value=partition.results)
+        try:
+            sandbox = self.runner.ready_sandbox()
+        except (WorkerLost, OSError):
+            sandbox = None  # it never started: the node ends at its next action
+        if sandbox is not None:  # the answers are the code's too, in the variable named
+            sandbox.request("set", timeout=30, name=var, value=partition.results)
         return partition.observation(var)
 
     def _bridge(self, name: str, args: dict[str, Any]) -> Any:

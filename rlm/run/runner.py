@@ -115,13 +115,39 @@ class ActionRunner:
         self.host = host
         self.cap = cap
         self.time_left = time_left
-        self.sandbox: Sandbox | None = None
+        self.sandbox: Sandbox | None = None  # the worker, once ready
+        self._launched: Sandbox | None = None  # launched, not yet seen ready
+        self._ready_wait: Callable[[Sandbox], None] = lambda sandbox: None
         self.observed = False  # whether any action has run (a `final` before one is refused)
         self.done: dict[str, Done] = {}
         self.failures: dict[str, int] = {}  # how often each exact call failed
         # Bumped by anything that may change the worker's variables: a cell, a restart,
         # partition_map's result variable. The same code against a new state is not a repeat.
         self.state = 0
+
+    # -- the worker ----------------------------------------------------------------
+    def launch_sandbox(self, sandbox: Sandbox, ready: Callable[[Sandbox], None]) -> None:
+        """Take a launched worker: it comes up (an interpreter, its imports, the input mapped,
+        the lock-down) while the model writes its first reply; the first action waits for it
+        (ready_sandbox), through `ready`."""
+        self.sandbox = None
+        self._launched, self._ready_wait = sandbox, ready
+
+    def ready_sandbox(self) -> Sandbox:
+        """The node's worker, once it is ready; raises what stopped it from starting."""
+        if self.sandbox is None:
+            launched, self._launched = self._launched, None
+            assert launched is not None, "the node launches its worker before its first action"
+            self._ready_wait(launched)  # kills the worker when it does not come up
+            self.sandbox = launched
+        return self.sandbox
+
+    def close_sandbox(self) -> None:
+        """Stop the node's worker, one not yet ready included."""
+        for sandbox in (self.sandbox, self._launched):
+            if sandbox is not None:
+                sandbox.close()
+        self.sandbox = self._launched = None
 
     # -- the guard -----------------------------------------------------------------
     def act(
@@ -298,9 +324,13 @@ class ActionRunner:
         return limit if left is None else max(1.0, min(limit, left + min(grace, 1.0)))
 
     def _request(self, op: str, args: dict[str, Any], timeout: float) -> dict[str, Any] | Outcome:
-        assert self.sandbox is not None, "the node starts its worker before its first action"
         try:
-            reply = self.sandbox.request(op, timeout=timeout, **args)
+            sandbox = self.ready_sandbox()
+        except (WorkerLost, OSError) as exc:
+            why = f"the sandbox could not start: {exc}"
+            return Outcome(f"error: {why}", ok=False, fatal=why)
+        try:
+            reply = sandbox.request(op, timeout=timeout, **args)
         except InputShrank as exc:
             # The file was cut while the run read it: a restarted worker would map other bytes
             # than the index describes, and an answer would mix the two. The run ends (exit 3).
@@ -311,7 +341,7 @@ class ActionRunner:
         except WorkerLost as exc:
             why = str(exc)
             try:
-                self.sandbox.restart()
+                sandbox.restart()
             except WorkerLost as again:
                 return Outcome(
                     f"error: {why}; the sandbox could not be restarted", ok=False, fatal=str(again)

@@ -90,11 +90,20 @@ class Sandbox:
         self.ready: dict[str, Any] = {}
         self.restarts = 0
         self.startup_s = 0.0
+        self._launched = 0.0
         self._buf = b""
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> dict[str, Any]:
-        started = time.monotonic()
+        self.launch()
+        return self.wait_ready()
+
+    def launch(self) -> None:
+        """Start the worker process and hand it its spec, without waiting for it to be ready: it
+        imports, maps the input and locks itself down meanwhile. Called from the thread that
+        keeps the worker: the kernel kills the worker when that thread ends (PR_SET_PDEATHSIG
+        follows the thread that forked it, not the process)."""
+        self._launched = time.monotonic()
         self.workdir = tempfile.mkdtemp(prefix="rlm-worker-")
         os.chmod(self.workdir, 0o755)
         log = open(os.path.join(self.workdir, "worker.log"), "wb")  # noqa: SIM115 (kept for the process)
@@ -111,12 +120,18 @@ class Sandbox:
         log.close()
         self._buf = b""
         self._send(asdict(self.spec))
+
+    def wait_ready(self) -> dict[str, Any]:
+        """Wait for a launched worker's ready message; raises WorkerLost (the worker killed)."""
         msg = self._read(START_TIMEOUT)
         if not msg.get("ready"):
             self.kill()
             raise WorkerLost(f"the sandbox could not open the input: {msg.get('error', 'unknown error')}")
         self.ready = msg
-        self.startup_s = time.monotonic() - started
+        now, at = time.monotonic(), msg.get("at")
+        # The worker's own word for when it was ready, if it is a time between its launch and now.
+        ready_at = float(at) if isinstance(at, int | float) and self._launched <= at <= now else now
+        self.startup_s = ready_at - self._launched
         return msg
 
     def restart(self) -> dict[str, Any]:

@@ -26,6 +26,7 @@ import os
 import re
 import signal
 import sys
+import time
 from typing import Any
 
 from rlm.sandbox.oslimits import apply_os_limits, arm_cpu_timer, disarm_cpu_timer
@@ -501,7 +502,9 @@ def main() -> None:
     start_scan_threads()
     sandbox = _apply_os_limits(spec) if spec.get("os_limits", True) else {"active": [], "missing": []}
     _forbid_late_imports()
-    worker.send({"ready": True, "n_lines": worker.text.n_lines, "sandbox": sandbox})
+    # `at`: when it was ready, on the clock the parent shares (CLOCK_MONOTONIC is system-wide):
+    # the parent reads this message only at the node's first action.
+    worker.send({"ready": True, "n_lines": worker.text.n_lines, "sandbox": sandbox, "at": time.monotonic()})
     worker.serve()
 
 
