@@ -136,10 +136,15 @@ class ActionRunner:
     def ready_sandbox(self) -> Sandbox:
         """The node's worker, once it is ready; raises what stopped it from starting."""
         if self.sandbox is None:
-            launched, self._launched = self._launched, None
+            launched = self._launched
             assert launched is not None, "the node launches its worker before its first action"
-            self._ready_wait(launched)  # kills the worker when it does not come up
-            self.sandbox = launched
+            try:
+                self._ready_wait(launched)
+            except BaseException:  # it never came up, or the wait was stopped: it goes
+                self._launched = None
+                launched.close()
+                raise
+            self.sandbox, self._launched = launched, None
         return self.sandbox
 
     def close_sandbox(self) -> None:
