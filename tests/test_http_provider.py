@@ -11,7 +11,7 @@ from openai_stub import OpenAIStub
 
 
 def test_native_tool_calls_over_http(tmp_path: Path, apache_log: Path) -> None:
-    """--protocol tools against a local server: litellm sends tools= (which needs the mcp package)."""
+    """--protocol tools against a local server: litellm sends tools=."""
     total = sum(1 for line in apache_log.read_text().splitlines() if "Googlebot" in line)
     replies = [
         {"tool": "grep", "args": {"pattern": "Googlebot", "max_matches": 2}},
@@ -55,6 +55,9 @@ def test_native_tool_calls_over_http(tmp_path: Path, apache_log: Path) -> None:
     # ... and asks for JSON mode, which OpenAI-compatible servers (llama.cpp's too) honour
     assert synthesis["response_format"] == {"type": "json_object"}
     assert all("response_format" not in r["body"] for r in stub.requests[:2])  # the loop's turns do not
+    # litellm's own flags (the MCP look it is told to skip) stay with litellm: the server gets the
+    # request's fields alone
+    assert all(not any(k.startswith("_") for k in r["body"]) for r in stub.requests)
     assert latest_trace(tmp_path)["status"] == "final"
 
 
