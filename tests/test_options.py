@@ -61,6 +61,7 @@ def _values(tmp_path: Path, model: str) -> dict[str, Any]:
         "strict": True,  # the answer is what the run printed: grounded
         "order": "mtime",  # one input: any order reads it the same
         "skip_bad": True,
+        "router_strategy": "least-busy",  # read whether or not a model_list names the model
     }
 
 

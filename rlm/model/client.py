@@ -23,12 +23,13 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rlm.errors import ConfigError, Interrupted, ProviderError, RlmError
 from rlm.model.budget import Budget, BudgetExceeded
+from rlm.model.deployments import Deployment, answered_by, cooling_down_s
 from rlm.model.events import ProviderEvent, ProviderEvents, ProviderFailed, Retry, Waiting
 from rlm.model.tokens import count_messages, count_text, count_tools, ensure_offline_tiktoken
 
@@ -126,6 +127,7 @@ class Reply:
     latency_s: float = 0.0
     model: str = ""
     finish_reason: str | None = None
+    deployment: str | None = None  # the deployment of a group that answered (rlm.model.deployments)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -206,6 +208,8 @@ def _classify(exc: BaseException) -> str:
         return "fatal"
     if name in _RETRYABLE_NAMES or isinstance(exc, TimeoutError | ConnectionError):
         return "retry"
+    if cooling_down_s(exc) is not None:  # every deployment of a group cools down: wait, then ask again
+        return "retry"
     status = getattr(exc, "status_code", None)
     if isinstance(status, int) and (status == 429 or status >= 500):
         return "retry"
@@ -232,12 +236,14 @@ def _refused(exc: BaseException) -> bool:
     return False
 
 
+# What litellm's Router appends to a deployment's error: rlm says itself what it does next.
+_ROUTER_NOTE = re.compile(r"\s*LiteLLM: model group '[^']*' failed with the error above\.[^.]*\.")
 _LIB_PREFIX = re.compile(r"^(?:litellm\.)?\w+(?:Error|Exception)(?::|\s+-)\s*")
 
 
 def _clean(exc: BaseException) -> str:
     """The provider's own words, without litellm's repeated class names."""
-    text = " ".join(str(exc).split())
+    text = _ROUTER_NOTE.sub("", " ".join(str(exc).split()))
     while (shorter := _LIB_PREFIX.sub("", text, count=1)) != text:
         text = shorter
     return text[:300] or type(exc).__name__
@@ -307,8 +313,18 @@ class ModelClient:
         context_window: int | None = None,
         sleep: Callable[[float], None] = time.sleep,
         small: bool = False,
+        router: Any = None,
+        deployments: Sequence[Deployment] = (),
     ) -> None:
         self.model = model
+        # A group of deployments (rlm.model.deployments): calls go through litellm's Router, which
+        # picks one; what litellm is asked about the model (window, price, tools) is asked of the
+        # group's first deployment.
+        self.router = router
+        self.deployments = tuple(deployments)
+        first = self.deployments[0].params if self.deployments else {}
+        self._probe = str(first.get("model") or model)
+        self._probe_base = first.get("api_base") if self.deployments else api_base
         # The offline model: small, served by llama.cpp, whose server holds a reply to a JSON
         # schema by a grammar (rlm.run.typed chooses its protocol by this).
         self.small = small
@@ -348,6 +364,8 @@ class ModelClient:
     @property
     def where(self) -> str:
         """What a call waits on, for messages: the server's URL, else the model."""
+        if self.router is not None:
+            return f"the deployments of {self.model}"
         return self.api_base or self.model
 
     # -- capabilities -------------------------------------------------------
@@ -355,11 +373,11 @@ class ModelClient:
         """Native tool calling, as litellm knows it. A custom api_base is assumed not to."""
         if self.own is not None:
             return self.own.tools
-        if self.api_base:
+        if self._probe_base:
             return False
         litellm = load_litellm()
         try:
-            return bool(litellm.supports_function_calling(model=self.model))
+            return bool(litellm.supports_function_calling(model=self._probe))
         except Exception:
             return False
 
@@ -369,7 +387,7 @@ class ModelClient:
         if self.own is None:
             litellm = load_litellm()
             try:
-                info = litellm.get_model_info(self.model)
+                info = litellm.get_model_info(self._probe)
                 window = info.get("max_input_tokens") or info.get("max_tokens")
                 if window:
                     self._context_window = int(window)
@@ -384,6 +402,14 @@ class ModelClient:
         if self.own is not None and not self.own.needs_credentials:
             return
         litellm = load_litellm()
+        if self.router is not None:
+            # Each deployment's keys were checked with the model list (rlm.model.deployments).
+            for d in self.deployments:
+                try:
+                    litellm.get_llm_provider(model=d.model)
+                except Exception:
+                    raise ProviderError(f"deployment {d.id}: " + _unknown_model(d.model)) from None
+            return
         if not self.api_base:
             try:
                 litellm.get_llm_provider(model=self.model)
@@ -417,7 +443,7 @@ class ModelClient:
             return self.own.priced
         litellm = load_litellm()
         try:
-            info = litellm.get_model_info(self.model)
+            info = litellm.get_model_info(self._probe)
             return bool(info.get("input_cost_per_token") or info.get("output_cost_per_token"))
         except Exception:
             return False
@@ -429,7 +455,7 @@ class ModelClient:
         litellm = load_litellm()
         try:
             p, c = litellm.cost_per_token(
-                model=self.model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+                model=self._probe, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
             )
             return float(p) + float(c)
         except Exception:
@@ -471,6 +497,8 @@ class ModelClient:
             # JSON mode where the provider has it (OpenAI, llama.cpp's server, ...); litellm drops
             # the parameter for those that do not, and the caller parses tolerantly either way.
             kw["response_format"] = {"type": "json_object"}
+        if self.router is not None:
+            return kw  # each deployment has its own endpoint and key
         if self.api_base:
             kw["api_base"] = self.api_base
         if self.api_key:
@@ -515,6 +543,7 @@ class ModelClient:
             latency_s=time.monotonic() - started,
             model=self.model,
             finish_reason=getattr(choice, "finish_reason", None),
+            deployment=answered_by(resp) if self.router is not None else None,
         )
 
     def _before(
@@ -552,6 +581,9 @@ class ModelClient:
     def _reason(self, exc: BaseException) -> str:
         if isinstance(exc, _Timeout | _NoChoices):
             return str(exc)
+        cooling = cooling_down_s(exc)
+        if cooling is not None:
+            return f"every deployment of {self.model} failed and is left alone for {cooling:g} s"
         if _refused(exc):
             return f"nothing answers at {self.where}"
         chain = _chain(exc)
@@ -598,10 +630,20 @@ class ModelClient:
             raise ProviderError(f"model call to {self.model} failed: {self._reason(exc)}") from None
         if self._failed.get(self.where) is not None:  # another call gave up on it meanwhile
             raise ProviderError(self._failed[self.where].message) from None
-        limit = min(self.retries, REFUSED_RETRIES) if _refused(exc) else self.retries
+        if self.router is not None:
+            # Each deployment of a group may fail once (the next is asked at once) before the
+            # retries proper, which wait for one to be free again.
+            limit = self.retries + len(self.deployments) - 1
+        else:
+            limit = min(self.retries, REFUSED_RETRIES) if _refused(exc) else self.retries
         if attempt >= limit:
             raise self._give_up(exc, attempt + 1) from None
-        asked = _retry_after(exc)
+        cooling = cooling_down_s(exc)
+        asked = cooling if cooling is not None else _retry_after(exc)
+        if cooling is None and len(self.deployments) > 1:
+            # One deployment failed and cools down: the Router sends the next attempt to another,
+            # at once. Only when all of them cool down is there anything to wait for (`cooling`).
+            asked = 0.0
         if asked is not None and asked > RETRY_AFTER_MAX_S:
             raise self._give_up(exc, attempt + 1, f" (it asks to wait {asked:g} s)") from None
         if asked is not None:
@@ -643,6 +685,8 @@ class ModelClient:
                 completion_tokens=reply.completion_tokens,
                 cost=reply.cost,
             )
+            if reply.deployment is not None:
+                entry["deployment"] = reply.deployment
         elif isinstance(error, BudgetExceeded):
             entry.update(
                 error=error.detail,
@@ -723,7 +767,8 @@ class ModelClient:
                 limit, by_deadline = self._limit(final)
                 started = time.monotonic()
                 try:
-                    call = functools.partial(litellm.completion, **{**kw, "timeout": limit})
+                    via = self.router if self.router is not None else litellm
+                    call = functools.partial(via.completion, **{**kw, "timeout": limit})
                     resp = self._bounded(call, limit, by_deadline)
                     reply = self._to_reply(resp, messages, tools, started)
                 except Exception as exc:
@@ -753,8 +798,9 @@ class ModelClient:
                 limit, by_deadline = self._limit(final)
                 started = time.monotonic()
                 try:
+                    via = self.router if self.router is not None else litellm
                     try:
-                        resp = await asyncio.wait_for(litellm.acompletion(**{**kw, "timeout": limit}), limit)
+                        resp = await asyncio.wait_for(via.acompletion(**{**kw, "timeout": limit}), limit)
                     except TimeoutError:
                         raise _Timeout(limit, by_deadline) from None
                     reply = self._to_reply(resp, messages, tools, started)

@@ -10,6 +10,7 @@ rich Text, never markup: a trace's text cannot paint the terminal.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +63,23 @@ def summarize(path: Path) -> dict[str, Any]:
         tokens=totals.get("total_tokens"),
         elapsed_s=totals.get("elapsed_s"),
     )
+    served = _served_by(doc)
+    if served:
+        row["deployments"] = served
     shown: dict[str, Any] = redact(row)
     return shown
+
+
+def _served_by(doc: Mapping[str, Any]) -> dict[str, int]:
+    """How many calls each deployment of a model_list group answered (rlm.model.deployments)."""
+    counts: dict[str, int] = {}
+    cassette = doc.get("cassette")
+    calls = cassette.get("calls") if isinstance(cassette, dict) else None
+    for call in calls if isinstance(calls, list) else []:
+        name = call.get("deployment") if isinstance(call, dict) else None
+        if isinstance(name, str):
+            counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def list_runs(directories: str | Path | list[str] | list[Path], limit: int) -> list[dict[str, Any]]:

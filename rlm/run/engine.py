@@ -248,6 +248,8 @@ class Engine:
             },
             "duration_s": round(done.duration, 4),
         }
+        if reply.deployment is not None:
+            entry["model_call"]["deployment"] = reply.deployment
         self.trace.add_step(entry)
         self.progress(
             Step(

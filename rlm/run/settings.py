@@ -17,6 +17,7 @@ from typing import Any
 
 from rlm.errors import ConfigError, UsageError
 from rlm.input.order import ORDERS
+from rlm.model.deployments import STRATEGIES, ModelList, parse_model_list
 from rlm.run.options import Option, Rule, option, options_of
 from rlm.trace.redact import register_secret, register_url_secrets, url_without_secrets
 
@@ -58,6 +59,14 @@ class Settings:
     )
     api_key: str | None = option(
         None, "API key (better: the provider's own variable, e.g. OPENAI_API_KEY)", flags=("--api-key",)
+    )
+    router_strategy: str = option(
+        "simple-shuffle",
+        "How a call picks one deployment of a model_list group (litellm's Router)",
+        choices=STRATEGIES,
+        doc="how a call picks one deployment of a `[[model_list]]` group (docs/scale.md): litellm's Router "
+        "strategies `simple-shuffle` (weighed by each deployment's rpm/tpm), `least-busy`, "
+        "`latency-based-routing`, `usage-based-routing-v2`, `cost-based-routing`",
     )
     protocol: str = option(
         "auto",
@@ -219,14 +228,30 @@ def _config_file() -> Path:
     return Path(base) / "rlm" / "config.toml"
 
 
-def _load_config_file() -> dict[str, Any]:
+# Keys of the config file that are tables, not settings: no flag or variable holds them.
+_TABLES = ("model_list",)
+
+
+def _read_config_file() -> tuple[Path, dict[str, Any]]:
     path = _config_file()
     if not path.is_file():
-        return {}
+        return path, {}
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return path, tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
+
+
+def load_model_list() -> ModelList | None:
+    """The deployments the config file lists (`[[model_list]]`, rlm.model.deployments), if any."""
+    path, data = _read_config_file()
+    return parse_model_list(data.get("model_list"), f"config file {path}")
+
+
+def _load_config_file() -> dict[str, Any]:
+    path, data = _read_config_file()
+    for table in _TABLES:
+        data.pop(table, None)
     unknown = sorted(set(data) - set(OPTIONS))
     if unknown:
         raise ConfigError(f"unknown key(s) in {path}: {', '.join(unknown)}")

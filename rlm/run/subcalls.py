@@ -31,6 +31,7 @@ from rlm.run.scope import Asker
 from rlm.run.services import RunServices
 from rlm.text.textcap import cap_line, cap_words
 from rlm.trace.redact import redact_text
+from rlm.trace.schema import SubcallRecord
 
 # Bytes per token when sizing a slice without reading it (logs run ~3-4).
 BYTES_PER_TOKEN = 3.0
@@ -185,20 +186,21 @@ class Subcalls:
     ) -> str:
         self.run.charge(asker.node_id, reply)
         answer = reply.content.strip()
-        self.run.trace.add_subcall(
-            {
-                "node": asker.node_id,
-                "step": asker.step,
-                "question": question,
-                "slice": where,
-                "prompt_tokens": reply.prompt_tokens,
-                "completion_tokens": reply.completion_tokens,
-                "cost": reply.cost,
-                "latency_s": round(reply.latency_s, 4),
-                "answer": answer,  # whole: bounded by the reply size, and --rerun plays it back
-                "context": self._subquery_context(question, messages),
-            }
-        )
+        record: SubcallRecord = {
+            "node": asker.node_id,
+            "step": asker.step,
+            "question": question,
+            "slice": where,
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "cost": reply.cost,
+            "latency_s": round(reply.latency_s, 4),
+            "answer": answer,  # whole: bounded by the reply size, and --rerun plays it back
+            "context": self._subquery_context(question, messages),
+        }
+        if reply.deployment is not None:
+            record["deployment"] = reply.deployment
+        self.run.trace.add_subcall(record)
         return answer or EMPTY_ANSWER
 
     # -- partition_map ---------------------------------------------------------------

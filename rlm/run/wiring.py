@@ -21,6 +21,7 @@ from rlm.input.tables import build_progress
 from rlm.memory.recall import Recall, offer_lines, offer_parts
 from rlm.memory.store import Kept, Memory
 from rlm.model.client import ModelClient, load_litellm, load_litellm_in_background
+from rlm.model.deployments import Deployment, build_router, resolve_keys
 from rlm.run.cassette import Cassette, record_calls
 from rlm.run.engine import Engine, RunResult
 from rlm.run.events import (
@@ -37,8 +38,8 @@ from rlm.run.events import (
 )
 from rlm.run.ledger import Finding
 from rlm.run.plain import PlainRun, chooses_plain
-from rlm.run.settings import Settings, default_trace_dir, request_timeout_for, trace_dir_for
-from rlm.trace.redact import redact_text, register_secret
+from rlm.run.settings import Settings, default_trace_dir, load_model_list, request_timeout_for, trace_dir_for
+from rlm.trace.redact import redact_text, register_secret, register_url_secrets, url_without_secrets
 from rlm.trace.retention import sweep_if_due
 from rlm.trace.schema import ProviderEventRecord
 from rlm.trace.writer import TraceWriter
@@ -54,6 +55,8 @@ def _client(
     api_key: str | None,
     window: int | None,
     local: bool = False,
+    router: Any = None,
+    deployments: Sequence[Deployment] = (),
 ) -> ModelClient:
     return ModelClient(
         model,
@@ -65,7 +68,17 @@ def _client(
         temperature=settings.temperature,
         context_window=window,
         small=local,
+        router=router,
+        deployments=deployments,
     )
+
+
+def _described(d: Deployment) -> dict[str, Any]:
+    """A deployment as the trace records it: its endpoint's URL without credentials."""
+    out = d.describe()
+    if "api_base" in out:
+        out["api_base"] = url_without_secrets(out["api_base"])
+    return out
 
 
 def resolve_model_name(settings: Settings) -> str:
@@ -118,12 +131,33 @@ def open_models(settings: Settings, local_endpoint: Any = None) -> Iterator[tupl
     register_secret(settings.api_key)
     name = resolve_model_name(settings)
     sub_name = settings.sub_model or name
+    models = load_model_list()
+    grouped = {n for n in (name, sub_name) if models is not None and n in models.groups()}
+    router = None
+    if models is not None and grouped:
+        for secret in resolve_keys(models, grouped):
+            register_secret(secret)
+        for d in models.deployments:
+            register_url_secrets(d.api_base)
+        # One Router for the run: the root's and the sub-calls' calls share what it learns
+        # (a deployment cooling down, the calls each one has in flight).
+        router = build_router(models, settings.router_strategy, request_timeout_for(settings, local=False))
     with contextlib.ExitStack() as stack:
         endpoint = None
         if LOCAL in (name, sub_name):
             endpoint = local_endpoint or stack.enter_context(_local_server(settings))
 
         def make(model_name: str) -> ModelClient:
+            if models is not None and model_name in grouped:
+                return _client(
+                    settings,
+                    model_name,
+                    api_base=None,
+                    api_key=None,
+                    window=None,
+                    router=router,
+                    deployments=models.of(model_name),
+                )
             if model_name == LOCAL and endpoint is not None:
                 return _client(
                     settings,
@@ -257,6 +291,9 @@ def run_ask(
                     )
                 ):
                     trace.update(models={"root": root.model, "sub": sub.model})
+                    deployments = {d.id: _described(d) for c in (root, sub) for d in c.deployments}
+                    if deployments:
+                        trace.update(deployments=list(deployments.values()))
                     # The seam of --mode: one direct call (rlm.run.plain), or the investigation.
                     plain = chooses_plain(settings.mode, profile, root)
                     trace.update(mode="plain" if plain else "rlm")

@@ -68,6 +68,7 @@ class ModelCallRecord(TypedDict, total=False):
     completion_tokens: int
     cost: float | None
     latency_s: float
+    deployment: str  # the deployment of a model_list group that answered (rlm.model.deployments)
     reply: ReplyRecord
 
 
@@ -120,6 +121,7 @@ class SubcallRecord(TypedDict, total=False):
     completion_tokens: int
     cost: float | None
     latency_s: float
+    deployment: str
     answer: str
     cached: bool
     context: dict[str, Any]
@@ -220,6 +222,7 @@ class CassetteCallRecord(TypedDict, total=False):
     prompt_tokens: int
     completion_tokens: int
     cost: float | None
+    deployment: str
     error: str
     error_kind: CallErrorKind
     limit: str
@@ -243,6 +246,9 @@ class TraceDoc(TypedDict, total=False):
     pid: int
     settings: dict[str, Any]
     models: dict[str, str]
+    deployments: list[
+        dict[str, Any]
+    ]  # a model_list group's deployments: id, group, model, api_base, rpm, tpm
     input: dict[str, Any]
     question: str | None
     mode: str  # how the run answered: rlm (the investigation) or plain (one direct call)
