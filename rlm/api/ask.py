@@ -46,6 +46,12 @@ def input_of(source: Source) -> tuple[str, IO[bytes] | None]:
         path = os.fspath(source)
         if not isinstance(path, str):
             raise UsageError("source must be a str path, an os.PathLike of one, or a binary file object")
+        if "://" in path:  # a remote input (rlm.input.remote): its URL's credentials never written
+            from rlm.input.remote import url_secrets
+            from rlm.trace.redact import register_secret
+
+            for value in url_secrets(path):
+                register_secret(value)
         # "-" is a file of that name here; standard input is passed as the stream it is.
         return (os.path.join(".", path) if path == "-" else path), None
     if not hasattr(source, "read"):
@@ -62,7 +68,9 @@ def ask(
     progress: ProgressCallback | None = None,
     **settings: Any,
 ) -> Result:
-    """Answer `question` about `source` (a path, or a binary file object read to its end).
+    """Answer `question` about `source` (a path; an `s3://`, `gs://` or `https://` URL, a pattern
+    in an object's key matched against the bucket's listing; or a binary file object read to
+    its end).
 
     `settings` are any of `rlm ask`'s settings by name (`max_calls=50`, `max_cost=0.25`,
     `trace_dir="traces"`, `no_memory=True`, `api_base=...`); `progress` is handed every event of

@@ -125,6 +125,11 @@ def _input_size(input_arg: str, stream: Any) -> tuple[str, int | None]:
             return "<stream>", None
         # A pipe's size is what is buffered in it now, not what will come.
         return "<stream>", st.st_size if stat.S_ISREG(st.st_mode) else None
+    if "://" in input_arg:
+        from rlm.input.remote import is_remote, shown
+
+        if is_remote(input_arg):  # looked at only: its size is learnt when the run lists it
+            return shown(input_arg), None
     if not os.path.exists(input_arg):
         raise InputError(f"file not found: {input_arg}")
     if os.path.isdir(input_arg):

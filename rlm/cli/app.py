@@ -109,7 +109,7 @@ EXIT_CODES = """Exit codes:
   0  answered (status final, forced or partial)
   1  no answer could be established, or --strict withheld one that is not grounded (nothing on stdout)
   2  usage error
-  3  input unreadable (missing, directory, permission, FIFO without data)
+  3  input unreadable (missing, directory, permission, FIFO without data; a remote object missing or unreachable)
   4  configuration or credentials (no model set, missing API key)
   5  provider failure after retries (a partial answer, if any, is printed)
   6  a budget limit stopped the run (the partial answer is printed)
@@ -124,7 +124,8 @@ def ask(
         list[str],
         typer.Argument(
             metavar="PATH... QUESTION",
-            help="The files to investigate (- for standard input, alone; a quoted glob is expanded by rlm), "
+            help="The files to investigate (- for standard input, alone; a quoted glob is expanded by rlm; "
+            "s3://, gs:// and https:// URLs, a pattern in an object's key listed by rlm), "
             "then the question in plain words. Several files are read as one text, in order (--order).",
         ),
     ],
@@ -174,6 +175,8 @@ def ask(
     if len(paths_and_question) < 2:
         _die("give the file(s) to investigate, then the question", int(ExitCode.USAGE))
     *paths, question = paths_and_question
+    if any("://" in p for p in paths):
+        paths = _remote_named(paths)
     file = paths[0] if len(paths) == 1 else paths
     if estimate:
         _estimate(file, question, flags, as_json)
@@ -195,7 +198,8 @@ def ask(
         from rlm.cli.events import JsonlEvents
 
         events = JsonlEvents(sys.stdout)
-        events.emit("start", question=question, file=paths[0] if len(paths) == 1 else paths)
+        named = [_input_name(p) for p in paths]
+        events.emit("start", question=question, file=named[0] if len(named) == 1 else named)
         sinks.append(events)
     # Every sink is handed the run's one stream of events (rlm.run.events), one event at a time.
     progress = FanOut(*sinks)
@@ -245,6 +249,27 @@ def ask(
         reporter.warn(ungrounded_note(result))
     reporter.summary(result)
     raise typer.Exit(result.exit_code)
+
+
+def _remote_named(paths: list[str]) -> list[str]:
+    """The inputs as given; the credentials written into a remote input's URL (a signed URL's
+    signature, a password) registered first, so that nothing rlm writes shows them."""
+    from rlm.input.remote import url_secrets
+    from rlm.trace.redact import register_secret
+
+    for path in paths:
+        for value in url_secrets(path):
+            register_secret(value)
+    return paths
+
+
+def _input_name(path: str) -> str:
+    """An input as the events name it: a remote one by its URL without credentials."""
+    if "://" not in path:
+        return path
+    from rlm.input.remote import is_remote, shown
+
+    return shown(path) if is_remote(path) else path
 
 
 def _estimate(file: str | list[str], question: str, flags: dict[str, Any], as_json: bool) -> None:

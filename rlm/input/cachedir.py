@@ -1,8 +1,9 @@
 """The cache folder: a folder rlm made and marked, the only place its sweep deletes anything.
 
-The cache (line index, facts, UTF-8 copies, tables: see rlm.input.source and
-rlm.input.tables) is swept of entries unused for a month. A sweep must never touch a
-file rlm did not write, so the cache is a folder rlm can prove is its own:
+The cache (line index, facts, UTF-8 copies, tables, copies of remote objects: see
+rlm.input.source, rlm.input.tables and rlm.input.remote) is swept of entries unused for a
+month. A sweep must never touch a file rlm did not write, so the cache is a folder rlm can
+prove is its own:
 
 - it holds the marker `.rlm-cache` (a regular file of the user's with rlm's tag), written
   when rlm made the folder (made under a temporary name, marked, then renamed into place,
@@ -49,7 +50,7 @@ CACHE_KEEP_DAYS = 30
 _SWEEP_MARK = ".swept"
 _STALE_SECONDS = 3600.0  # a temp file or work folder this old with no live owner is a killed run's
 _ENTRY = re.compile(
-    r"([0-9a-f]{32})\.(?:json|idx|utf8|plain|parts|t\d+\.duckdb|t\d+\.duckdb\.wal|t\d+\.json)"
+    r"([0-9a-f]{32})\.(?:json|idx|utf8|plain|parts|obj|obj\.json|t\d+\.duckdb|t\d+\.duckdb\.wal|t\d+\.json)"
 )
 _TEMP = re.compile(r"[0-9a-f]{32}\.[\w.]+\.[0-9a-f]{12}\.tmp")  # rlm.privatefiles.replace_private's names
 

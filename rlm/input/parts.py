@@ -13,12 +13,17 @@ Order: a rotated set (`x.log.14.gz` ... `x.log.1`, `x.log`) is read oldest first
 its first member was given; other files in the order given, a glob's matches sorted
 naturally (`a2` before `a10`). `--order name|mtime|given` overrides that.
 
+A remote part (`s3://`, `gs://`, `https://`: rlm.input.remote) is its object's local copy in
+the cache, named by its URL: a pattern in its key is matched against the bucket's listing,
+and what follows is as for a local file.
+
 A missing, unreadable or damaged part is one line naming it (InputError, exit 3), unless
 skip_bad: then the part is left out, and the profile and the stderr line say so.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import json
@@ -32,6 +37,8 @@ from typing import Any, BinaryIO
 from rlm.errors import InputError, UsageError
 from rlm.input.compressed import codec_of, decompress
 from rlm.input.order import ORDERS, Part, natural_key, order_paths
+from rlm.input.remote import RemoteError, fetch, is_remote, unsupported_scheme
+from rlm.input.remote import objects as remote_objects
 from rlm.input.source import Profile, Source, default_cache_dir, input_key, open_built, open_source
 from rlm.privatefiles import read_private, replace_private
 from rlm.text.visible import visible
@@ -78,26 +85,60 @@ def open_inputs(
     """One input as today (rlm.input.source.open_source); several as one view whose profile
     carries `parts` and `skipped` (each part named by `names`, path -> name, else as given).
     Raises InputError (exit 3) or UsageError in one line."""
-    if list(args) == ["-"] or (len(args) == 1 and not _GLOB_CHARS.search(args[0])):
+    if list(args) == ["-"] or (
+        len(args) == 1
+        and not _GLOB_CHARS.search(args[0])
+        and not is_remote(args[0])
+        and unsupported_scheme(args[0]) is None
+    ):
         return open_source(args[0], cache_dir=cache_dir, stdin=stdin)
     if order not in ORDERS:
         raise UsageError(f"--order must be one of {', '.join(ORDERS)}, not {order!r}")
+    owned: list[str] = []  # remote objects' private copies when the cache cannot keep them
+    try:
+        return _open_parts(args, cache_dir, order, skip_bad, names, owned)
+    except BaseException:
+        for path in owned:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        raise
+
+
+def _open_parts(
+    args: Sequence[str],
+    cache_dir: str | None,
+    order: str,
+    skip_bad: bool,
+    names: dict[str, str] | None,
+    owned: list[str],
+) -> Source:
     skipped: list[dict[str, str]] = []
     found: list[Part] = []
-    for path in expand(args, skip_bad=skip_bad, skipped=skipped):
-        part = _stat_part(path, skip_bad, skipped)
-        if part is not None:
-            found.append(part)
+    for arg in args:
+        if is_remote(arg):
+            found.extend(_remote_parts(arg, cache_dir, skip_bad, skipped, owned))
+            continue
+        unsupported = unsupported_scheme(arg)
+        if unsupported is not None and not os.path.lexists(arg):
+            _bad(arg, unsupported, skip_bad, skipped)
+            continue
+        for path in expand([arg], skip_bad=skip_bad, skipped=skipped):
+            part = _stat_part(path, skip_bad, skipped)
+            if part is not None:
+                found.append(part)
+    found = _unique(found)
     if not found:
         raise InputError("none of the inputs could be read" + _skipped_note(skipped))
     if len(found) == 1 and not skipped:  # a glob that matched one file: one input, as today
-        return open_source(found[0].name, cache_dir=cache_dir)
+        only = found[0]
+        if is_remote(only.name):  # its local copy, named by its URL
+            return open_source(only.path, cache_dir=cache_dir, display=only.name, owned=owned)
+        return open_source(only.name, cache_dir=cache_dir)
     if names:  # what the parts were called when first read (`rlm replay --verify` reads them
         # again by their resolved paths, and its steps must see the same names)
         found = [replace(p, name=names.get(p.name, p.name)) for p in found]
     parts = order_paths(found, order)
     key = hashlib.sha256(("multi|v1|" + "|".join(p.key for p in parts)).encode()).hexdigest()[:32]
-    owned: list[str] = []
     combined, manifest = _combined(parts, key, cache_dir, owned, skip_bad)
     records, more_skipped = _records(parts, manifest)
     skipped.extend(more_skipped)
@@ -155,33 +196,74 @@ def _skipped_note(skipped: Sequence[dict[str, str]]) -> str:
     return f"; skipped {len(skipped)}: {shown}{more}"
 
 
-def _stat_part(path: str, skip_bad: bool, skipped: list[dict[str, str]]) -> Part | None:
-    """The part at `path`, keyed; None (said in `skipped`) when it is skipped."""
+def _unique(found: list[Part]) -> list[Part]:
+    """Each file once (a glob and its own name, an object named twice), where first given."""
+    seen: set[str] = set()
+    out = []
+    for part in found:
+        if part.path not in seen:
+            seen.add(part.path)
+            out.append(part)
+    return out
+
+
+def _remote_parts(
+    arg: str, cache_dir: str | None, skip_bad: bool, skipped: list[dict[str, str]], owned: list[str]
+) -> list[Part]:
+    """The objects `arg` names (rlm.input.remote), each copied once into the cache and read as
+    a local part named by its URL; those that cannot be read are said in `skipped`."""
+    from rlm.input.cachedir import resolve
+
+    try:
+        objects = remote_objects(arg)
+    except RemoteError as exc:
+        _bad(exc.name, exc.why, skip_bad, skipped)
+        return []
+    folder, _ = resolve(cache_dir if cache_dir is not None else default_cache_dir())
+    parts = []
+    for obj in objects:
+        try:
+            path = fetch(obj, folder, owned)
+        except RemoteError as exc:
+            _bad(exc.name, exc.why, skip_bad, skipped)
+            continue
+        part = _stat_part(path, skip_bad, skipped, name=obj.name)
+        if part is not None:
+            parts.append(part)
+    return parts
+
+
+def _stat_part(
+    path: str, skip_bad: bool, skipped: list[dict[str, str]], *, name: str | None = None
+) -> Part | None:
+    """The part at `path` (called `name`, else its path), keyed; None (said in `skipped`) when
+    it is skipped."""
+    name = name or path
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        _bad(path, "no such file", skip_bad, skipped)
+        _bad(name, "no such file", skip_bad, skipped)
         return None
     except OSError as exc:
-        _bad(path, f"cannot open it: {exc.strerror or exc}", skip_bad, skipped)
+        _bad(name, f"cannot open it: {exc.strerror or exc}", skip_bad, skipped)
         return None
     if stat.S_ISDIR(st.st_mode):
-        _bad(path, "is a directory, not a file", skip_bad, skipped)
+        _bad(name, "is a directory, not a file", skip_bad, skipped)
         return None
     if not stat.S_ISREG(st.st_mode):
-        _bad(path, "is not a regular file", skip_bad, skipped)
+        _bad(name, "is not a regular file", skip_bad, skipped)
         return None
     try:
         with open(path, "rb") as fh:
             head = fh.read(8)
     except OSError as exc:
-        _bad(path, f"cannot read it: {exc.strerror or exc}", skip_bad, skipped)
+        _bad(name, f"cannot read it: {exc.strerror or exc}", skip_bad, skipped)
         return None
     if st.st_size == 0:
-        skipped.append({"name": path, "why": "empty"})  # nothing to read is not an error
+        skipped.append({"name": name, "why": "empty"})  # nothing to read is not an error
         return None
     return Part(
-        name=path,
+        name=name,
         path=os.path.abspath(path),
         size=st.st_size,
         mtime_ns=st.st_mtime_ns,

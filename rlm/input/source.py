@@ -274,9 +274,19 @@ def default_cache_dir() -> str:
     return platform_cache_dir()
 
 
-def open_source(arg: str, *, cache_dir: str | None = None, stdin: BinaryIO | None = None) -> Source:
-    """Open a path, or stdin for "-", and profile it. Raises InputError in one line."""
-    owned: list[str] = []
+def open_source(
+    arg: str,
+    *,
+    cache_dir: str | None = None,
+    stdin: BinaryIO | None = None,
+    display: str | None = None,
+    owned: list[str] | None = None,
+) -> Source:
+    """Open a path, or stdin for "-", and profile it. Raises InputError in one line.
+
+    `display` names the input where it is not its path (a remote object's local copy is named
+    by its URL: rlm.input.remote); `owned` are temp files the Source removes with its own."""
+    owned = list(owned or [])
     try:
         if arg == "-":
             stream = stdin if stdin is not None else sys.stdin.buffer
@@ -288,7 +298,7 @@ def open_source(arg: str, *, cache_dir: str | None = None, stdin: BinaryIO | Non
             display = "<stdin>"
         else:
             path, digest = _open_path(arg, owned)
-            display = arg
+            display = display or arg
         profile = _profile(path, display, digest, cache_dir, owned)
     except BaseException:
         _remove_owned(owned)

@@ -58,6 +58,15 @@ def confine(path: str, allowed: list[str]) -> str:
     there is, and refused when there are several (which one the client meant is not known)."""
     if "\x00" in path:
         raise Refused("refused: the path holds a NUL byte")
+    if "://" in path:
+        from rlm.input.remote import is_remote
+        from rlm.input.remote import shown as shown_url
+
+        if is_remote(path):
+            raise Refused(
+                f"refused: {shown_url(path)} is a remote input: this server reads files under its open "
+                "directories only (`rlm ask` reads s3://, gs:// and https:// inputs)"
+            )
     allowed = [d for d in allowed if "\x00" not in d]
     if not allowed:
         raise Refused(
