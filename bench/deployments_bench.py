@@ -7,7 +7,8 @@ batch, or an API key's concurrency): the rest wait their turn at the server. Wit
 ceil(chunks / (capacity x deployments)) x latency. Timed: the partition_map step, as the trace
 records it (its duration less the root model's own call), medians of `--repeats`.
 
-    python bench/deployments_bench.py [--chunks 64] [--latency 0.5] [--capacity 4] [--concurrency 16] [--repeats 3]
+    python bench/deployments_bench.py [--chunks 64] [--latency 0.5] [--capacity 4] [--concurrency 16]
+                                      [--repeats 3] [--deployments 1,2]
 """
 
 from __future__ import annotations
@@ -134,6 +135,7 @@ def main() -> None:
     ap.add_argument("--capacity", type=int, default=4)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--deployments", default="1,2", help="how many deployments, each count in turn")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     print(
@@ -142,7 +144,7 @@ def main() -> None:
     )
     print("| deployments | ideal s | median s (min-max) | x ideal |")
     print("|---|---|---|---|")
-    for count in (1, 2):
+    for count in [int(n) for n in args.deployments.split(",")]:
         servers = [SlowServer(args.latency, args.capacity) for _ in range(count)]
         times = []
         try:
