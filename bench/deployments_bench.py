@@ -157,9 +157,8 @@ def main() -> None:
         seats = min(args.capacity * count, args.concurrency)
         ideal = math.ceil(args.chunks / seats) * args.latency
         median = statistics.median(times)
-        print(
-            f"| {count} | {ideal:.1f} | {median:.2f} ({min(times):.2f}-{max(times):.2f}) | {median / ideal:.2f} |"
-        )
+        ratio = f"{median / ideal:.2f}" if ideal else "-"  # --latency 0: the parent's own cost alone
+        print(f"| {count} | {ideal:.1f} | {median:.2f} ({min(times):.2f}-{max(times):.2f}) | {ratio} |")
 
 
 if __name__ == "__main__":
