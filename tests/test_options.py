@@ -62,6 +62,9 @@ def _values(tmp_path: Path, model: str) -> dict[str, Any]:
         "order": "mtime",  # one input: any order reads it the same
         "skip_bad": True,
         "router_strategy": "least-busy",  # read whether or not a model_list names the model
+        "include": "*.log",  # a directory's files: this run reads one file, given by name
+        "exclude": "*.gz",
+        "max_file_mb": 64.0,
     }
 
 

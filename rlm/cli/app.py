@@ -160,6 +160,15 @@ def ask(
             help="Where --explain writes: stderr (default: a pipe still gets the value alone) or stdout.",
         ),
     ] = None,
+    files_from: Annotated[
+        str | None,
+        typer.Option(
+            "--files-from",
+            help="Also read the files listed in FILE, one per line (NUL-separated, as find -print0 writes, "
+            "when it holds a NUL); - reads the list from standard input. The QUESTION may then be the only "
+            "argument.",
+        ),
+    ] = None,
     estimate: Annotated[
         bool,
         typer.Option(
@@ -172,9 +181,11 @@ def ask(
     """Answer QUESTION about the files at PATH... (read as one text). The answer goes to stdout;
     progress to stderr."""
     started = time.monotonic()
-    if len(paths_and_question) < 2:
+    if len(paths_and_question) < (1 if files_from is not None else 2):
         _die("give the file(s) to investigate, then the question", int(ExitCode.USAGE))
     *paths, question = paths_and_question
+    if files_from is not None:
+        paths += _listed(files_from)
     if any("://" in p for p in paths):
         paths = _remote_named(paths)
     file = paths[0] if len(paths) == 1 else paths
@@ -249,6 +260,26 @@ def ask(
         reporter.warn(ungrounded_note(result))
     reporter.summary(result)
     raise typer.Exit(result.exit_code)
+
+
+def _listed(source: str) -> list[str]:
+    """The paths a --files-from list names: one per line, or NUL-separated when it holds a NUL
+    (names with newlines in them); blank entries skipped. One line and exit 3 when the list
+    cannot be read, exit 2 when it names nothing."""
+    try:
+        if source == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(source, "rb") as handle:
+                data = handle.read()
+    except OSError as exc:
+        _die(f"--files-from {source}: {exc.strerror or exc}", int(ExitCode.INPUT))
+    entries = data.split(b"\0") if b"\0" in data else data.splitlines()
+    paths = [os.fsdecode(e.rstrip(b"\r") if b"\0" not in data else e) for e in entries]
+    paths = [p for p in paths if p.strip()]
+    if not paths:
+        _die(f"--files-from {source}: the list names no file", int(ExitCode.USAGE))
+    return paths
 
 
 def _remote_named(paths: list[str]) -> list[str]:

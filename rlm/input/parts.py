@@ -40,6 +40,7 @@ from rlm.input.order import ORDERS, Part, natural_key, order_paths
 from rlm.input.remote import RemoteError, fetch, is_remote, unsupported_scheme
 from rlm.input.remote import objects as remote_objects
 from rlm.input.source import Profile, Source, default_cache_dir, input_key, open_built, open_source
+from rlm.input.walk import WalkRules, walk_directory
 from rlm.privatefiles import read_private, replace_private
 from rlm.text.visible import visible
 
@@ -81,6 +82,7 @@ def open_inputs(
     order: str = "auto",
     skip_bad: bool = False,
     names: dict[str, str] | None = None,
+    walk: WalkRules | None = None,
 ) -> Source:
     """One input as today (rlm.input.source.open_source); several as one view whose profile
     carries `parts` and `skipped` (each part named by `names`, path -> name, else as given).
@@ -90,13 +92,14 @@ def open_inputs(
         and not _GLOB_CHARS.search(args[0])
         and not is_remote(args[0])
         and unsupported_scheme(args[0]) is None
+        and not os.path.isdir(args[0])
     ):
         return open_source(args[0], cache_dir=cache_dir, stdin=stdin)
     if order not in ORDERS:
         raise UsageError(f"--order must be one of {', '.join(ORDERS)}, not {order!r}")
     owned: list[str] = []  # remote objects' private copies when the cache cannot keep them
     try:
-        return _open_parts(args, cache_dir, order, skip_bad, names, owned)
+        return _open_parts(args, cache_dir, order, skip_bad, names, owned, walk or WalkRules())
     except BaseException:
         for path in owned:
             with contextlib.suppress(OSError):
@@ -111,10 +114,23 @@ def _open_parts(
     skip_bad: bool,
     names: dict[str, str] | None,
     owned: list[str],
+    walk: WalkRules,
 ) -> Source:
     skipped: list[dict[str, str]] = []
     found: list[Part] = []
     for arg in args:
+        if os.path.isdir(arg):  # its files, as rlm.input.walk chooses them
+            files, passed = walk_directory(arg, walk)
+            skipped.extend(passed)
+            if not files and not passed:
+                _bad(
+                    arg,
+                    "a directory with no file to read (after .gitignore, --include, --exclude)",
+                    skip_bad,
+                    skipped,
+                )
+            found.extend(p for p in (_stat_part(f, skip_bad, skipped) for f in files) if p is not None)
+            continue
         if is_remote(arg):
             found.extend(_remote_parts(arg, cache_dir, skip_bad, skipped, owned))
             continue

@@ -106,6 +106,26 @@ class Settings:
         "model) instead of stopping with exit 3",
         flags=("--skip-bad",),
     )
+    include: str | None = option(
+        None,
+        "Of a directory given as input, read only the files these comma-separated globs name",
+        flags=("--include",),
+        unset="every file",
+        doc="of a directory given as input, read only the files these comma-separated globs name "
+        "(each matched against the file's path in the directory and its name: `'*.log,*.gz'`)",
+    )
+    exclude: str | None = option(
+        None,
+        "Of a directory given as input, leave out the files these comma-separated globs name",
+        flags=("--exclude",),
+        unset="none",
+    )
+    max_file_mb: float = option(
+        1024.0,
+        "Of a directory given as input, skip (and count) files larger than this many MB; 0: no limit",
+        flags=("--max-file-mb",),
+        low=0,
+    )
     gguf: str | None = option(
         None, "GGUF file for -m local", flags=("--gguf",), unset="the model `rlm local setup` installed"
     )

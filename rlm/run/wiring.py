@@ -215,6 +215,7 @@ def run_ask(
     `local_endpoint` (shared_local_server), the local model is asked there, no server started.
     """
     from rlm.input.parts import open_inputs, read_summary
+    from rlm.input.walk import WalkRules
 
     question = question.strip()
     if not question:
@@ -242,6 +243,7 @@ def run_ask(
                 stdin=stdin,
                 order=settings.order,
                 skip_bad=settings.skip_bad,
+                walk=WalkRules.parse(settings.include, settings.exclude, settings.max_file_mb),
             ) as source,
         ):
             profile = source.profile
