@@ -281,3 +281,36 @@ def test_a_window_sees_its_files_cut_and_numbered_as_its_own_lines() -> None:
         "CASE WHEN line_no <= 250 THEN CASE WHEN line_no <= 100 THEN 'a.log.2.gz' ELSE 'a.log.1' END "
         "ELSE 'a.log' END"
     )
+
+
+def test_partition_map_by_file_asks_once_per_file_and_lines_of_gives_its_lines(
+    tmp_path: Path, apache_log: Path
+) -> None:
+    lines = apache_log.read_bytes().splitlines(keepends=True)
+    small = tmp_path / "small"
+    small.mkdir()
+    for i, (name, pack) in enumerate(ROTATED):  # 20 lines a file: one plain sub-call each
+        data = b"".join(lines[i * 20 : (i + 1) * 20])
+        (small / name).write_bytes(pack(data) if pack else data)
+    code = (
+        'print(partition_map("how many lines?", by="file"))\n'
+        'part = lines_of("access.log.2.bz2")\n'
+        "print(len(part), part[0] == context_lines[20], part[-1] == context_lines[39])"
+    )
+    script = write_script(
+        tmp_path / "s.json",
+        {
+            "replies": [
+                {"tool": "execute", "args": {"code": code}},
+                {"tool": "final", "args": {"answer": "done"}},
+                json.dumps({"answer": "done", "citations": ["F1"]}),
+            ],
+            # each sub-call says which file and lines it was shown
+            "rules": [{"match": r"/(access\.log[^,/]*), lines ([\d,]+-[\d,]+)", "reply": r"\1 \2"}],
+        },
+    )
+    proc = run_cli(["ask", *_given(small), "lines per file?", "-m", script], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = latest_trace(tmp_path)["steps"][0]["observation"]["preview"].splitlines()
+    assert out[0] == str([f"{name} {i * 20 + 1}-{i * 20 + 20}" for i, (name, _) in enumerate(ROTATED)]), out
+    assert out[1] == "20 True True"

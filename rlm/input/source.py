@@ -205,7 +205,8 @@ def _parts_block(
     total = sum(int(p["size"]) for p in parts)
     out = [
         f"Read as one text: {len(parts)} files, {_human_size(total)} on disk, in this order "
-        "(context_files lists each with its line range; file_of(n) names line n's file"
+        "(context_files lists each with its line range; file_of(n) names line n's file; "
+        "lines_of(name) gives a file's lines"
         + ("; the table's column `file` names each row's" if table else "")
         + "; peek and grep head each file's lines with `── name:its line number ──`):"
     ]

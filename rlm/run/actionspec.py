@@ -176,11 +176,19 @@ SPECS: tuple[Spec, ...] = (
                 "results",
                 in_prompt=False,
             ),
+            Arg(
+                "by",
+                str,
+                "'file': one chunk per input file, when several are read as one (context_files)",
+                None,
+                choices=("file",),
+                in_prompt=False,
+            ),
         ),
         prompt="the helper answers the question for every chunk of the file; returns the answers in order "
         "(also stored in the variable `results`).",
         readme="the sub-model answers for every chunk, in parallel; answers in order, also in the sandbox "
-        "variable `result_var` names",
+        "variable `result_var` names; `by=\"file\"`: one chunk per input file",
         exclusive=("chunk_lines", "chunk_chars"),
     ),
     Spec(

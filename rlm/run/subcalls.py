@@ -210,6 +210,8 @@ class Subcalls:
         offset = asker.scope.first_line - 1
         if n == 0:
             raise RlmError("the context is empty")
+        if args.get("by") == "file":
+            return self._file_chunks(asker, offset, n)
         chunk_lines = args.get("chunk_lines")
         chunk_chars = args.get("chunk_chars")
         if chunk_lines is not None and int(chunk_lines) < 1:
@@ -234,6 +236,32 @@ class Subcalls:
             )
         return [(offset + s, offset + min(n, s + chunk_lines - 1)) for s in range(1, n + 1, chunk_lines)]
 
+    def _file_chunks(self, asker: Asker, offset: int, n: int) -> list[tuple[int, int]]:
+        """partition_map(by="file"): one chunk per input file, cut to the node's scope."""
+        parts = self.run.profile.parts
+        if not parts:
+            raise RlmError('partition_map(by="file") needs several input files; this run reads one')
+        chunks = [
+            (max(int(p["first_line"]), offset + 1), min(int(p["last_line"]), offset + n))
+            for p in parts
+            if int(p["first_line"]) <= offset + n and int(p["last_line"]) > offset
+        ]
+        if len(chunks) > MAX_CHUNKS:
+            raise RlmError(
+                f"{len(chunks):,} files is more than {MAX_CHUNKS} sub-calls; narrow the question first"
+            )
+        return chunks
+
+    def _file_names(self, chunks: list[tuple[int, int]]) -> dict[int, str]:
+        """The file each chunk of partition_map(by="file") is, by its first line."""
+        parts = self.run.profile.parts or []
+        return {
+            a: str(p["name"])
+            for a, _ in chunks
+            for p in parts
+            if int(p["first_line"]) <= a <= int(p["last_line"])
+        }
+
     def partition_map(self, asker: Asker, args: dict[str, Any]) -> Partition:
         run = self.run
         question = str(args.get("question") or "").strip()
@@ -252,9 +280,12 @@ class Subcalls:
                 # Chunks too big for one plain call are investigated, as llm_query does with a big slice.
                 return self._partition_children(asker, question, chunks, avg)
             excerpts = ["\n".join(scope_text.lines[a - first : b - first + 1]) for a, b in chunks]
+        names = self._file_names(chunks) if args.get("by") == "file" else {}
         for (a, b), excerpt in zip(chunks, excerpts, strict=True):
             rel = a - first + 1
             where = f"lines {rel:,}-{rel + b - a:,}"
+            if a in names:
+                where = f"{names[a]}, {where}"
             messages = self._sub_messages(question, where, excerpt)
             est = self._check_window(messages)
             if est > limit + 600:

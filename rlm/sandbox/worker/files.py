@@ -3,7 +3,7 @@
 The worker is handed the parts as (name, first line, last line) over the whole text; a
 worker over a window of it (a child node's lines a..b) sees them cut to the window and
 renumbered as its own lines are. `context_files` lists them, `file_of(n)` names line n's
-part, and sql()'s `log` gets a column naming each row's part (`file_case`, computed from
+part, `lines_of(name)` gives a part's lines (a view of context_lines), and sql()'s `log` gets a column naming each row's part (`file_case`, computed from
 the stored line numbers, so it costs nothing in a query that does not read it).
 
 Imported by the sandbox worker: stdlib and rlm.text only.
@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from rlm.text.sqltext import sql_string
 
-__all__ = ["FilePart", "file_case", "file_of_helper", "part_locator", "window_parts"]
+__all__ = ["FilePart", "file_case", "file_of_helper", "lines_of_helper", "part_locator", "window_parts"]
 
 
 class FilePart(NamedTuple):
@@ -62,6 +62,27 @@ def file_of_helper(parts: tuple[FilePart, ...], n_lines: int) -> Callable[[int],
         return parts[i].name
 
     return file_of
+
+
+def lines_of_helper(parts: tuple[FilePart, ...], lines: Any) -> Callable[[str], Any]:
+    """`lines_of(name)`: the lines of one file, as a view of `lines` (context_lines: nothing is
+    copied). `name` as context_files gives it, or the end of it (`access.log.2.gz`) when that
+    names one file only."""
+
+    def lines_of(name: str) -> Any:
+        if not isinstance(name, str):
+            raise TypeError(f"lines_of(name): a file's name is a text, not {type(name).__name__}")
+        found = [p for p in parts if p.name == name] or [
+            p for p in parts if name.strip("/") and p.name.endswith("/" + name.strip("/"))
+        ]
+        if len(found) != 1:
+            why = "no file" if not found else f"{len(found)} files"
+            names = ", ".join(repr(p.name) for p in parts[:10]) + (" …" if len(parts) > 10 else "")
+            raise ValueError(f"lines_of({name!r}): {why} of context_files has that name; they are {names}")
+        part = found[0]
+        return lines[part.first_line - 1 : part.last_line]
+
+    return lines_of
 
 
 def part_locator(

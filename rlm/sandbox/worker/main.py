@@ -30,7 +30,7 @@ import time
 from typing import Any
 
 from rlm.sandbox.oslimits import apply_os_limits, arm_cpu_timer, disarm_cpu_timer
-from rlm.sandbox.worker.files import file_of_helper, part_locator, window_parts
+from rlm.sandbox.worker.files import file_of_helper, lines_of_helper, part_locator, window_parts
 from rlm.sandbox.worker.formatting import MAX_CELL_OUTPUT, format_grep, format_peek_chars, format_peek_lines
 from rlm.sandbox.worker.grep_result import GrepMatches
 from rlm.sandbox.worker.interpreter import CellOutcome, Interpreter
@@ -121,8 +121,9 @@ class Worker:
             chunk_lines: int | None = None,
             chunk_chars: int | None = None,
             result_var: str = "results",
+            by: str | None = None,
         ) -> list[Any]:
-            return self.partition_map(question, chunk_lines, chunk_chars, result_var)
+            return self.partition_map(question, chunk_lines, chunk_chars, result_var, by)
 
         def note(*parts: Any) -> str:
             # Small models call it as they call print: note("total:", n).
@@ -152,7 +153,11 @@ class Worker:
             "final": final,
             "FINAL": final,
             **(
-                {"context_files": self.files, "file_of": file_of_helper(self.files, self.text.n_lines)}
+                {
+                    "context_files": self.files,
+                    "file_of": file_of_helper(self.files, self.text.n_lines),
+                    "lines_of": lines_of_helper(self.files, self.text.lines),
+                }
                 if self.files
                 else {}
             ),
@@ -278,8 +283,15 @@ class Worker:
         chunk_lines: int | None = None,
         chunk_chars: int | None = None,
         result_var: str = "results",
+        by: str | None = None,
     ) -> list[Any]:
-        args = {"question": str(question), "chunk_lines": chunk_lines, "chunk_chars": chunk_chars}
+        args: dict[str, Any] = {
+            "question": str(question),
+            "chunk_lines": chunk_lines,
+            "chunk_chars": chunk_chars,
+        }
+        if by is not None:
+            args["by"] = str(by)
         results = list(self._bridge("partition_map", args) or [])
         if isinstance(result_var, str) and result_var.isidentifier() and not result_var.startswith("_"):
             self.interpreter.namespace[result_var] = results
