@@ -8,7 +8,7 @@ ceil(chunks / (capacity x deployments)) x latency. Timed: the partition_map step
 records it (its duration less the root model's own call), medians of `--repeats`.
 
     python bench/deployments_bench.py [--chunks 64] [--latency 0.5] [--capacity 4] [--concurrency 16]
-                                      [--repeats 3] [--deployments 1,2]
+                                      [--repeats 3] [--deployments 1,2] [--dask 2]
 """
 
 from __future__ import annotations
@@ -81,7 +81,9 @@ class SlowServer:
         self.http.server_close()
 
 
-def one_run(workdir: Path, servers: list[SlowServer], chunks: int, concurrency: int) -> float:
+def one_run(
+    workdir: Path, servers: list[SlowServer], chunks: int, concurrency: int, executor: str = "local"
+) -> float:
     from rlm.run.settings import load_settings
     from rlm.run.wiring import run_ask
 
@@ -117,6 +119,7 @@ def one_run(workdir: Path, servers: list[SlowServer], chunks: int, concurrency: 
             "concurrency": concurrency,
             "trace_dir": str(workdir / "traces"),
             "no_memory": True,
+            "executor": executor,
         }
     )
     result = run_ask(settings, str(source), "how many blocks per chunk?")
@@ -136,29 +139,56 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--deployments", default="1,2", help="how many deployments, each count in turn")
+    ap.add_argument(
+        "--dask",
+        type=int,
+        default=0,
+        help="also through --executor dask:// on a LocalCluster of this many worker processes "
+        "(the last deployment count)",
+    )
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     print(
         f"{args.chunks} chunks, {args.latency:g} s a reply, {args.capacity} at once per deployment, "
         f"--concurrency {args.concurrency}"
     )
-    print("| deployments | ideal s | median s (min-max) | x ideal |")
-    print("|---|---|---|---|")
-    for count in [int(n) for n in args.deployments.split(",")]:
+    print("| deployments | executor | ideal s | median s (min-max) | x ideal |")
+    print("|---|---|---|---|---|")
+    counts = [int(n) for n in args.deployments.split(",")]
+    runs = [(count, "local") for count in counts] + ([(counts[-1], "dask")] if args.dask else [])
+    for count, executor in runs:
         servers = [SlowServer(args.latency, args.capacity) for _ in range(count)]
         times = []
+        cluster = None
         try:
+            address = "local"
+            if executor == "dask":
+                from distributed import LocalCluster
+
+                cluster = LocalCluster(
+                    n_workers=args.dask,
+                    threads_per_worker=math.ceil(args.concurrency / args.dask),
+                    processes=True,
+                    host="127.0.0.1",
+                    dashboard_address=None,
+                )
+                address = cluster.scheduler_address.replace("tcp://", "dask://")
             for _ in range(args.repeats):
                 with tempfile.TemporaryDirectory() as tmp:
-                    times.append(one_run(Path(tmp), servers, args.chunks, args.concurrency))
+                    times.append(one_run(Path(tmp), servers, args.chunks, args.concurrency, address))
         finally:
             for s in servers:
                 s.close()
+            if cluster is not None:
+                cluster.close()
         seats = min(args.capacity * count, args.concurrency)
         ideal = math.ceil(args.chunks / seats) * args.latency
         median = statistics.median(times)
         ratio = f"{median / ideal:.2f}" if ideal else "-"  # --latency 0: the parent's own cost alone
-        print(f"| {count} | {ideal:.1f} | {median:.2f} ({min(times):.2f}-{max(times):.2f}) | {ratio} |")
+        shown = f"dask, {args.dask} workers" if executor == "dask" else "local"
+        print(
+            f"| {count} | {shown} | {ideal:.1f} | {median:.2f} ({min(times):.2f}-{max(times):.2f}) | {ratio} |"
+        )
 
 
 if __name__ == "__main__":

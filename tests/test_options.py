@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from rlm.run.settings import OPTIONS, load_settings
 KEY = "sk-options-test-0123456789abcdef"
 
 
-def _values(tmp_path: Path, model: str) -> dict[str, Any]:
+def _values(tmp_path: Path, model: str, executor: str) -> dict[str, Any]:
     """A value other than the default for every declared setting, each one a run can go on with.
     A setting added to the declaration must be added here: the tests below take it from each source."""
     return {
@@ -65,6 +66,7 @@ def _values(tmp_path: Path, model: str) -> dict[str, Any]:
         "include": "*.log",  # a directory's files: this run reads one file, given by name
         "exclude": "*.gz",
         "max_file_mb": 64.0,
+        "executor": executor,  # a scheduler that answers: the run connects before its first step
     }
 
 
@@ -132,8 +134,19 @@ def _recorded(values: dict[str, Any], tmp_path: Path) -> None:
     assert recorded == expected
 
 
-def _declared_values(tmp_path: Path) -> dict[str, Any]:
-    values = _values(tmp_path, _model(tmp_path))
+@pytest.fixture(scope="module")
+def scheduler() -> Iterator[str]:
+    """A Dask scheduler on 127.0.0.1 (its workers threads of this process: no task runs here)."""
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=1, processes=False, protocol="tcp", host="127.0.0.1", dashboard_address=None
+    ) as cluster:
+        yield cluster.scheduler_address.replace("tcp://", "dask://")
+
+
+def _declared_values(tmp_path: Path, executor: str = "dask://127.0.0.1:1") -> dict[str, Any]:
+    values = _values(tmp_path, _model(tmp_path), executor)
     assert set(values) == set(OPTIONS), "every declared setting needs a test value"
     for name, value in values.items():
         assert (
@@ -145,8 +158,10 @@ def _declared_values(tmp_path: Path) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("source", ["flags", "environment", "config"])
-def test_every_setting_is_taken_from_each_place_it_is_declared(tmp_path: Path, source: str) -> None:
-    values = _declared_values(tmp_path)
+def test_every_setting_is_taken_from_each_place_it_is_declared(
+    tmp_path: Path, source: str, scheduler: str
+) -> None:
+    values = _declared_values(tmp_path, scheduler)
     flagged = {n for n, o in OPTIONS.items() if o.flags}
     env: dict[str, str] = {}
     args: list[str] = []

@@ -704,6 +704,10 @@ class ModelClient:
             return
         self.recorder(entry)
 
+    def record_elsewhere(self, messages: list[dict[str, Any]], max_tokens: int | None, reply: Reply) -> None:
+        """Record a call this client's spec made on another machine (rlm.run.executor), as if here."""
+        self._record((messages, None, max_tokens), reply=reply)
+
     def _bounded(self, call: Callable[[], Any], limit: float, by_deadline: bool) -> Any:
         """Run a blocking call for at most `limit` seconds in all (a dripped reply included).
 

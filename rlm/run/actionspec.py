@@ -188,7 +188,7 @@ SPECS: tuple[Spec, ...] = (
         prompt="the helper answers the question for every chunk of the file; returns the answers in order "
         "(also stored in the variable `results`).",
         readme="the sub-model answers for every chunk, in parallel; answers in order, also in the sandbox "
-        "variable `result_var` names; `by=\"file\"`: one chunk per input file",
+        'variable `result_var` names; `by="file"`: one chunk per input file',
         exclusive=("chunk_lines", "chunk_chars"),
     ),
     Spec(

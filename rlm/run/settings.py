@@ -10,6 +10,7 @@ with the same keys as the fields below, e.g. `model = "gpt-4o-mini"`.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,6 +23,8 @@ from rlm.run.options import Option, Rule, option, options_of
 from rlm.trace.redact import register_secret, register_url_secrets, url_without_secrets
 
 MAX_DEPTH_HARD = 3
+# --executor's cluster: a Dask scheduler's host (a name, an IPv4 or a bracketed IPv6) and port.
+DASK_ADDRESS = re.compile(r"^dask://(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(?P<port>\d{1,5})$")
 PROTOCOLS = ("auto", "tools", "text", "typed")
 MODES = ("rlm", "plain", "auto")
 # A limit in seconds past a week is a typo, and past ~3e8 it overflows the timers it feeds.
@@ -128,6 +131,13 @@ class Settings:
     )
     gguf: str | None = option(
         None, "GGUF file for -m local", flags=("--gguf",), unset="the model `rlm local setup` installed"
+    )
+    executor: str = option(
+        "local",
+        "Where a fan-out's sub-calls run: local, or dask://HOST:PORT (a Dask scheduler's workers)",
+        flags=("--executor",),
+        doc="where a fan-out's sub-calls run: `local` (this process), or `dask://HOST:PORT`, the workers of a "
+        "Dask scheduler, each call a task (docs/scale.md; `pip install 'rlm[cluster]'`)",
     )
     # limits
     max_steps: int = option(20, "Turns per node", flags=("--max-steps",), low=1)
@@ -315,6 +325,8 @@ def validate(s: Settings) -> None:
     """Checks across settings (each value alone was checked by `coerce`)."""
     if s.protocol not in PROTOCOLS:
         raise UsageError(f"--protocol must be one of {', '.join(PROTOCOLS)}, not {s.protocol!r}")
+    if s.executor != "local" and not DASK_ADDRESS.match(s.executor):
+        raise UsageError(f"--executor must be local or dask://HOST:PORT, not {s.executor!r}")
     if not 0 <= s.max_depth <= MAX_DEPTH_HARD:
         raise UsageError(f"--max-depth must be between 0 and {MAX_DEPTH_HARD}, not {s.max_depth}")
 

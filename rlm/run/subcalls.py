@@ -17,7 +17,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from rlm.errors import ProviderError, RlmError
+from rlm.errors import ConfigError, ProviderError, RlmError
 from rlm.memory.store import MemoryStore, subcall_key
 from rlm.model.budget import BudgetExceeded, Reservation
 from rlm.model.client import Reply
@@ -25,6 +25,7 @@ from rlm.model.tokens import count_text
 from rlm.run import prompts
 from rlm.run.children import Children
 from rlm.run.events import Fanout
+from rlm.run.executor import LOCAL, Call, DaskExecutor, spec_of
 from rlm.run.host import Partition
 from rlm.run.routing import subquery_payload
 from rlm.run.scope import Asker
@@ -50,6 +51,12 @@ class Subcalls:
         self.cache_saved_tokens = 0
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._cluster: DaskExecutor | None = None
+        if run.settings.executor != LOCAL:
+            # Connected before the first step: a cluster nobody answers at is the run's one line
+            # (exit 4), not an error each fan-out would hand the model.
+            self._cluster = DaskExecutor(run.settings.executor)
+            self._cluster.connect()
 
     # -- llm_query ---------------------------------------------------------------
     def _slice(self, asker: Asker, args: dict[str, Any]) -> tuple[str, str, int, int]:
@@ -182,7 +189,13 @@ class Subcalls:
             )
 
     def _settle_subcall(
-        self, asker: Asker, question: str, where: str, reply: Reply, messages: list[dict[str, Any]]
+        self,
+        asker: Asker,
+        question: str,
+        where: str,
+        reply: Reply,
+        messages: list[dict[str, Any]],
+        ran_on: str | None = None,
     ) -> str:
         self.run.charge(asker.node_id, reply)
         answer = reply.content.strip()
@@ -200,6 +213,8 @@ class Subcalls:
         }
         if reply.deployment is not None:
             record["deployment"] = reply.deployment
+        if ran_on:
+            record["ran_on"] = ran_on  # the cluster worker that made the call (rlm.run.executor)
         self.run.trace.add_subcall(record)
         return answer or EMPTY_ANSWER
 
@@ -303,9 +318,12 @@ class Subcalls:
         reservation = run.budget.reserve(len(prompts_), total)
         run.progress(Fanout(node=asker.node_id, chunks=len(prompts_)))
         try:
-            results = self._event_loop().run_until_complete(
-                self._fan_out(asker, question, prompts_, reservation)
-            )
+            if run.settings.executor != LOCAL:
+                results = self._fan_out_on_cluster(asker, question, prompts_, reservation)
+            else:
+                results = self._event_loop().run_until_complete(
+                    self._fan_out(asker, question, prompts_, reservation)
+                )
         finally:
             run.budget.release(reservation)
         return self._partition_result(asker, question, Partition([w for w, _, _ in prompts_], results))
@@ -386,6 +404,60 @@ class Subcalls:
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
 
+    def _fan_out_on_cluster(
+        self,
+        asker: Asker,
+        question: str,
+        items: list[tuple[str, list[dict[str, Any]], int]],
+        reservation: Reservation,
+    ) -> list[str]:
+        """The fan-out's sub-calls as tasks of the Dask cluster (rlm.run.executor); the budget,
+        the cache, the records and the answers' order are kept here as in `_fan_out`."""
+        run = self.run
+        assert self._cluster is not None  # made with the run (__init__)
+        max_tokens = run.sub_sizing.reply_tokens
+        results = [""] * len(items)
+
+        def admit(call: Call) -> bool:
+            hit = self._cached_subcall(asker, question, items[call.index][0], call.messages)
+            if hit is not None:
+                results[call.index] = hit
+                return False
+            run.budget.admit(call.est_tokens, reservation)
+            return True
+
+        def done(call: Call, out: dict[str, Any]) -> None:
+            where = items[call.index][0]
+            if "error" in out:
+                run.budget.abandon()
+                if out.get("kind") == "config":
+                    raise ConfigError(str(out["error"]))
+                results[call.index] = f"[error] {where}: {out['error']}"
+                return
+            reply = Reply.from_dict(out["reply"])
+            reply.prompt_tokens = int(out["prompt_tokens"])
+            reply.completion_tokens = int(out["completion_tokens"])
+            reply.cost = out.get("cost")
+            reply.latency_s = float(out.get("latency_s") or 0.0)
+            reply.model = run.sub_model.model
+            reply.deployment = out.get("deployment")
+            run.sub_model.record_elsewhere(call.messages, max_tokens, reply)
+            self._cache_subcall(call.messages, reply)
+            results[call.index] = self._settle_subcall(
+                asker, question, where, reply, call.messages, ran_on=str(out.get("ran_on") or "")
+            )
+
+        self._cluster.run(
+            spec_of(run.sub_model, run.settings.router_strategy),
+            [Call(i, messages, est) for i, (_, messages, est) in enumerate(items)],
+            max_tokens=max_tokens,
+            concurrency=run.settings.concurrency,
+            admit=admit,
+            seconds_left=run.budget.time_left,
+            done=done,
+        )
+        return results
+
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         """One loop for the run: litellm keeps per-loop clients and workers, and a fresh
         loop per fan-out would pay their start-up and a slow shutdown every time."""
@@ -394,6 +466,9 @@ class Subcalls:
         return self._loop
 
     def close(self) -> None:
+        cluster, self._cluster = self._cluster, None
+        if cluster is not None:
+            cluster.close()
         loop, self._loop = self._loop, None
         if loop is None:
             return

@@ -122,6 +122,7 @@ class SubcallRecord(TypedDict, total=False):
     cost: float | None
     latency_s: float
     deployment: str
+    ran_on: str  # the cluster worker (host:pid) that made the call, under --executor dask://
     answer: str
     cached: bool
     context: dict[str, Any]

@@ -1,0 +1,145 @@
+"""Where a fan-out's sub-calls run: in this process (`--executor local`, the default: asyncio
+tasks, rlm.run.subcalls) or as tasks of a Dask cluster (`--executor dask://HOST:PORT`).
+
+On a cluster each sub-call is one task (rlm.model.remote_call.complete_remote) that a worker
+runs with a model client of its own; at most `--concurrency` are out at once. Everything of
+the run stays here: the budget is admitted before a task leaves and charged with what it used
+when it comes back, the sub-call cache is asked first, the trace records each call with the
+worker that made it (`ran_on`), a stop (Ctrl-C, SIGTERM, a budget) cancels what is still out.
+The parent's CPU per call (litellm's request and reply handling, docs/scale.md) is what this
+spreads. Child investigations (a chunk too big for one call) still run here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass
+from typing import Any
+
+from rlm.errors import ConfigError, Interrupted, UsageError
+from rlm.model.client import ModelClient
+from rlm.model.remote_call import ClientSpec, complete_remote
+from rlm.run.settings import DASK_ADDRESS
+
+LOCAL = "local"
+# How often a wait on the cluster looks for a stop, and how long a scheduler may take to answer.
+_POLL_S = 0.1
+_CONNECT_S = 10.0
+
+
+def spec_of(client: ModelClient, router_strategy: str) -> ClientSpec:
+    """What a worker needs to make the calls `client` makes."""
+    return ClientSpec(
+        model=client.model,
+        api_base=client.api_base,
+        api_key=client.api_key,
+        request_timeout=client.request_timeout,
+        retries=client.retries,
+        retry_base_delay=client.retry_base_delay,
+        temperature=client.temperature,
+        context_window=client.context_window(),
+        router_strategy=router_strategy,
+        deployments=tuple((d.id, d.group, dict(d.params)) for d in client.deployments),
+    )
+
+
+@dataclass
+class Call:
+    """One sub-call to send: its place in the fan-out, its messages, its estimated prompt."""
+
+    index: int
+    messages: list[dict[str, Any]]
+    est_tokens: int
+
+
+class DaskExecutor:
+    """A connection to a Dask scheduler, made at the first fan-out and closed with the run."""
+
+    def __init__(self, address: str) -> None:
+        found = DASK_ADDRESS.match(address)
+        if found is None:
+            raise UsageError(f"--executor must be local or dask://HOST:PORT, not {address!r}")
+        self.address = f"tcp://{found['host']}:{found['port']}"
+        self._client: Any = None
+
+    def connect(self) -> Any:
+        """The scheduler's client; ConfigError (exit 4) in one line when nothing answers there."""
+        if self._client is None:
+            try:
+                from distributed import Client
+            except ImportError:
+                raise ConfigError(
+                    "--executor dask:// needs Dask's distributed scheduler: pip install 'rlm[cluster]'"
+                ) from None
+
+            try:
+                self._client = Client(  # type: ignore[no-untyped-call]
+                    self.address, timeout=_CONNECT_S, set_as_default=False
+                )
+            except (OSError, TimeoutError) as exc:
+                raise ConfigError(
+                    f"no Dask scheduler answers at {self.address} ({' '.join(str(exc).split())[:160]}): "
+                    "start one (dask scheduler; dask worker ADDRESS) or use --executor local"
+                ) from None
+        return self._client
+
+    def run(
+        self,
+        spec: ClientSpec,
+        calls: list[Call],
+        *,
+        max_tokens: int | None,
+        concurrency: int,
+        admit: Callable[[Call], bool],
+        seconds_left: Callable[[], float | None],
+        done: Callable[[Call, dict[str, Any]], None],
+    ) -> None:
+        """Send `calls`, at most `concurrency` out at once; `admit(call)` is asked first (False:
+        answered without a call, e.g. from the cache) and charges the budget; `done(call, out)`
+        receives each outcome as complete_remote returns it, in the order they come back."""
+        # The cluster through the concurrent.futures interface: its futures are the standard ones.
+        pool = self.connect().get_executor(pure=False)
+        waiting = list(calls)
+        out: dict[Future[dict[str, Any]], Call] = {}
+        try:
+            while waiting or out:
+                while waiting and len(out) < concurrency:
+                    call = waiting.pop(0)
+                    if not admit(call):
+                        continue
+                    left = seconds_left()
+                    timeout = (
+                        spec.request_timeout if left is None else max(0.1, min(spec.request_timeout, left))
+                    )
+                    task_spec = ClientSpec(**{**spec.to_dict(), "request_timeout": timeout})
+                    out[pool.submit(complete_remote, task_spec, call.messages, max_tokens)] = call
+                if not out:
+                    continue
+                finished, _ = wait(out, timeout=_POLL_S, return_when=FIRST_COMPLETED)
+                if Interrupted.last is not None:
+                    raise Interrupted.again()
+                for future in finished:
+                    call = out.pop(future)
+                    done(call, _outcome(future))
+        finally:
+            for future in out:
+                future.cancel()
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.close(timeout=2)
+            except Exception:  # noqa: BLE001 (a scheduler gone meanwhile: nothing left to close)
+                pass
+
+
+def _outcome(future: Future[dict[str, Any]]) -> dict[str, Any]:
+    """What a task returned, or its failure as complete_remote reports one (a worker lost, a
+    task that could not be unpickled there)."""
+    try:
+        result: dict[str, Any] = future.result()
+    except Exception as exc:  # noqa: BLE001 (the cluster's failure is this call's, said in one line)
+        return {"error": f"the cluster task failed: {' '.join(str(exc).split())[:200]}", "kind": "provider"}
+    return result
