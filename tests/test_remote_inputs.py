@@ -9,10 +9,13 @@ credentials, a refused connection and plain http:// to another machine are one l
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import gzip
 import hashlib
 import http.server
+import io
 import json
 import os
 import signal
@@ -275,7 +278,7 @@ def test_an_unreadable_remote_input_is_one_line_and_exit_3(
     tmp_path: Path, s3: tuple[str, _Counting], web: tuple[str, type[_Files]]
 ) -> None:
     endpoint, _ = s3
-    base, _ = web
+    base, files = web
     env = _aws(endpoint, tmp_path)
     no_keys = _aws(endpoint, tmp_path, AWS_ACCESS_KEY_ID="", AWS_SECRET_ACCESS_KEY="", AWS_SESSION_TOKEN="")
     refused = _aws(f"http://127.0.0.1:{_closed_port()}", tmp_path)
@@ -287,6 +290,9 @@ def test_an_unreadable_remote_input_is_one_line_and_exit_3(
         (f"s3://{BUCKET}/app/app.log", refused, "connection refused"),
         (f"{base}/logs/missing.log", env, "not found (HTTP 404)"),
         ("http://192.0.2.7/app.log", env, "plain http:// is read only from this machine"),
+        # urllib reads 127.0.0.1 as the host; a WHATWG parser (obstore's) reads `\` as `/`.
+        (f"http://192.0.2.2:18081\\@{base[len('http://') :]}/logs/app.log.gz", env, "backslash"),
+        (f"s3://{BUCKET}/app/[z-a]*", env, "no object matches this pattern"),  # not an internal error
     ]
     model = write_script(tmp_path / "s.json", SCRIPT)
     for url, case_env, said in cases:
@@ -295,6 +301,7 @@ def test_an_unreadable_remote_input_is_one_line_and_exit_3(
         assert proc.returncode == 3, (url, proc.stderr)
         assert len(lines) == 1 and lines[0].startswith("rlm: ") and said in lines[0], (url, proc.stderr)
         assert proc.stdout == ""
+    assert not [p for _, p in files.seen if "app.log.gz" in p]  # the backslash URL asked nothing
 
 
 def test_an_interrupted_download_leaves_nothing_in_the_cache(
@@ -377,10 +384,174 @@ def test_names_patterns_and_the_mcp_server() -> None:
     assert shown(url) == "https://example.com/a/b.log?X-Amz-Signature=[REDACTED]&day=[REDACTED]"
     assert url_secrets(url) == ["pw-1234567", TOKEN]  # `day` is no credential: never masked in the text
     assert shown("s3://b/k?x.log") == "s3://b/k?x.log"  # in a key, ? is a pattern, not a query
-    match = _pattern("logs/2026-11-*.log.[0-9].gz").fullmatch
+    match = _pattern("logs/2026-11-*.log.[0-9].gz")
     assert match("logs/2026-11-03.log.1.gz")
     assert not match("logs/2026-11-03/x.log.1.gz")  # * stays within one level, as a local glob's
     assert not match("logs/2026-11-03.log.a.gz")
-    assert _pattern("a/[!x]?").fullmatch("a/yz") and not _pattern("a/[!x]?").fullmatch("a/xz")
+    assert _pattern("a/[!x]?")("a/yz") and not _pattern("a/[!x]?")("a/xz")
+    assert _pattern("a/[^b]")("a/^") and not _pattern("a/[^b]")("a/c")  # `^` itself, as a local glob's
+    started = time.monotonic()  # a regex of `[^/]*` runs backtracked here for minutes, holding the GIL
+    assert not _pattern("*-*-*-*.log")("-" * 1000)
+    assert time.monotonic() - started < 1
+    assert not _pattern("[z-a]*")("zz")  # an empty range matches nothing: no re.error
+    # An item without `=` may be the secret itself: masked whole, and registered.
+    keyonly = "https://example.com/a.log?KEYONLYTOKEN123&day=5"
+    assert shown(keyonly) == "https://example.com/a.log?[REDACTED]&day=[REDACTED]"
+    assert url_secrets(keyonly) == ["KEYONLYTOKEN123"]
     with pytest.raises(InputError, match=r"^refused: s3://b/app\.log is a remote input"):
         confine("s3://b/app.log", ["/tmp"])
+
+
+class _Tricky(http.server.BaseHTTPRequestHandler):
+    """A loopback server that misbehaves by path: /moved redirects (HEAD and GET) to `elsewhere`,
+    /moved-get only its GET; /more says 10 bytes and sends 32 MiB (`wrote` counts what went
+    out); /future has a Last-Modified in 2300 and no ETag. Records every request in `seen`."""
+
+    elsewhere = ""
+    seen: list[tuple[str, str]] = []
+    wrote: list[int] = []
+
+    def _answer(self, get: bool) -> None:
+        self.seen.append((self.command, self.path))
+        if self.path in ("/moved", "/moved-get") and (get or self.path == "/moved"):
+            self.send_response(302)
+            self.send_header("Location", f"{self.elsewhere}/app.log")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.path == "/more" and get:
+            self.send_response(200)  # no Content-Length: the body runs until the connection closes
+            self.end_headers()
+            sent = 0
+            try:
+                for _ in range(512):
+                    self.wfile.write(b"x" * (64 << 10))
+                    sent += 64 << 10
+            except OSError:
+                pass
+            self.wrote.append(sent)
+            return
+        body = b"a line\n" * 1000 if self.path in ("/future", "/moved-get") else b"0123456789"
+        self.send_response(200)
+        if self.path == "/future":
+            self.send_header("Last-Modified", "Sat, 01 Jan 2300 00:00:00 GMT")
+        else:
+            self.send_header("ETag", '"tricky-1"')
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if get:
+            self.wfile.write(body)
+
+    def do_HEAD(self) -> None:
+        self._answer(False)
+
+    def do_GET(self) -> None:
+        self._answer(True)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def tricky() -> Iterator[tuple[str, type[_Tricky], type[_Tricky]]]:
+    """The misbehaving server and the loopback server it redirects to: their URLs and records."""
+
+    class Elsewhere(_Tricky):
+        seen: list[tuple[str, str]] = []
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Elsewhere)
+
+    class Tricky(_Tricky):
+        elsewhere = f"http://127.0.0.1:{other.server_address[1]}"
+        seen: list[tuple[str, str]] = []
+        wrote: list[int] = []
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Tricky)
+    for s in (server, other):
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", Tricky, Elsewhere
+    for s in (server, other):
+        s.shutdown()
+        s.server_close()
+
+
+def test_a_loopback_server_that_redirects_or_sends_more_than_it_said_is_refused(
+    tmp_path: Path, tricky: tuple[str, type[_Tricky], type[_Tricky]]
+) -> None:
+    base, server, elsewhere = tricky
+    model = write_script(tmp_path / "s.json", SCRIPT)
+    cases = [
+        ("/moved", "it redirects elsewhere (HTTP 302): refused"),
+        ("/moved-get", "it redirects elsewhere (HTTP 302): refused"),
+        ("/more", "it sent more than the 10 bytes it listed: refused"),
+    ]
+    for path, said in cases:
+        proc = run_cli(["ask", base + path, "how many 404s?", "-m", model], cwd=tmp_path)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 3, (path, proc.stderr)
+        assert len(lines) == 1 and lines[0] == f"rlm: {base}{path}: {said}", (path, proc.stderr)
+    assert elsewhere.seen == []  # the redirects were never followed
+    assert [m for m, p in server.seen if p == "/more"] == ["HEAD", "GET"]  # not fetched again
+    assert len(server.wrote) == 1 and server.wrote[0] < 32 << 20  # cut off, not read whole
+    cache = tmp_path / ".cache"
+    assert not [p.name for p in cache.glob("*") if p.name.endswith((".obj", ".tmp"))]
+
+
+def test_no_room_for_a_remote_copy_is_one_line(
+    tmp_path: Path, tricky: tuple[str, type[_Tricky], type[_Tricky]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlm.input import remote
+    from rlm.input.compressed import DISK_MARGIN
+
+    base, server, _ = tricky
+    (found,) = remote.objects(f"{base}/future")
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    real = os.statvfs(folder)
+    full = os.statvfs_result((*real[:4], (DISK_MARGIN + found.size - 1) // real.f_frsize, *real[5:]))
+    monkeypatch.setattr(os, "statvfs", lambda _: full)
+    with pytest.raises(remote.RemoteError, match=r"would leave less than 1 GiB free .* set RLM_CACHE_DIR"):
+        remote.fetch(found, str(folder), [])
+    assert os.listdir(folder) == [] and [m for m, _ in server.seen] == ["HEAD"]  # nothing fetched
+    monkeypatch.undo()
+
+    # The disk fills mid-way: one line, and the object is not downloaded again into $TMPDIR.
+    @contextlib.contextmanager
+    def filling(path: str) -> Iterator[Any]:
+        class Full(io.BytesIO):
+            def write(self, data: Any) -> int:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        yield Full()
+
+    with monkeypatch.context() as patched:
+        patched.setattr(remote, "replace_private", filling)
+        owned: list[str] = []
+        with pytest.raises(remote.RemoteError, match=r"cannot write its local copy: No space left on device"):
+            remote.fetch(found, str(folder), owned)
+    assert owned == [] and [m for m, _ in server.seen] == ["HEAD", "GET"]
+    # A Last-Modified in 2300: the copy's mtime is not in the future (the sweep would keep it).
+    path = remote.fetch(found, str(folder), [])
+    assert found.modified_ns > time.time_ns() and os.stat(path).st_mtime_ns <= time.time_ns()
+
+
+def test_a_cache_entry_is_not_reused_through_another_s3_endpoint(
+    tmp_path: Path, s3: tuple[str, _Counting], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlm.input import remote
+
+    endpoint, counting = s3
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    identities = []
+    before = len(counting.object_gets())
+    # One moto server named two ways stands for two endpoints holding the same bucket and key
+    # with the same bytes (the same ETag): each endpoint's copy is its own.
+    for each in (endpoint, endpoint.replace("127.0.0.1", "localhost")):
+        for name, value in _aws(each, tmp_path).items():
+            monkeypatch.setenv(name, value)
+        (found,) = remote.objects(f"s3://{BUCKET}/app/app.log.1.gz")
+        identities.append(found.identity())
+        remote.fetch(found, str(folder), [])
+    assert identities[0] != identities[1]
+    assert len(counting.object_gets()) - before == 2
