@@ -23,6 +23,7 @@ from rlm.cli.memory_cmd import feedback_command, memory_app
 from rlm.cli.plainhelp import PlainHelp
 from rlm.cli.replay_cmd import logs_command, replay_command
 from rlm.cli.settings_flags import with_settings_flags
+from rlm.cli.stats_cmd import stats_command
 from rlm.errors import ExitCode, InternalError, Interrupted, RlmError
 from rlm.local.cli import app as local_app
 from rlm.text.visible import visible
@@ -43,6 +44,7 @@ for _info in local_app.registered_commands:
 app.add_typer(local_app, name="local")
 app.command("replay", cls=PlainHelp)(replay_command)
 app.command("logs", cls=PlainHelp)(logs_command)
+app.command("stats", cls=PlainHelp)(stats_command)
 app.command("eval", cls=PlainHelp)(eval_command)
 app.add_typer(memory_app, name="memory")
 app.command("feedback", cls=PlainHelp)(feedback_command)
