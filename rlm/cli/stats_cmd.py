@@ -46,6 +46,7 @@ import typer
 from rlm.cli.jsonout import print_json
 from rlm.cli.settings_flags import with_settings_flags
 from rlm.errors import ExitCode, RlmError
+from rlm.text.textcap import human_size
 from rlm.text.visible import visible
 from rlm.trace.redact import redact_text
 
@@ -166,7 +167,7 @@ class _Progress:
         self.shown = False
 
     def __call__(self, share: float, size: int, seconds: float) -> None:
-        self.say(f"building the table of {_size(size)}… {share:.0%} ({seconds:.0f} s)")
+        self.say(f"building the table of {human_size(size)}… {share:.0%} ({seconds:.0f} s)")
 
     def say(self, text: str) -> None:
         if self.out is None:
@@ -200,9 +201,9 @@ def render(doc: dict[str, Any]) -> str:
         if len(table["columns"]) > 2:
             fmt += f", {table['parsed']:,} parsed"
     row("Format", fmt)
-    on_disk = f"{_size(doc['bytes'])} on disk"
+    on_disk = f"{human_size(doc['bytes'])} on disk"
     if doc["text_bytes"] != doc["bytes"]:
-        on_disk += f", {_size(doc['text_bytes'])} of text"
+        on_disk += f", {human_size(doc['text_bytes'])} of text"
     row("Size", f"{_n(doc['lines'], 'line')}, {on_disk}, {doc['encoding']}")
     _parts(doc, row, out)
     time, histogram, errors = doc["time"], doc["histogram"], doc["errors"]
@@ -264,7 +265,7 @@ def _parts(doc: dict[str, Any], row: Any, out: list[str]) -> None:
             continue
         packed = f" ({p['compression']})" if p["compression"] else ""
         out.append(
-            f"{'':<11}{p['lines']:>{lines_w},}  {_size(p['size']):>10}  {p['format'] or '?':<{fmt_w}}  "
+            f"{'':<11}{p['lines']:>{lines_w},}  {human_size(p['size']):>10}  {p['format'] or '?':<{fmt_w}}  "
             f"{visible(p['name'])}{packed}"
         )
     for s in skipped:
@@ -308,12 +309,3 @@ def _duration(seconds: float) -> str:
     if minutes:
         return f"{minutes} min {s} s"
     return f"{seconds:g} s"
-
-
-def _size(n: int) -> str:
-    size = float(n)
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if size < 1024:
-            return f"{n:,} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} TB"

@@ -39,9 +39,17 @@ from rlm.input.compressed import codec_of, decompress
 from rlm.input.order import ORDERS, Part, natural_key, order_paths
 from rlm.input.remote import RemoteError, fetch, is_remote, unsupported_scheme
 from rlm.input.remote import objects as remote_objects
-from rlm.input.source import Profile, Source, default_cache_dir, input_key, open_built, open_source
+from rlm.input.source import (
+    Profile,
+    Source,
+    default_cache_dir,
+    input_key,
+    open_built,
+    open_source,
+)
 from rlm.input.walk import WalkRules, walk_directory
 from rlm.privatefiles import read_private, replace_private
+from rlm.text.textcap import human_size
 from rlm.text.visible import visible
 
 __all__ = ["changed_parts", "expand", "open_inputs", "read_summary"]
@@ -174,8 +182,8 @@ def read_summary(profile: Profile) -> str | None:
     total = sum(int(p["size"]) for p in parts)
     names = parts[0]["name"] if len(parts) == 1 else f"{parts[0]['name']} … {parts[-1]['name']}"
     line = (
-        f"read {len(parts)} file{'s' if len(parts) != 1 else ''} ({_human(total)} on disk, "
-        f"{_human(profile.size)} of text, {profile.lines:,} lines): {names}"
+        f"read {len(parts)} file{'s' if len(parts) != 1 else ''} ({human_size(total)} on disk, "
+        f"{human_size(profile.size)} of text, {profile.lines:,} lines): {names}"
     )
     return visible(line + _skipped_note(profile.skipped))
 
@@ -461,12 +469,3 @@ def _records(
         )
         line += lines
     return records, skipped
-
-
-def _human(n: int) -> str:
-    size = float(n)
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if size < 1024:
-            return f"{n} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} TB"

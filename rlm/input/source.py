@@ -43,6 +43,7 @@ from rlm.input.tables import (
 )
 from rlm.privatefiles import private_workdir, publish_private, read_private, replace_private, sweep_workdirs
 from rlm.text.index import read_index
+from rlm.text.textcap import human_size
 from rlm.text.textfile import INDEX_FLAG_ASCII, MappedText, detect_encoding, line_starts, write_index
 from rlm.text.visible import visible
 
@@ -141,9 +142,9 @@ class Profile:
 
     def prompt_block(self, max_chars: int = 1200) -> str:
         """A compact description for a prompt, never longer than `max_chars`."""
-        size = _human_size(self.size)
+        size = human_size(self.size)
         if self.compression:
-            size = f"{size} {self.compression}-compressed, {_human_size(self.plain_size)} decompressed"
+            size = f"{size} {self.compression}-compressed, {human_size(self.plain_size)} decompressed"
         facts = [
             size,
             f"{self.lines:,} lines",
@@ -204,7 +205,7 @@ def _parts_block(
     """What the prompt says of a several-file input: the parts, their line ranges, what was skipped."""
     total = sum(int(p["size"]) for p in parts)
     out = [
-        f"Read as one text: {len(parts)} files, {_human_size(total)} on disk, in this order "
+        f"Read as one text: {len(parts)} files, {human_size(total)} on disk, in this order "
         "(context_files lists each with its line range; file_of(n) names line n's file; "
         "lines_of(name) gives a file's lines"
         + ("; the table's column `file` names each row's" if table else "")
@@ -868,15 +869,6 @@ def _why(exc: BaseException) -> str:
 
 def _cap(s: str, n: int = SAMPLE_LINE_CHARS) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
-
-
-def _human_size(n: int) -> str:
-    size = float(n)
-    for unit in ("bytes", "KB", "MB", "GB", "TB"):
-        if size < 1024 or unit == "TB":
-            return f"{n} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} bytes"
 
 
 def _remove_quietly(path: str) -> None:

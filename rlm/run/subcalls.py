@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
 from rlm.errors import ConfigError, ProviderError, RlmError
@@ -353,6 +353,8 @@ class Subcalls:
 
         def one(chunk: tuple[int, int]) -> str:
             a, b = chunk
+            if self.run.budget.stopped is not None:  # the tree's budget is spent: no child begins
+                raise self.run.budget.stopped
             try:
                 return self.children.over_lines(asker, question, a, b, tokens)
             except RlmError as exc:  # one chunk's failure is that chunk's answer, as in a plain fan-out
@@ -363,7 +365,10 @@ class Subcalls:
         )
         futures = [pool.submit(one, chunk) for chunk in chunks]
         try:
-            results = [f.result() for f in futures]  # a budget stop in any child ends the fan-out
+            # A budget stop in any child ends the fan-out as soon as it comes, whichever child it is:
+            # the children not yet begun are cancelled, not started into a spent budget.
+            wait(futures, return_when=FIRST_EXCEPTION)
+            results = [f.result() for f in futures]
         finally:
             for f in futures:
                 f.cancel()

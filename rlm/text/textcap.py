@@ -142,3 +142,13 @@ def cap_ends(text: str, limit: int, wanted: Callable[[str], bool] | None = None)
     if skipped:
         out.append(_left_out(sum(len(lines[j]) + 1 for j in skipped) - 1))
     return "\n".join(out)
+
+
+def human_size(n: int) -> str:
+    """A size as people read it: `512 bytes`, `453.8 KB`, `1.1 GB`."""
+    size = float(n)
+    for unit in ("bytes", "KB", "MB", "GB", "TB"):
+        if size < 1024 or unit == "TB":
+            return f"{n} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} bytes"
