@@ -17,6 +17,8 @@ import socket
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rlm.model.client import ModelClient, Reply
+
 
 @dataclass(frozen=True)
 class ClientSpec:
@@ -37,22 +39,32 @@ class ClientSpec:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def of(cls, client: ModelClient, router_strategy: str) -> ClientSpec:
+        """What a worker needs to make the calls `client` makes (`client_of` rebuilds it)."""
+        return cls(
+            model=client.model,
+            api_base=client.api_base,
+            api_key=client.api_key,
+            request_timeout=client.request_timeout,
+            retries=client.retries,
+            retry_base_delay=client.retry_base_delay,
+            temperature=client.temperature,
+            context_window=client.context_window(),
+            router_strategy=router_strategy,
+            deployments=tuple((d.id, d.group, dict(d.params)) for d in client.deployments),
+        )
 
-def complete_remote(
-    spec: ClientSpec, messages: list[dict[str, Any]], max_tokens: int | None
-) -> dict[str, Any]:
-    """Run one call as `spec` describes it; the reply, its usage and where it ran, as plain data.
-    A failure is returned, not raised (its message and kind), so that the parent decides."""
-    from rlm.errors import ConfigError, ProviderError
-    from rlm.model.client import ModelClient
+
+def client_of(spec: ClientSpec) -> ModelClient:
+    """The model client `spec` describes, built on the worker that makes the call."""
     from rlm.model.deployments import Deployment, ModelList, build_router
 
     router = None
-    deployments: list[Deployment] = []
-    if spec.deployments:
-        deployments = [Deployment(i, g, dict(p)) for i, g, p in spec.deployments]
+    deployments = [Deployment(i, g, dict(p)) for i, g, p in spec.deployments]
+    if deployments:
         router = build_router(ModelList(tuple(deployments)), spec.router_strategy, spec.request_timeout)
-    client = ModelClient(
+    return ModelClient(
         spec.model,
         api_base=spec.api_base,
         api_key=spec.api_key,
@@ -64,6 +76,28 @@ def complete_remote(
         router=router,
         deployments=deployments,
     )
+
+
+def reply_of(out: dict[str, Any], model: str) -> Reply:
+    """The reply `complete_remote` sent back, as the parent's client would have returned it."""
+    reply = Reply.from_dict(out["reply"])
+    reply.prompt_tokens = int(out["prompt_tokens"])
+    reply.completion_tokens = int(out["completion_tokens"])
+    reply.cost = out.get("cost")
+    reply.latency_s = float(out.get("latency_s") or 0.0)
+    reply.model = model
+    reply.deployment = out.get("deployment")
+    return reply
+
+
+def complete_remote(
+    spec: ClientSpec, messages: list[dict[str, Any]], max_tokens: int | None
+) -> dict[str, Any]:
+    """Run one call as `spec` describes it; the reply, its usage and where it ran, as plain data.
+    A failure is returned, not raised (its message and kind), so that the parent decides."""
+    from rlm.errors import ConfigError, ProviderError
+
+    client = client_of(spec)
     where = f"{socket.gethostname()}:{os.getpid()}"
     try:
         reply = client.complete(messages, max_tokens=max_tokens)

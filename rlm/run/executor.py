@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlm.errors import ConfigError, Interrupted, UsageError
-from rlm.model.client import ModelClient
 from rlm.model.remote_call import ClientSpec, complete_remote
 from rlm.run.settings import DASK_ADDRESS
 
@@ -26,22 +25,6 @@ LOCAL = "local"
 # How often a wait on the cluster looks for a stop, and how long a scheduler may take to answer.
 _POLL_S = 0.1
 _CONNECT_S = 10.0
-
-
-def spec_of(client: ModelClient, router_strategy: str) -> ClientSpec:
-    """What a worker needs to make the calls `client` makes."""
-    return ClientSpec(
-        model=client.model,
-        api_base=client.api_base,
-        api_key=client.api_key,
-        request_timeout=client.request_timeout,
-        retries=client.retries,
-        retry_base_delay=client.retry_base_delay,
-        temperature=client.temperature,
-        context_window=client.context_window(),
-        router_strategy=router_strategy,
-        deployments=tuple((d.id, d.group, dict(d.params)) for d in client.deployments),
-    )
 
 
 @dataclass

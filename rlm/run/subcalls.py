@@ -21,11 +21,12 @@ from rlm.errors import ConfigError, ProviderError, RlmError
 from rlm.memory.store import MemoryStore, subcall_key
 from rlm.model.budget import BudgetExceeded, Reservation
 from rlm.model.client import Reply
+from rlm.model.remote_call import ClientSpec, reply_of
 from rlm.model.tokens import count_text
 from rlm.run import prompts
 from rlm.run.children import Children
 from rlm.run.events import Fanout
-from rlm.run.executor import LOCAL, Call, DaskExecutor, spec_of
+from rlm.run.executor import LOCAL, Call, DaskExecutor
 from rlm.run.host import Partition
 from rlm.run.routing import subquery_payload
 from rlm.run.scope import Asker
@@ -439,13 +440,7 @@ class Subcalls:
                     raise ConfigError(str(out["error"]))
                 results[call.index] = f"[error] {where}: {out['error']}"
                 return
-            reply = Reply.from_dict(out["reply"])
-            reply.prompt_tokens = int(out["prompt_tokens"])
-            reply.completion_tokens = int(out["completion_tokens"])
-            reply.cost = out.get("cost")
-            reply.latency_s = float(out.get("latency_s") or 0.0)
-            reply.model = run.sub_model.model
-            reply.deployment = out.get("deployment")
+            reply = reply_of(out, run.sub_model.model)
             run.sub_model.record_elsewhere(call.messages, max_tokens, reply)
             self._cache_subcall(call.messages, reply)
             results[call.index] = self._settle_subcall(
@@ -453,7 +448,7 @@ class Subcalls:
             )
 
         self._cluster.run(
-            spec_of(run.sub_model, run.settings.router_strategy),
+            ClientSpec.of(run.sub_model, run.settings.router_strategy),
             [Call(i, messages, est) for i, (_, messages, est) in enumerate(items)],
             max_tokens=max_tokens,
             concurrency=run.settings.concurrency,
