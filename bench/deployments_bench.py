@@ -26,8 +26,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from fanout_bench import hdfs_log  # the same input as the one-deployment fan-out bench
+
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "fixtures" / "data"
 
 
 class SlowServer:
@@ -88,11 +89,7 @@ def one_run(
     from rlm.run.wiring import run_ask
 
     per_chunk = 30
-    lines = (DATA / "loghub" / "HDFS_2k.log").read_text().splitlines()
-    while len(lines) < chunks * per_chunk:
-        lines += lines
-    source = workdir / "hdfs.log"
-    source.write_text("\n".join(lines[: chunks * per_chunk]) + "\n")
+    source = hdfs_log(workdir, chunks, per_chunk)
     config = workdir / "config.toml"
     config.write_text(
         "".join(

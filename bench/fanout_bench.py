@@ -22,17 +22,22 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "fixtures" / "data"
 
 
-def one_run(workdir: Path, chunks: int, latency: float, concurrency: int) -> float:
-    from rlm.run.settings import load_settings
-    from rlm.run.wiring import run_ask
-
-    # Real HDFS lines, as many as make `chunks` equal chunks of 30 lines.
-    per_chunk = 30
+def hdfs_log(workdir: Path, chunks: int, per_chunk: int) -> Path:
+    """Real HDFS lines, as many as make `chunks` equal chunks of `per_chunk` lines."""
     lines = (DATA / "loghub" / "HDFS_2k.log").read_text().splitlines()
     while len(lines) < chunks * per_chunk:
         lines += lines
     source = workdir / "hdfs.log"
     source.write_text("\n".join(lines[: chunks * per_chunk]) + "\n")
+    return source
+
+
+def one_run(workdir: Path, chunks: int, latency: float, concurrency: int) -> float:
+    from rlm.run.settings import load_settings
+    from rlm.run.wiring import run_ask
+
+    per_chunk = 30
+    source = hdfs_log(workdir, chunks, per_chunk)
     script = Path(tempfile.mkstemp(suffix=".json", dir=workdir)[1])  # a fresh script per run
     script.write_text(
         json.dumps(
