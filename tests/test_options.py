@@ -66,6 +66,9 @@ def _values(tmp_path: Path, model: str, executor: str) -> dict[str, Any]:
         "include": "*.log",  # a directory's files: this run reads one file, given by name
         "exclude": "*.gz",
         "max_file_mb": 64.0,
+        # The log's whole hour (as it is resolved and recorded: an ISO time stays as it is).
+        "since": "2026-03-01T09:00:00",
+        "until": "2026-03-01T11:00:00",
         "executor": executor,  # a scheduler that answers: the run connects before its first step
     }
 

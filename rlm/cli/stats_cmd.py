@@ -17,6 +17,8 @@ rlm.input.stats. Human text on stdout, every piece of the file's text made visib
                  lines, first_line, last_line (its range in the whole), format (its own,
                  recognized on its first lines; null if unknown)
     skipped      each part left out: name, why
+    time_range   with --since/--until: since and until (resolved, ISO 8601), said (in words),
+                 lines (in range), left_out (the parts with no line in it: name, why); else null
     table        the table `log`: format (e.g. apache-combined), rows, parsed, columns; or null
     time         the time column's span, or null: column, read_as, utc (true: times are
                  instants, shown in UTC), first and last (earliest and latest, ISO 8601),
@@ -64,6 +66,8 @@ def _fail(message: str, code: int) -> None:
     "include",
     "exclude",
     "max_file_mb",
+    "since",
+    "until",
     help={
         "skip_bad": "Of several inputs, leave out a missing, unreadable or damaged one (said on stderr "
         "and in the summary) instead of stopping with exit 3"
@@ -93,6 +97,7 @@ def stats_command(
     from rlm.input.parts import open_inputs, read_summary
     from rlm.input.stats import input_stats
     from rlm.input.tables import build_progress
+    from rlm.input.timerange import parse_range
     from rlm.input.walk import WalkRules
     from rlm.run.settings import load_settings
 
@@ -111,12 +116,14 @@ def stats_command(
                 order=settings.order,
                 skip_bad=settings.skip_bad,
                 walk=WalkRules.parse(settings.include, settings.exclude, settings.max_file_mb),
+                time_range=parse_range(settings.since, settings.until),
             ) as source,
         ):
             progress.done()
             profile = source.profile
             summary = read_summary(profile)
-            if summary is not None and profile.skipped:  # a part left out is the user's to know
+            # A part left out, or a time range (what it holds), is the user's to know.
+            if summary is not None and (profile.skipped or profile.time_range is not None):
                 print(f"rlm: {redact_text(summary)}", file=sys.stderr, flush=True)
             for note in profile.warnings:
                 print(f"rlm: {visible(redact_text(note))}", file=sys.stderr, flush=True)

@@ -25,7 +25,7 @@ from typing import Any, BinaryIO
 
 from rlm.errors import InputError
 
-__all__ = ["CODECS", "codec_of", "decompress", "name_without_suffix"]
+__all__ = ["CODECS", "codec_of", "decompress", "name_without_suffix", "plain_blocks"]
 
 # The first bytes of each format (its magic number), as its specification gives them.
 CODECS: dict[str, bytes] = {
@@ -63,8 +63,8 @@ def name_without_suffix(name: str) -> str:
     return _SUFFIX.sub("", name)
 
 
-def _blocks(codec: str, raw: BinaryIO) -> Iterator[bytes]:
-    """The plain bytes of `raw`, a bounded block at a time."""
+def _blocks(codec: str, raw: BinaryIO, chunk: int = CHUNK) -> Iterator[bytes]:
+    """The plain bytes of `raw`, at most `chunk` bytes a block (zstd: as its frames yield)."""
     if codec == "zstd":
         yield from _zstd_blocks(raw)
         return
@@ -76,7 +76,7 @@ def _blocks(codec: str, raw: BinaryIO) -> Iterator[bytes]:
     else:
         reader = lzma.LZMAFile(raw, mode="rb")
     with reader:  # each read returns at most CHUNK bytes; a cut-short stream raises EOFError
-        while block := reader.read(CHUNK):
+        while block := reader.read(chunk):
             yield block
 
 
@@ -122,26 +122,34 @@ def decompress(path: str, codec: str, out: BinaryIO, *, display: str) -> int:
     data is damaged or cut short, when the plain bytes would leave less than DISK_MARGIN free
     on the disk `out` writes to, or when they cannot be written."""
     written = 0
+    try:
+        for n, block in enumerate(plain_blocks(path, codec, display=display)):
+            if n % _SPACE_CHECK_EVERY == 0:
+                _check_room(out, written, display)
+            out.write(block)
+            written += len(block)
+    except OSError as exc:
+        raise InputError(
+            f"cannot decompress {display}: {exc.strerror or exc} after {written:,} bytes"
+        ) from None
+    if written == 0:
+        raise InputError(f"{display} is empty once decompressed: there is nothing to ask about")
+    return written
+
+
+def plain_blocks(path: str, codec: str, *, display: str, chunk: int = CHUNK) -> Iterator[bytes]:
+    """The plain bytes of `path`, at most `chunk` bytes a block; a reader may stop early (the
+    rest is then never decompressed). Raises InputError naming `display` and the compressed
+    byte reading stopped at when the data is damaged or cut short."""
     with open(path, "rb") as raw:
         try:
-            for n, block in enumerate(_blocks(codec, raw)):
-                if n % _SPACE_CHECK_EVERY == 0:
-                    _check_room(out, written, display)
-                out.write(block)
-                written += len(block)
+            yield from _blocks(codec, raw, chunk)
         except _damage_errors() as exc:
             at = raw.tell()
             why = str(exc).strip() or type(exc).__name__
             raise InputError(
                 f"{display} is not a whole {codec} file: reading stopped near byte {at:,} ({why})"
             ) from None
-        except OSError as exc:
-            raise InputError(
-                f"cannot decompress {display}: {exc.strerror or exc} after {written:,} bytes"
-            ) from None
-    if written == 0:
-        raise InputError(f"{display} is empty once decompressed: there is nothing to ask about")
-    return written
 
 
 def _check_room(out: BinaryIO, written: int, display: str) -> None:

@@ -19,11 +19,18 @@ and what follows is as for a local file.
 
 A missing, unreadable or damaged part is one line naming it (InputError, exit 3), unless
 skip_bad: then the part is left out, and the profile and the stderr line say so.
+
+With a time range (`--since` / `--until`, rlm.input.timerange) the view holds only the lines
+in it, even of one file: a part wholly outside it is not read at all (its first time, and its
+last, or the next part's first, tell), and of the others rlm.input.rangecopy copies the
+lines in range, each part keeping its own line numbers (`runs` in its record). The view is
+cached under its own key (the parts' keys and the range's resolved bounds).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import hashlib
 import json
@@ -37,6 +44,8 @@ from typing import Any, BinaryIO
 from rlm.errors import InputError, UsageError
 from rlm.input.compressed import codec_of, decompress
 from rlm.input.order import ORDERS, Part, natural_key, order_paths
+from rlm.input.rangecopy import Kept
+from rlm.input.rangeplan import RangePlan, plan_range
 from rlm.input.remote import RemoteError, fetch, is_remote, unsupported_scheme
 from rlm.input.remote import objects as remote_objects
 from rlm.input.source import (
@@ -47,6 +56,7 @@ from rlm.input.source import (
     open_built,
     open_source,
 )
+from rlm.input.timerange import TimeRange
 from rlm.input.walk import WalkRules, walk_directory
 from rlm.privatefiles import read_private, replace_private
 from rlm.text.textcap import human_size
@@ -91,12 +101,16 @@ def open_inputs(
     skip_bad: bool = False,
     names: dict[str, str] | None = None,
     walk: WalkRules | None = None,
+    time_range: TimeRange | None = None,
 ) -> Source:
-    """One input as today (rlm.input.source.open_source); several as one view whose profile
-    carries `parts` and `skipped` (each part named by `names`, path -> name, else as given).
-    Raises InputError (exit 3) or UsageError in one line."""
+    """One input as today (rlm.input.source.open_source); several, or any with a `time_range`,
+    as one view whose profile carries `parts` and `skipped` (each part named by `names`,
+    path -> name, else as given). Raises InputError (exit 3) or UsageError in one line."""
+    if time_range is not None and "-" in args:
+        raise UsageError("--since/--until read the times of files: give the file, not stdin (-)")
     if list(args) == ["-"] or (
-        len(args) == 1
+        time_range is None
+        and len(args) == 1
         and not _GLOB_CHARS.search(args[0])
         and not is_remote(args[0])
         and unsupported_scheme(args[0]) is None
@@ -107,7 +121,7 @@ def open_inputs(
         raise UsageError(f"--order must be one of {', '.join(ORDERS)}, not {order!r}")
     owned: list[str] = []  # remote objects' private copies when the cache cannot keep them
     try:
-        return _open_parts(args, cache_dir, order, skip_bad, names, owned, walk or WalkRules())
+        return _open_parts(args, cache_dir, order, skip_bad, names, owned, walk or WalkRules(), time_range)
     except BaseException:
         for path in owned:
             with contextlib.suppress(OSError):
@@ -123,6 +137,7 @@ def _open_parts(
     names: dict[str, str] | None,
     owned: list[str],
     walk: WalkRules,
+    time_range: TimeRange | None,
 ) -> Source:
     skipped: list[dict[str, str]] = []
     found: list[Part] = []
@@ -153,7 +168,7 @@ def _open_parts(
     found = _unique(found)
     if not found:
         raise InputError("none of the inputs could be read" + _skipped_note(skipped))
-    if len(found) == 1 and not skipped:  # a glob that matched one file: one input, as today
+    if len(found) == 1 and not skipped and time_range is None:  # a glob that matched one file: as today
         only = found[0]
         if is_remote(only.name):  # its local copy, named by its URL
             return open_source(only.path, cache_dir=cache_dir, display=only.name, owned=owned)
@@ -162,15 +177,26 @@ def _open_parts(
         # again by their resolved paths, and its steps must see the same names)
         found = [replace(p, name=names.get(p.name, p.name)) for p in found]
     parts = order_paths(found, order)
-    key = hashlib.sha256(("multi|v1|" + "|".join(p.key for p in parts)).encode()).hexdigest()[:32]
-    combined, manifest = _combined(parts, key, cache_dir, owned, skip_bad)
+    keyed = "multi|v1|" + "|".join(p.key for p in parts)
+    ranged: RangePlan | None = None
+    if time_range is not None:
+        ranged = plan_range(parts, time_range)
+        parts = [p for p in parts if p.key in ranged.clocks]
+        if not parts:
+            raise InputError(f"no file has a line in the time range ({ranged.profile([], 0)['said']})")
+        keyed = f"range|v1|{ranged.key}|" + "|".join(p.key for p in parts)
+    key = hashlib.sha256(keyed.encode()).hexdigest()[:32]
+    combined, manifest = _combined(parts, key, cache_dir, owned, skip_bad, ranged)
     records, more_skipped = _records(parts, manifest)
     skipped.extend(more_skipped)
     if not records:
+        if ranged is not None and manifest["parts"]:
+            raise InputError(f"no line is in the time range ({ranged.profile([], 0)['said']})")
         raise InputError("none of the inputs could be read" + _skipped_note(skipped))
     display = records[0]["name"] if len(records) == 1 else f"{records[0]['name']} … {records[-1]['name']}"
     source = open_built(combined, display, key=key, cache_dir=cache_dir, owned=owned)
-    source.profile = replace(source.profile, parts=records, skipped=skipped)
+    said = ranged.profile(records, source.profile.lines) if ranged is not None else None
+    source.profile = replace(source.profile, parts=records, skipped=skipped, time_range=said)
     return source
 
 
@@ -185,6 +211,8 @@ def read_summary(profile: Profile) -> str | None:
         f"read {len(parts)} file{'s' if len(parts) != 1 else ''} ({human_size(total)} on disk, "
         f"{human_size(profile.size)} of text, {profile.lines:,} lines): {names}"
     )
+    if profile.time_range is not None:
+        line += f"; {profile.time_range['said']}"
     return visible(line + _skipped_note(profile.skipped))
 
 
@@ -323,7 +351,12 @@ class _Counting:
 
 
 def _combined(
-    parts: list[Part], key: str, cache_dir: str | None, owned: list[str], skip_bad: bool
+    parts: list[Part],
+    key: str,
+    cache_dir: str | None,
+    owned: list[str],
+    skip_bad: bool,
+    ranged: RangePlan | None,
 ) -> tuple[str, dict[str, Any]]:
     """(the combined file, its manifest): from the cache when both are whole, else built."""
     from rlm.input.source import cache_entry_base, private_temp
@@ -337,7 +370,7 @@ def _combined(
             return plain, manifest
         try:
             with replace_private(plain) as out:
-                manifest = _write_combined(parts, out, skip_bad)
+                manifest = _write_combined(parts, out, skip_bad, ranged)
             with replace_private(listed) as fh:
                 fh.write(json.dumps(manifest).encode("utf-8"))
             return plain, manifest
@@ -345,19 +378,26 @@ def _combined(
             pass  # an unwritable cache: a private temp file the Source removes
     private = private_temp("rlm-parts-", ".txt", owned)
     with open(private, "wb") as out:
-        manifest = _write_combined(parts, out, skip_bad)
+        manifest = _write_combined(parts, out, skip_bad, ranged)
     return private, manifest
 
 
-def _write_combined(parts: list[Part], out: BinaryIO, skip_bad: bool) -> dict[str, Any]:
+def _write_combined(
+    parts: list[Part], out: BinaryIO, skip_bad: bool, ranged: RangePlan | None
+) -> dict[str, Any]:
     writer = _Counting(out)
     listed: list[dict[str, Any]] = []
     total = 0
     for part in parts:
         writer.start()
         entry: dict[str, Any] = {"key": part.key, "status": "ok"}
+        kept: Kept | None = None
         try:
-            digest = _copy_part(part, writer)
+            if ranged is None:
+                digest = _copy_part(part, writer)
+            else:
+                kept = ranged.copy(part, writer.write, functools.partial(_rewind, out, total, writer))
+                digest = kept.sha256
         except InputError as exc:
             if part.compression and writer.bytes == 0 and "empty once decompressed" in exc.message:
                 entry.update(status="empty", why="empty once decompressed")
@@ -376,8 +416,17 @@ def _write_combined(parts: list[Part], out: BinaryIO, skip_bad: bool) -> dict[st
         plain = writer.bytes + (1 if added else 0)
         total += plain
         entry.update(plain_size=plain, lines=lines, sha256=digest, compression=part.compression)
+        if kept is not None:
+            entry.update(runs=[list(r) for r in kept.runs], ordered=kept.ordered)
         listed.append(entry)
     return {"version": _MANIFEST_VERSION, "size": total, "parts": listed}
+
+
+def _rewind(out: BinaryIO, total: int, writer: _Counting) -> None:
+    """Forget what the part being written wrote (it is read again from its start)."""
+    out.seek(total)
+    out.truncate()
+    writer.start()
 
 
 def _copy_part(part: Part, writer: _Counting) -> str:
@@ -426,11 +475,27 @@ def _load_manifest(listed: str, plain: str, parts: list[Part]) -> dict[str, Any]
             isinstance(e.get(k), int) and e[k] >= 0 for k in ("plain_size", "lines")
         ):
             return None
+        if e.get("status") == "ok" and "runs" in e and not _runs_ok(e["runs"], e["lines"]):
+            return None
     try:
         os.utime(listed, follow_symlinks=False)  # used now: kept by the cache's sweep
     except OSError:
         pass
     return manifest
+
+
+def _runs_ok(runs: Any, lines: int) -> bool:
+    """A cached part's runs (first, count) of its own line numbers: rising, adding up to its lines."""
+    if not isinstance(runs, list):
+        return False
+    end = 0
+    for run in runs:
+        if not (isinstance(run, list) and len(run) == 2 and all(type(x) is int for x in run)):
+            return False
+        if run[0] <= end or run[1] <= 0:
+            return False
+        end = run[0] + run[1] - 1
+    return bool(sum(r[1] for r in runs) == lines)
 
 
 def _refuse_bad(parts: list[Part], manifest: dict[str, Any], skip_bad: bool) -> None:
@@ -454,6 +519,8 @@ def _records(
             skipped.append({"name": part.name, "why": str(entry.get("why") or entry.get("status"))})
             continue
         lines = int(entry["lines"])
+        if entry.get("runs") is not None and not lines:
+            continue  # no line of this part is in the time range
         records.append(
             {
                 "name": part.name,
@@ -467,5 +534,7 @@ def _records(
                 "sha256": str(entry.get("sha256") or ""),
             }
         )
+        if entry.get("runs") is not None:  # its own line numbers: (first, count) runs kept
+            records[-1].update(runs=entry["runs"], ordered=bool(entry.get("ordered", True)))
         line += lines
     return records, skipped

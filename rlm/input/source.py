@@ -121,6 +121,9 @@ class Profile:
     # plain_size, first_line, last_line, sha256), in reading order, and those skipped (name, why).
     parts: list[dict[str, Any]] | None = None
     skipped: list[dict[str, str]] = field(default_factory=list)
+    # The lines kept are those of a time range (--since/--until; rlm.input.rangeplan): its
+    # resolved bounds, what it holds in words (`said`), the parts with no line in it.
+    time_range: dict[str, Any] | None = None
 
     @property
     def sha256(self) -> str:
@@ -138,6 +141,8 @@ class Profile:
         out["sha256"] = self.sha256 if wait or self.digest.done() else None
         if self.parts is None:  # one input: its trace is as it always was
             del out["parts"], out["skipped"]
+        if self.time_range is None:
+            del out["time_range"]
         return out
 
     def prompt_block(self, max_chars: int = 1200) -> str:
@@ -153,6 +158,11 @@ class Profile:
             f"longest line: {self.longest_line:,} bytes",
         ]
         out = [f"File: {visible(self.display_name)} ({', '.join(facts)})"]
+        if self.time_range is not None:
+            out.append(
+                f"Only the lines of a time range are here ({visible(self.time_range['said'])}); "
+                "each file's lines keep their own numbers in peek and grep"
+            )
         if self.parts is not None:
             out.extend(_parts_block(self.parts, self.skipped, self.table))
         hint = FORMAT_HINTS.get(self.format)

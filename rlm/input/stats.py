@@ -23,6 +23,7 @@ from rlm.input.compressed import name_without_suffix
 from rlm.input.detect import detect_format
 from rlm.input.source import PROFILE_LINE_BYTES, Profile
 from rlm.input.templates import column_key, templates
+from rlm.input.timeclock import time_name_rank
 from rlm.text.sqltext import sql_name, sql_string
 from rlm.text.tabledb import NO_EXTENSION_LOADING, first_line, settle_connection
 
@@ -44,8 +45,6 @@ _MEMORY_MB = 512
 _SAMPLE = 1000  # values a text or number column is tried on before it is taken for a time
 _PART_SAMPLE = 50  # lines each part's format is recognized on (as the profile's)
 
-_TIME_NAMES = ("ts", "timestamp", "time", "datetime", "date", "t")
-_TIME_SUFFIXES = ("_ts", "_time", "_timestamp", "_datetime", "_date", "_at")
 _LEVEL_NAMES = ("level", "severity", "loglevel", "log_level", "levelname", "lvl", "severity_text")
 _ERROR_LEVELS = tuple("ERROR ERR FATAL CRITICAL CRIT SEVERE EMERG EMERGENCY ALERT PANIC".split())
 _STATUS_NAMES = ("status", "status_code", "statuscode", "http_status", "response_code", "response_status")
@@ -77,6 +76,7 @@ def input_stats(profile: Profile, *, top: int = TOP_TEMPLATES) -> dict[str, Any]
         "text_bytes": profile.plain_size or profile.size,
         "parts": parts,
         "skipped": list(profile.skipped),
+        "time_range": profile.time_range,  # --since/--until: the bounds, the lines in range
         "table": None,
         "time": None,
         "histogram": None,
@@ -229,9 +229,7 @@ def _time_column(con: Any, columns: list[tuple[str, str]]) -> _Time | None:
     """The column the time is read from (see the module's doc), or None."""
     candidates = [(n, t.upper()) for n, t in columns if n not in ("line_no", "line")]
 
-    def named(n: str) -> int:  # 0: a time's own name, 1: named like one, 2: neither
-        key = column_key(n)
-        return 0 if key in _TIME_NAMES else 1 if key.endswith(_TIME_SUFFIXES) or key.startswith("time") else 2
+    named = time_name_rank  # 0: a time's own name, 1: named like one, 2: neither
 
     typed = [(n, t) for n, t in candidates if t.startswith("TIMESTAMP") or t == "DATE"]
     for n, t in sorted(typed, key=lambda c: named(c[0]) > 0):

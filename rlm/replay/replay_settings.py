@@ -35,6 +35,8 @@ RERUN_FROM_TRACE = (
     "reply_max_tokens",
     "temperature",
     "no_reroute",
+    "since",  # recorded resolved (an absolute time), so `2h` means the run's two hours
+    "until",
 )
 # The user's settings a replay uses that a trace could try to set: a recorded value that
 # differs is said.

@@ -74,9 +74,15 @@ def resolve_parts(parts: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
         if found is None:
             raise InputError(f"the input of this run is missing: {name} (one of its {len(parts)} files)")
         paths.append(found)
-        was, now = part.get("sha256"), sha256_of(found)
-        if was and was != now:
-            changed.append(f"{name} has changed since the run: its sha256 was {was}, it is now {now}")
+        was = part.get("sha256")
+        if was:
+            now = sha256_of(found)
+            if was != now:
+                changed.append(f"{name} has changed since the run: its sha256 was {was}, it is now {now}")
+        else:  # read in part only (a time range): its size and time of change are what was kept
+            st = os.stat(found)
+            if (st.st_size, st.st_mtime_ns) != (part.get("size"), part.get("mtime_ns")):
+                changed.append(f"{name} has changed since the run: its size or time of change differs")
     return paths, changed
 
 
@@ -273,6 +279,7 @@ def verify_trace(
     and config resolve them); the trace supplies only what reproduces its observations."""
     from rlm.input.parts import open_inputs
     from rlm.input.source import default_cache_dir, open_source
+    from rlm.input.timerange import TimeRange
     from rlm.run.runner import WORKER_ACTIONS, ActionRunner
     from rlm.run.settings import cell_seconds_for
     from rlm.sandbox.client import Sandbox, WorkerLost
@@ -303,9 +310,13 @@ def verify_trace(
     settings, report.ignored = replay_settings(
         doc, settings or load_settings(), from_trace=VERIFY_FROM_TRACE, uses=VERIFY_USES
     )
-    if len(paths) > 1:
+    # A run over a time range read the lines of the range it resolved (`2h` then is not `2h` now).
+    time_range = TimeRange.from_dict((doc.get("input") or {}).get("time_range"))
+    if len(paths) > 1 or (time_range is not None and parts and input_override is None):
         names = {p: str(part.get("name") or p) for p, part in zip(paths, parts or [], strict=True)}
-        source = open_inputs(paths, cache_dir=settings.cache_dir, order="given", names=names)
+        source = open_inputs(
+            paths, cache_dir=settings.cache_dir, order="given", names=names, time_range=time_range
+        )
     else:
         source = open_source(paths[0], cache_dir=settings.cache_dir)
     host = _Collector(cell_seconds_for(settings, source.profile.size))

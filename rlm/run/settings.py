@@ -129,6 +129,22 @@ class Settings:
         flags=("--max-file-mb",),
         low=0,
     )
+    since: str | None = option(
+        None,
+        "Only the lines written at or after this time: 2026-11-25 14:02, 2h, 3d, today, yesterday",
+        flags=("--since",),
+        unset="no bound",
+        doc="only the lines written at or after this time, by each line's own timestamp: a date and time "
+        "(`2026-11-25 14:02`, `2026-11-25T14:02:05Z`; without a zone, on the log's own clock), a time "
+        "before now (`90s`, `15m`, `2h`, `3d`, `1w`), `today` or `yesterday`; files wholly before it are "
+        "not read (README, 'Time ranges')",
+    )
+    until: str | None = option(
+        None,
+        "Only the lines written at or before this time (as --since reads it)",
+        flags=("--until",),
+        unset="no bound",
+    )
     gguf: str | None = option(
         None, "GGUF file for -m local", flags=("--gguf",), unset="the model `rlm local setup` installed"
     )

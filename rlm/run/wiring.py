@@ -215,11 +215,16 @@ def run_ask(
     `local_endpoint` (shared_local_server), the local model is asked there, no server started.
     """
     from rlm.input.parts import open_inputs, read_summary
+    from rlm.input.timerange import parse_range
     from rlm.input.walk import WalkRules
 
     question = question.strip()
     if not question:
         raise UsageError("the question is empty")
+    time_range = parse_range(settings.since, settings.until)
+    if time_range is not None:  # recorded resolved: `2h` is the two hours before this run
+        bounds = time_range.to_dict()
+        settings = replace(settings, since=bounds["since"], until=bounds["until"])
     started = time.monotonic() if started is None else started
     trace = TraceWriter(
         trace_dir_for(settings) if settings.trace else None,
@@ -244,6 +249,7 @@ def run_ask(
                 order=settings.order,
                 skip_bad=settings.skip_bad,
                 walk=WalkRules.parse(settings.include, settings.exclude, settings.max_file_mb),
+                time_range=time_range,
             ) as source,
         ):
             profile = source.profile

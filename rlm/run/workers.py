@@ -31,7 +31,12 @@ def worker_spec_for(
         # The parsed table of the input (rlm.input.tables), opened by the worker before lock-down.
         table_path=profile.table_path,
         table_error=profile.table_error,
-        parts=[[p["name"], p["first_line"], p["last_line"]] for p in profile.parts]
+        # [name, first line, last line] of each part, and under a time range the runs of the
+        # part's own line numbers its lines are (rlm.sandbox.worker.files.part_locator).
+        parts=[
+            [p["name"], p["first_line"], p["last_line"], *([p["runs"]] if "runs" in p else [])]
+            for p in profile.parts
+        ]
         if profile.parts
         else None,
     )

@@ -38,7 +38,7 @@ def window_parts(
     a = max(1, int(start_line or 1))
     b = int(end_line) if end_line is not None else None
     out: list[FilePart] = []
-    for name, first, last in spec_parts:
+    for name, first, last, *_ in spec_parts:
         lo, hi = max(int(first), a), int(last) if b is None else min(int(last), b)
         if lo <= hi:
             out.append(FilePart(str(name), lo - a + 1, hi - a + 1))
@@ -94,21 +94,38 @@ def part_locator(
     if not spec_parts:
         return None
     a = max(1, int(start_line or 1))
-    names = [str(n) for n, _, _ in spec_parts]
-    firsts = [int(f) for _, f, _ in spec_parts]
+    names = [str(p[0]) for p in spec_parts]
+    firsts = [int(p[1]) for p in spec_parts]
+    runs = [_run_starts(p[3]) if len(p) > 3 else None for p in spec_parts]
 
     def part_of(line_number: int) -> tuple[str, int]:
         whole = line_number + a - 1
         i = max(0, bisect.bisect_right(firsts, whole) - 1)
-        return names[i], whole - firsts[i] + 1
+        kept = whole - firsts[i] + 1  # the part's kept line this is, counted from 1
+        if runs[i] is None:
+            return names[i], kept
+        starts, owns = runs[i]  # type: ignore[misc]
+        j = max(0, bisect.bisect_right(starts, kept) - 1)
+        return names[i], owns[j] + kept - starts[j]
 
     return part_of
+
+
+def _run_starts(runs: Sequence[Any]) -> tuple[list[int], list[int]]:
+    """Of a part's runs (its own first line number, count), where each starts among the kept
+    lines (counted from 1) and its own number there: a time range keeps some lines only."""
+    starts, owns, at = [], [], 1
+    for own, count in runs:
+        starts.append(at)
+        owns.append(int(own))
+        at += int(count)
+    return starts, owns
 
 
 def file_case(spec_parts: Sequence[Any], column: str = "line_no") -> str:
     """A SQL expression naming the part of the row whose stored line number is `column`: a
     balanced CASE (a binary search, so a thousand parts cost ten comparisons a row)."""
-    parts = [(str(n), int(f), int(last)) for n, f, last in spec_parts]
+    parts = [(str(p[0]), int(p[1]), int(p[2])) for p in spec_parts]
 
     def split(lo: int, hi: int) -> str:
         if lo == hi:
