@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from rlm.text.sqltext import sql_name, sql_string
 
@@ -41,6 +42,8 @@ class TableFormat:
     entities: tuple[str, ...] = ()
     measure: str | None = None
     params: dict[str, str] = field(default_factory=dict)
+    # For kind "mixed" (rlm.input.mixedformat): the runs of lines, each of one format.
+    runs: tuple[Any, ...] = ()
 
 
 def _regex_select(regex: str, groups: list[str], outputs: list[tuple[str, str, str]]) -> str:

@@ -194,7 +194,8 @@ def _open_parts(
             raise InputError(f"no line is in the time range ({ranged.profile([], 0)['said']})")
         raise InputError("none of the inputs could be read" + _skipped_note(skipped))
     display = records[0]["name"] if len(records) == 1 else f"{records[0]['name']} … {records[-1]['name']}"
-    source = open_built(combined, display, key=key, cache_dir=cache_dir, owned=owned)
+    ranges = [(int(r["first_line"]), int(r["last_line"]), str(r["name"])) for r in records]
+    source = open_built(combined, display, key=key, cache_dir=cache_dir, owned=owned, parts=ranges)
     said = ranged.profile(records, source.profile.lines) if ranged is not None else None
     source.profile = replace(source.profile, parts=records, skipped=skipped, time_range=said)
     return source

@@ -23,6 +23,7 @@ import stat
 import sys
 import tempfile
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, fields
 from typing import Any, BinaryIO
@@ -31,6 +32,7 @@ from rlm.errors import InputError
 from rlm.input.cachedir import CACHE_KEEP_DAYS, platform_cache_dir, prune_cache, resolve
 from rlm.input.compressed import codec_of, decompress, name_without_suffix
 from rlm.input.detect import FORMAT_HINTS, detect_format
+from rlm.input.mixedformat import Segment
 from rlm.input.snapshot import Identity, change_of
 from rlm.input.snapshot import fingerprint as snapshot_fingerprint
 from rlm.input.tables import (
@@ -441,12 +443,21 @@ def private_temp(prefix: str, suffix: str, owned: list[str]) -> str:
     return _private_temp(prefix, suffix, owned)
 
 
-def open_built(path: str, display: str, *, key: str, cache_dir: str | None, owned: list[str]) -> Source:
+def open_built(
+    path: str,
+    display: str,
+    *,
+    key: str,
+    cache_dir: str | None,
+    owned: list[str],
+    parts: Sequence[tuple[int, int, str]] = (),
+) -> Source:
     """Profile a file rlm built itself (several inputs concatenated: rlm.input.parts), its index
     and table cached under `key`, the key of what it was built from. `owned` are the temp files
-    the Source removes."""
+    the Source removes. `parts`: (first line, last line, name) of each file in it, whose
+    formats the table parses each by its own when they differ."""
     try:
-        profile = _profile(path, display, None, cache_dir, owned, key=key)
+        profile = _profile(path, display, None, cache_dir, owned, key=key, parts=parts)
     except BaseException:
         _remove_owned(owned)
         raise
@@ -461,6 +472,7 @@ def _profile(
     owned: list[str],
     *,
     key: str | None = None,
+    parts: Sequence[tuple[int, int, str]] = (),
 ) -> Profile:
     st = os.stat(path)
     opened = Identity(
@@ -499,6 +511,10 @@ def _profile(
         binary = text.binary
         sample = [first_bytes(i) for i in range(min(n, 50))]
         table_sample = [first_bytes(i) for i in range(min(n, 200))]
+        segments = [
+            Segment(first - 1, last, [first_bytes(i) for i in range(first - 1, min(last, first + 199))], name)
+            for first, last, name in parts
+        ]
     named = name_without_suffix(display) if compression else display  # access.log.gz: an access log
     fmt = "binary" if binary else detect_format(sample, named, head_bytes[:4])
     table = None
@@ -525,6 +541,7 @@ def _profile(
                 invalid_lines=facts["invalid_lines"],
                 sample=table_sample,
                 owned=owned,
+                segments=segments,
             ), None
         except TableError as exc:
             return None, str(exc)  # the investigation goes on without sql(), and says why

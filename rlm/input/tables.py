@@ -19,10 +19,11 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rlm.input.mixedformat import Segment
 from rlm.input.tablecopy import copy_for_duckdb, cut_long_lines, has_cr, head_has_cr
 from rlm.privatefiles import private_workdir, publish_private, read_private, write_private
 from rlm.text.sqltext import sql_name, sql_string
@@ -41,7 +42,7 @@ __all__ = [
     "build_progress",
 ]
 
-TABLE_VERSION = 7  # 2: a log stored in parts, current storage format; 3: common values; 4: sshd login events name their method; 5: example queries; 6: up to 40 values a column; 7: a CSV's header and blank JSON lines are not rows
+TABLE_VERSION = 8  # 8: parts of different formats each parsed by its own; 2: a log stored in parts, current storage format; 3: common values; 4: sshd login events name their method; 5: example queries; 6: up to 40 values a column; 7: a CSV's header and blank JSON lines are not rows
 # A build's work folder in the cache (rlm.privatefiles.private_workdir): the sweep of the cache
 # folder (rlm.input.cachedir) removes those a killed process left.
 BUILD_PREFIX = "rlm-build-"
@@ -117,6 +118,7 @@ def ensure_table(
     owned: list[str] | None = None,
     cut: list[tuple[int, int]] | None = None,
     warnings: list[str] | None = None,
+    segments: Sequence[Segment] | None = None,
 ) -> dict[str, Any] | None:
     """The description of `path`'s table, built now unless the cache holds it; None when DuckDB is missing.
 
@@ -125,13 +127,16 @@ def ensure_table(
     out, in words), examples, note, values, build_s. Raises TableError when the build fails.
     With no cache (`cache_base` None, or a cache that cannot be written) the table is a
     private temp file the Source removes (`owned`). A cached table found damaged is said
-    in `warnings` and built anew. `cut`: lines to store cut (see build_table).
+    in `warnings` and built anew. `cut`: lines to store cut (see build_table). `segments`: the
+    parts of a text several files make, each parsed by its own format when they differ
+    (rlm.input.mixedformat).
     """
     try:
         import duckdb  # noqa: F401
     except ImportError:
         return None
     from rlm.input.logformats import recognize
+    from rlm.input.mixedformat import mixed_format
 
     year = time.gmtime(os.stat(path).st_mtime).tm_year
     if cache_base is not None:
@@ -141,7 +146,9 @@ def ensure_table(
             return info
         if damage and warnings is not None:
             warnings.append(f"a damaged cache entry of this input was rebuilt (table: {damage})")
-    fmt = recognize(profile_format, sample[:_FIRST_LINES], year=year)
+    fmt = (mixed_format(segments, year=year) if segments else None) or recognize(
+        profile_format, sample[:_FIRST_LINES], year=year
+    )
     if cache_base is not None:
         try:
             info = build_table(
@@ -297,9 +304,12 @@ def build_table(
         # bytes as U+FFFD, exactly as peek and context_lines show them: made at once when
         # the encoding or the first lines call for it, after the build when a stray '\r'
         # further on made DuckDB's lines more than the file's.
+        # Parts of different formats are read a run of lines each (a skip and a limit): a stray
+        # '\r' anywhere would shift every later run, and the limits would hide it from the
+        # count below, so a text of several formats is looked through for one first.
         if not utf8:
             source = copy_for_duckdb(path, work, encoding)
-        elif head_has_cr(path):
+        elif head_has_cr(path) or (fmt.kind == "mixed" and has_cr(path)):
             source = copy_for_duckdb(path, work, None)
         else:
             source = path
@@ -488,6 +498,8 @@ def _create_log(
     """CREATE `log`; returns (parsed columns with their types, lines parsed or why none were)."""
     if fmt.kind == "lines":
         return _create_lines(con, fmt, source, n_lines, parts)
+    if fmt.kind == "mixed":
+        return _create_mixed(con, fmt, source, n_lines, parts)
     if fmt.kind == "jsonl":
         return _create_jsonl(con, source)
     if fmt.kind == "csv":
@@ -556,6 +568,43 @@ def _create_lines(
     first = cols[0][0]
     parsed = con.execute(f'SELECT count("{first}") FROM log').fetchone()[0]
     return cols, parsed
+
+
+def _create_mixed(
+    con: Any, fmt: Any, source: str, n_lines: int, parallel: int
+) -> tuple[list[tuple[str, str]], int | str]:
+    """`log` for parts of different formats (rlm.input.mixedformat): each run of lines parsed by
+    its own format into a table of its own (log_data, log_data_1, ...), `parallel` at once, as a
+    log's parts are (_create_lines); `log` is their union by name, numbered by rowid."""
+    runs = fmt.runs
+    tables = ["log_data"] + [f"log_data_{i}" for i in range(1, len(runs))]
+    inserts, spans = [], []
+    for table, run in zip(tables, runs, strict=True):
+        select = _lines_select(run.fmt, source, skip=run.first, limit=run.end - run.first)
+        described = con.execute(f"DESCRIBE {select}").fetchall()
+        defs = ", ".join(
+            f"{sql_name(name)} {typ}" + (" USING COMPRESSION zstd" if name == "line" else "")
+            for name, typ, *_ in described
+        )
+        con.execute(f"CREATE TABLE {table} ({defs})")
+        inserts.append(f"INSERT INTO {table} BY NAME {select}")
+        spans.append((run.first / max(1, n_lines), run.end / max(1, n_lines)))
+    step = max(1, parallel)
+    for at in range(0, len(inserts), step):
+        _run_side_by_side(con, inserts[at : at + step], spans=spans[at : at + step], source=source)
+    con.execute(
+        "CREATE VIEW log AS "
+        + " UNION ALL BY NAME ".join(
+            f"SELECT rowid + {run.first + 1} AS line_no, * FROM {table}"
+            for table, run in zip(tables, runs, strict=True)
+        )
+    )
+    parsed = 0
+    for table, run in zip(tables, runs, strict=True):
+        if run.fmt.columns:  # a run's lines parsed: those whose first column of its format is set
+            first = sql_name(run.fmt.columns[0][0])
+            parsed += con.execute(f"SELECT count({first}) FROM {table}").fetchone()[0]
+    return _columns(con), parsed
 
 
 def _part_bounds(n_lines: int, parts: int) -> list[int]:
