@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from conftest import DATA, FIXTURES, cli_env, run_cli
+from conftest import DATA, FIXTURES, cli_env, run_cli, script_log, write_script
 
 APACHE = DATA / "elastic" / "apache_logs"  # 10,000 lines, 3 of them status 5xx
 HADOOP = DATA / "loghub" / "Hadoop_2k.log"  # log4j, CRLF line ends, ERROR lines among them
@@ -287,3 +287,30 @@ def test_stats_never_imports_litellm(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "rlm.input.stats" in proc.stderr  # the import times are there, the summary's among them
     assert "litellm" not in proc.stderr
+
+
+def test_the_first_turn_profile_carries_the_summary(tmp_path: Path, apache_log: Path) -> None:
+    """What `rlm stats` says reaches the model's first prompt through `rlm ask`: the time span,
+    the error rows and the top templates, recomputed here from the file."""
+    script = {
+        "log": "calls.jsonl",
+        "replies": [
+            {"tool": "peek", "args": {"start": 1}},
+            {"tool": "final", "args": {"answer": "seen"}},
+            '{"answer": "seen", "citations": ["F1"], "confidence": "low"}',
+        ],
+    }
+    model = write_script(tmp_path / "s.json", script)
+    proc = run_cli(["ask", str(apache_log), "what is in it?", "-m", model], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    first = "\n".join(
+        str(m.get("content") or "") for m in script_log(tmp_path / "calls.jsonl")[0]["messages"]
+    )
+    summary = next(line for line in first.splitlines() if line.startswith("Summary (rlm stats): "))
+    lines = apache_log.read_text().splitlines()
+    stamps = sorted(datetime.strptime(x.split("[", 1)[1][:20], "%d/%b/%Y:%H:%M:%S") for x in lines)
+    assert f"ts {stamps[0]} → {stamps[-1]} UTC" in summary
+    errors = sum(1 for x in lines if x.split()[8] >= "500")
+    assert f"{errors:,} error rows (status >= 500)" in summary
+    favicon = sum(1 for x in lines if x.split()[5:7] == ['"GET', "/favicon.ico"] and x.split()[8] == "200")
+    assert f"'GET /favicon.ico 200' {favicon:,}" in summary

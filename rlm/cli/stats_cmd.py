@@ -39,7 +39,6 @@ interrupted. Errors are one line on stderr.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from typing import Annotated, Any
 
@@ -49,6 +48,7 @@ from rlm.cli.jsonout import print_json
 from rlm.cli.settings_flags import with_settings_flags
 from rlm.errors import ExitCode, RlmError
 from rlm.text.textcap import human_size
+from rlm.text.timeshow import duration, sparkline, when
 from rlm.text.visible import visible
 from rlm.trace.redact import redact_text
 
@@ -218,7 +218,7 @@ def render(doc: dict[str, Any]) -> str:
         zone = " UTC" if time["utc"] else ""
         row(
             "Time",
-            f"{_when(time['first'])} → {_when(time['last'])}{zone} ({_duration(time['span_s'])}; "
+            f"{when(time['first'])} → {when(time['last'])}{zone} ({duration(time['span_s'])}; "
             f"column {visible(time['column'])}, {time['read_as']})",
         )
         if time["rows_without_time"]:
@@ -229,7 +229,7 @@ def render(doc: dict[str, Any]) -> str:
         row(
             "Lines",
             f"per {histogram['bucket']}, {len(counts)} bucket{'s' if len(counts) != 1 else ''} from "
-            f"{_when(histogram['start'])}{zone}; the tallest {max(counts):,}",
+            f"{when(histogram['start'])}{zone}; the tallest {max(counts):,}",
         )
         out.append(f"{'':<11}│{sparkline(counts)}│")
     if errors is not None:
@@ -279,40 +279,9 @@ def _parts(doc: dict[str, Any], row: Any, out: list[str]) -> None:
         out.append(f"{'':<11}skipped: {visible(s['name'])} ({visible(s['why'])})")
 
 
-BARS = "▁▂▃▄▅▆▇█"
-
-
-def sparkline(counts: list[int]) -> str:
-    """One character a count, ▁ to █ by eighths of the largest (rounded up); a space for none."""
-    peak = max(counts, default=0)
-    if peak <= 0:
-        return " " * len(counts)
-    return "".join(" " if c <= 0 else BARS[min(7, -(-c * 8 // peak) - 1)] for c in counts)
-
-
 def _n(count: int, word: str) -> str:
     return f"{count:,} {word}{'' if count == 1 else 's'}"
 
 
 def _cut(text: str) -> str:
     return text if len(text) <= _SHOWN_TEMPLATE_CHARS else text[: _SHOWN_TEMPLATE_CHARS - 1] + "…"
-
-
-def _when(iso: str) -> str:
-    """ISO 8601 as a person reads it: a space for the T, milliseconds where the microseconds are
-    whole ones, the zone said once beside it."""
-    return re.sub(r"(\.\d{3})000\b", r"\1", iso.replace("T", " ", 1).removesuffix("+00:00"))
-
-
-def _duration(seconds: float) -> str:
-    s = int(round(seconds))
-    days, s = divmod(s, 86_400)
-    hours, s = divmod(s, 3600)
-    minutes, s = divmod(s, 60)
-    if days:
-        return f"{days} d {hours} h {minutes} min"
-    if hours:
-        return f"{hours} h {minutes} min {s} s"
-    if minutes:
-        return f"{minutes} min {s} s"
-    return f"{seconds:g} s"

@@ -126,6 +126,8 @@ class Profile:
     # The lines kept are those of a time range (--since/--until; rlm.input.rangeplan): its
     # resolved bounds, what it holds in words (`said`), the parts with no line in it.
     time_range: dict[str, Any] | None = None
+    # What `rlm stats` says of it, for the first turn (rlm.input.summary): set by the ask.
+    summary: str | None = field(default=None, compare=False)
 
     @property
     def sha256(self) -> str:
@@ -147,7 +149,7 @@ class Profile:
             del out["time_range"]
         return out
 
-    def prompt_block(self, max_chars: int = 1200) -> str:
+    def prompt_block(self, max_chars: int = 1500) -> str:
         """A compact description for a prompt, never longer than `max_chars`."""
         size = human_size(self.size)
         if self.compression:
@@ -180,6 +182,8 @@ class Profile:
             out.append(f"{self.invalid_lines:,} lines hold invalid bytes (shown as U+FFFD).")
         if self.table:
             out.append(describe_table(self.table))
+        if self.summary:
+            out.append(visible(self.summary))
         budget = max_chars - sum(len(x) + 1 for x in out)
         sample = self._sample_lines()
         if sample and budget > 40:
@@ -239,7 +243,7 @@ def _parts_block(
     return out
 
 
-_NOT_RECORDED = ("digest", "work_path", "work_encoding", "table", "table_path", "warnings", "identity")
+_NOT_RECORDED = ("digest", "work_path", "work_encoding", "table", "table_path", "warnings", "identity", "summary")
 
 
 class Source:
