@@ -243,7 +243,16 @@ def _parts_block(
     return out
 
 
-_NOT_RECORDED = ("digest", "work_path", "work_encoding", "table", "table_path", "warnings", "identity", "summary")
+_NOT_RECORDED = (
+    "digest",
+    "work_path",
+    "work_encoding",
+    "table",
+    "table_path",
+    "warnings",
+    "identity",
+    "summary",
+)
 
 
 class Source:

@@ -264,7 +264,9 @@ def run_ask(
                 time_range=time_range,
             ) as source,
         ):
-            profile = source.profile = replace(source.profile, summary=_first_turn_summary(source.profile, trace))
+            profile = source.profile = replace(
+                source.profile, summary=_first_turn_summary(source.profile, trace)
+            )
             summary = read_summary(profile)  # several inputs: what was read, what was skipped
             if summary is not None and profile.skipped:  # a part left out is the user's to know
                 trace.warn(summary)
