@@ -160,3 +160,52 @@ def test_a_model_list_that_cannot_work_is_one_line_before_any_call(tmp_path: Pat
         )
         assert "Traceback" not in unset.stderr + shapeless.stderr
         assert stub.requests == []
+
+
+def test_a_group_that_has_used_its_attempts_falls_back_to_the_next(tmp_path: Path, apache_log: Path) -> None:
+    """fallbacks = [{ team = ["spare"] }]: the team's one deployment asks to wait 300 s (past what
+    a run waits), so each call goes on to the spare group at once, said, within one budget; a
+    fallback to a group that does not exist is one line, exit 4, before any call."""
+    total = apache_log.read_text().count("\n")
+    talk = Conversation(
+        ["```python\nprint(len(context_lines))\n```", f'FINAL("{total}")'], default=f"{total} [F1]"
+    )
+    busy = OpenAIStub(
+        [], default={"status": 429, "headers": {"Retry-After": "300"}, "message": "rate limited"}
+    )
+    with busy, OpenAIStub([], default=talk) as spare:
+        spare_entry = f"""
+[[model_list]]
+model_name = "spare"
+litellm_params = {{ model = "openai/stub", api_base = "{spare.api_base}", api_key = "os.environ/TEAM_KEY_1" }}
+"""
+        _config(tmp_path, busy.api_base, extra='fallbacks = [{ team = ["spare"] }]\n' + spare_entry)
+        began = time.monotonic()
+        proc = run_cli(
+            ["ask", str(apache_log), "how many lines?", "-m", "team", "--jsonl", "--max-calls", "3"],
+            cwd=tmp_path,
+            env=_env(),
+        )
+        took = time.monotonic() - began
+        assert proc.returncode == 0, proc.stderr
+        assert took < 60, f"the run waited for the busy group ({took:.1f} s)"
+        events = [json.loads(line) for line in proc.stdout.splitlines()]
+        fell = [e for e in events if e.get("event") == "retry"]
+        assert fell and all("falling back to spare" in e["error"] for e in fell), fell
+        assert fell[0]["wait_s"] == 0 and "300" in fell[0]["error"]
+        trace = latest_trace(tmp_path)
+        assert trace["status"] == "final" and trace["answer"] == str(total)
+        assert set(_answered(trace)) == {"spare#1"} and len(_answered(trace)) == 3 == trace["totals"]["calls"]
+        assert {d["id"] for d in trace["deployments"]} == {"team#1", "spare#1"}
+        assert len(busy.requests) >= 1 and len(spare.requests) == 3
+        assert all(r["headers"]["Authorization"] == f"Bearer {KEY_B}" for r in spare.requests)
+
+        config = tmp_path / ".config" / "rlm" / "config.toml"
+        config.write_text(config.read_text().replace('["spare"]', '["nowhere"]'))
+        asked = len(busy.requests) + len(spare.requests)
+        bad = run_cli(["ask", str(apache_log), "lines?", "-m", "team"], cwd=tmp_path, env=_env())
+        assert bad.returncode == 4 and bad.stdout == ""
+        assert bad.stderr.strip().endswith("fallbacks name 'nowhere', which no [[model_list]] entry is"), (
+            bad.stderr
+        )
+        assert len(busy.requests) + len(spare.requests) == asked

@@ -555,3 +555,68 @@ def test_a_cache_entry_is_not_reused_through_another_s3_endpoint(
         remote.fetch(found, str(folder), [])
     assert identities[0] != identities[1]
     assert len(counting.object_gets()) - before == 2
+
+
+def test_a_time_range_leaves_out_objects_by_the_date_in_their_names_unfetched(
+    tmp_path: Path, apache_log: Path, s3: tuple[str, _Counting]
+) -> None:
+    """Daily objects (17-20 May 2015, the log's four days): --since/--until on the 20th fetches
+    the 19th's and the 20th's only (a name's day may be a rotation's, or another zone's: the day
+    before is kept), and counts exactly the lines of the range."""
+    import boto3
+
+    endpoint, counting = s3
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
+    days: dict[str, list[bytes]] = {}
+    for line in apache_log.read_bytes().splitlines(keepends=True):
+        days.setdefault(line.split(b"[", 1)[1][:2].decode(), []).append(line)
+    for day, lines in days.items():
+        client.put_object(
+            Bucket=BUCKET, Key=f"daily/web-2015-05-{day}.log.gz", Body=gzip.compress(b"".join(lines))
+        )
+    in_range = [
+        x
+        for x in apache_log.read_text().splitlines()
+        if "[20/May/2015:00:" <= x.split(" ", 4)[3] <= "[20/May/2015:06:00:00"
+    ]
+    code = 'print(sql("SELECT count(*) FROM log")[0][0])'
+    model = write_script(
+        tmp_path / "s.json",
+        [
+            {"tool": "execute", "args": {"code": code}},
+            {"tool": "final", "args": {"answer": "counted"}},
+            json.dumps({"answer": "counted", "citations": ["F1"]}),
+        ],
+    )
+    before = len(counting.object_gets())
+    proc = run_cli(
+        [
+            "ask",
+            f"s3://{BUCKET}/daily/web-*.log.gz",
+            "q?",
+            "-m",
+            model,
+            "--since",
+            "2015-05-20",
+            "--until",
+            "2015-05-20 06:00",
+        ],
+        cwd=tmp_path,
+        env=_aws(endpoint, tmp_path),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(counting.object_gets()[before:]) == [
+        f"/{BUCKET}/daily/web-2015-05-{d}.log.gz" for d in ("19", "20")
+    ]
+    trace = latest_trace(tmp_path)
+    assert trace["steps"][0]["observation"]["preview"].strip() == str(len(in_range))
+    left = {x["name"].rsplit("/", 1)[-1]: x["why"] for x in trace["input"]["time_range"]["left_out"]}
+    assert left["web-2015-05-17.log.gz"] == "not fetched: its name's date (2015-05-17) is before the range"
+    assert left["web-2015-05-18.log.gz"] == "not fetched: its name's date (2015-05-18) is before the range"
+    assert left["web-2015-05-19.log.gz"] == "read: no line in the range"

@@ -296,3 +296,29 @@ def test_the_cli_counts_the_range_names_each_part_and_verifies(
     empty = run_cli(["ask", *args, "q?", "-m", script, "--since", "2016-01-01"], cwd=tmp_path)
     assert empty.returncode == 3 and "no file has a line in the time range" in empty.stderr
     assert "Traceback" not in empty.stderr + bad.stderr
+
+
+def test_an_object_is_placed_by_the_date_in_its_name_and_its_last_change() -> None:
+    from rlm.input.objectprune import name_date, outside_range
+
+    assert name_date("s3://b/2026/11/25/app-20261124.log.gz") == datetime(2026, 11, 24)
+    assert name_date("s3://b/app/access.log-20261125.gz") == datetime(2026, 11, 25)
+    assert name_date("s3://b/app/build-202611251.log") is None  # a run of digits, not a date
+    assert name_date("s3://2026-11-25/app.log") is None  # the bucket's name says nothing
+    day = rng("2026-11-25 10:00", "2026-11-25 11:00")
+    assert outside_range("s3://b/app-2026-11-25.log.gz", 0, day) is None
+    assert (
+        outside_range("s3://b/app-2026-11-24.log.gz", 0, day) is None
+    )  # dateext: the 24th's lines may run to the 25th
+    assert outside_range("s3://b/app-2026-11-26.log.gz", 0, day) is None  # a zone ahead
+    assert "before the range" in str(outside_range("s3://b/app-2026-11-23.log.gz", 0, day))
+    assert outside_range("s3://b/app-2026-11-27.log.gz", 0, day) is None  # dateext and a zone behind
+    assert "after the range" in str(outside_range("s3://b/app-2026-11-28.log.gz", 0, day))
+    changed = int(datetime(2026, 11, 25, 0, 0, tzinfo=UTC).timestamp() * 1e9)
+    zoned = rng("2026-11-25T10:00:00Z", None)
+    assert "last changed 2026-11-25 00:00:00 UTC" in str(outside_range("s3://b/app.log", changed, zoned))
+    # A bound on the log's own clock may be 14 hours off UTC: ten hours after the change, kept.
+    assert outside_range("s3://b/app.log", changed, rng("2026-11-25 10:00", None)) is None
+    assert "last changed" in str(outside_range("s3://b/app.log", changed, rng("2026-11-25 15:00", None)))
+    assert outside_range("s3://b/app.log", changed, rng(None, "2026-11-25 15:00")) is None  # no --since
+    assert outside_range("s3://b/app.log", 0, zoned) is None  # the change not known

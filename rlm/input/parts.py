@@ -43,6 +43,7 @@ from typing import Any, BinaryIO
 
 from rlm.errors import InputError, UsageError
 from rlm.input.compressed import codec_of, decompress
+from rlm.input.objectprune import outside_range
 from rlm.input.order import ORDERS, Part, natural_key, order_paths
 from rlm.input.rangecopy import Kept
 from rlm.input.rangeplan import RangePlan, plan_range
@@ -141,6 +142,7 @@ def _open_parts(
 ) -> Source:
     skipped: list[dict[str, str]] = []
     found: list[Part] = []
+    pruned: list[dict[str, str]] = []  # remote objects a time range leaves out unfetched
     for arg in args:
         if os.path.isdir(arg):  # its files, as rlm.input.walk chooses them
             files, passed = walk_directory(arg, walk)
@@ -155,7 +157,7 @@ def _open_parts(
             found.extend(p for p in (_stat_part(f, skip_bad, skipped) for f in files) if p is not None)
             continue
         if is_remote(arg):
-            found.extend(_remote_parts(arg, cache_dir, skip_bad, skipped, owned))
+            found.extend(_remote_parts(arg, cache_dir, skip_bad, skipped, owned, time_range, pruned))
             continue
         unsupported = unsupported_scheme(arg)
         if unsupported is not None and not os.path.lexists(arg):
@@ -166,6 +168,10 @@ def _open_parts(
             if part is not None:
                 found.append(part)
     found = _unique(found)
+    if not found and pruned and time_range is not None:
+        raise InputError(
+            f"no file has a line in the time range ({time_range.describe()}): {pruned[0]['why']}"
+        )
     if not found:
         raise InputError("none of the inputs could be read" + _skipped_note(skipped))
     if len(found) == 1 and not skipped and time_range is None:  # a glob that matched one file: as today
@@ -180,7 +186,7 @@ def _open_parts(
     keyed = "multi|v1|" + "|".join(p.key for p in parts)
     ranged: RangePlan | None = None
     if time_range is not None:
-        ranged = plan_range(parts, time_range)
+        ranged = plan_range(parts, time_range, left_out=pruned)
         parts = [p for p in parts if p.key in ranged.clocks]
         if not parts:
             raise InputError(f"no file has a line in the time range ({ranged.profile([], 0)['said']})")
@@ -261,10 +267,18 @@ def _unique(found: list[Part]) -> list[Part]:
 
 
 def _remote_parts(
-    arg: str, cache_dir: str | None, skip_bad: bool, skipped: list[dict[str, str]], owned: list[str]
+    arg: str,
+    cache_dir: str | None,
+    skip_bad: bool,
+    skipped: list[dict[str, str]],
+    owned: list[str],
+    time_range: TimeRange | None = None,
+    pruned: list[dict[str, str]] | None = None,
 ) -> list[Part]:
     """The objects `arg` names (rlm.input.remote), each copied once into the cache and read as
-    a local part named by its URL; those that cannot be read are said in `skipped`."""
+    a local part named by its URL; those that cannot be read are said in `skipped`, those a
+    time range leaves out by their names or last change (rlm.input.objectprune) in `pruned`,
+    never fetched."""
     from rlm.input.cachedir import resolve
 
     try:
@@ -275,6 +289,11 @@ def _remote_parts(
     folder, _ = resolve(cache_dir if cache_dir is not None else default_cache_dir())
     parts = []
     for obj in objects:
+        why = outside_range(obj.name, obj.modified_ns, time_range) if time_range is not None else None
+        if why is not None:
+            if pruned is not None:
+                pruned.append({"name": obj.name, "why": why})
+            continue
         try:
             path = fetch(obj, folder, owned)
         except RemoteError as exc:

@@ -76,10 +76,13 @@ class RangePlan:
         return {**self.time_range.to_dict(), "said": said, "lines": lines, "left_out": left}
 
 
-def plan_range(parts: list[Part], time_range: TimeRange) -> RangePlan:
-    """The plan for `parts` in reading order. Raises UsageError (exit 2) when no part has times
-    rlm reads; InputError on a damaged compressed part's first bytes."""
-    plan = RangePlan(time_range)
+def plan_range(
+    parts: list[Part], time_range: TimeRange, *, left_out: list[dict[str, str]] | None = None
+) -> RangePlan:
+    """The plan for `parts` in reading order; `left_out`: parts already left out (remote objects
+    never fetched). Raises UsageError (exit 2) when no part has times rlm reads; InputError on a
+    damaged compressed part's first bytes."""
+    plan = RangePlan(time_range, left_out=list(left_out or []))
     year = time.gmtime().tm_year  # as the view's table, built now, assumes for syslog
     clocked: list[tuple[Part, Clock, datetime | None, datetime | None]] = []
     for part in parts:

@@ -190,6 +190,15 @@ class _Timeout(Exception):
         self.by_deadline = by_deadline
 
 
+class _FallBack(Exception):
+    """A group of deployments has used its attempts: the call goes on to the next group."""
+
+    def __init__(self, reason: str, attempts: int) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.attempts = attempts
+
+
 class _NoChoices(Exception):
     """A reply without choices: retried like any other malformed reply."""
 
@@ -315,6 +324,7 @@ class ModelClient:
         small: bool = False,
         router: Any = None,
         deployments: Sequence[Deployment] = (),
+        fallbacks: Sequence[tuple[str, Sequence[Deployment]]] = (),
     ) -> None:
         self.model = model
         # A group of deployments (rlm.model.deployments): calls go through litellm's Router, which
@@ -322,6 +332,8 @@ class ModelClient:
         # group's first deployment.
         self.router = router
         self.deployments = tuple(deployments)
+        # The groups a call goes on to, in order, once this group has used its attempts.
+        self.fallbacks = tuple((group, tuple(ds)) for group, ds in fallbacks)
         first = self.deployments[0].params if self.deployments else {}
         self._probe = str(first.get("model") or model)
         self._probe_base = first.get("api_base") if self.deployments else api_base
@@ -360,6 +372,15 @@ class ModelClient:
     def measures_usage(self) -> bool:
         """Whether reported token counts are the model's own (scripted ones are estimates)."""
         return self.own is None or self.own.measured_usage
+
+    @property
+    def all_deployments(self) -> tuple[Deployment, ...]:
+        """The group's deployments and those of the groups it falls back to."""
+        return self.deployments + tuple(d for _, ds in self.fallbacks for d in ds)
+
+    def _groups(self) -> list[tuple[str, tuple[Deployment, ...]]]:
+        """Where a call goes, in order: this client's model (a group, or one model), then its fallbacks."""
+        return [(self.model, self.deployments), *self.fallbacks]
 
     @property
     def where(self) -> str:
@@ -611,8 +632,17 @@ class ModelClient:
         self._events(ProviderFailed(model=self.model, where=self.where, message=message))
         return err
 
-    def _after_failure(self, exc: Exception, attempt: int, final: bool) -> float:
-        """Seconds to wait before attempt `attempt + 1`, or the exception that ends the call."""
+    def _after_failure(
+        self,
+        exc: Exception,
+        attempt: int,
+        final: bool,
+        group: tuple[str, tuple[Deployment, ...]] | None = None,
+        fallback: str | None = None,
+    ) -> float:
+        """Seconds to wait before attempt `attempt + 1`, or the exception that ends the call
+        (_FallBack when the group has used its attempts and `fallback`, the next group, remains)."""
+        deployments = group[1] if group is not None else self.deployments
         if isinstance(exc, RlmError | BudgetExceeded):
             raise exc
         if self.budget is not None:
@@ -633,18 +663,22 @@ class ModelClient:
         if self.router is not None:
             # Each deployment of a group may fail once (the next is asked at once) before the
             # retries proper, which wait for one to be free again.
-            limit = self.retries + len(self.deployments) - 1
+            limit = self.retries + len(deployments) - 1
         else:
             limit = min(self.retries, REFUSED_RETRIES) if _refused(exc) else self.retries
         if attempt >= limit:
+            if fallback is not None:
+                raise _FallBack(self._reason(exc), attempt + 1) from None
             raise self._give_up(exc, attempt + 1) from None
         cooling = cooling_down_s(exc)
         asked = cooling if cooling is not None else _retry_after(exc)
-        if cooling is None and len(self.deployments) > 1:
+        if cooling is None and len(deployments) > 1:
             # One deployment failed and cools down: the Router sends the next attempt to another,
             # at once. Only when all of them cool down is there anything to wait for (`cooling`).
             asked = 0.0
         if asked is not None and asked > RETRY_AFTER_MAX_S:
+            if fallback is not None:
+                raise _FallBack(f"{self._reason(exc)} (it asks to wait {asked:g} s)", attempt + 1) from None
             raise self._give_up(exc, attempt + 1, f" (it asks to wait {asked:g} s)") from None
         if asked is not None:
             delay = asked
@@ -666,6 +700,21 @@ class ModelClient:
             )
         )
         return delay
+
+    def _fell_back(self, group: str, to: str | None, moved: _FallBack) -> None:
+        """Said as a retry: the call goes on to the next group at once, with attempts of its own."""
+        deployments = dict(self._groups()).get(to or "", ())
+        self._events(
+            Retry(
+                model=self.model,
+                where=f"the deployments of {group}",
+                attempt=1,
+                attempts=self.retries + max(1, len(deployments)),
+                error=f"falling back to {to} after {moved.attempts} attempts ({moved.reason})",
+                wait_s=0.0,
+                retry_after=None,
+            )
+        )
 
     def _record(
         self,
@@ -766,20 +815,28 @@ class ModelClient:
         kw = self._kwargs(messages, tools, max_tokens, json_reply, schema)
         self._before(messages, tools, max_tokens, final)
         request = (messages, tools, max_tokens)
+        groups = self._groups()
         try:
-            for attempt in itertools.count():
-                limit, by_deadline = self._limit(final)
-                started = time.monotonic()
+            for at, group in enumerate(groups):
+                fallback = groups[at + 1][0] if at + 1 < len(groups) else None
                 try:
-                    via = self.router if self.router is not None else litellm
-                    call = functools.partial(via.completion, **{**kw, "timeout": limit})
-                    resp = self._bounded(call, limit, by_deadline)
-                    reply = self._to_reply(resp, messages, tools, started)
-                except Exception as exc:
-                    self._sleep(self._after_failure(exc, attempt, final))
-                    continue
-                self._record(request, reply=reply)
-                return reply
+                    for attempt in itertools.count():
+                        limit, by_deadline = self._limit(final)
+                        started = time.monotonic()
+                        try:
+                            via = self.router if self.router is not None else litellm
+                            call = functools.partial(
+                                via.completion, **{**kw, "model": group[0], "timeout": limit}
+                            )
+                            resp = self._bounded(call, limit, by_deadline)
+                            reply = self._to_reply(resp, messages, tools, started)
+                        except Exception as exc:
+                            self._sleep(self._after_failure(exc, attempt, final, group, fallback))
+                            continue
+                        self._record(request, reply=reply)
+                        return reply
+                except _FallBack as moved:
+                    self._fell_back(group[0], fallback, moved)
         except (RlmError, BudgetExceeded) as exc:
             self._record(request, error=exc)
             raise
@@ -797,22 +854,29 @@ class ModelClient:
         kw = self._kwargs(messages, tools, max_tokens)
         self._before(messages, tools, max_tokens, final)
         request = (messages, tools, max_tokens)
+        groups = self._groups()
         try:
-            for attempt in itertools.count():
-                limit, by_deadline = self._limit(final)
-                started = time.monotonic()
+            for at, group in enumerate(groups):
+                fallback = groups[at + 1][0] if at + 1 < len(groups) else None
                 try:
-                    via = self.router if self.router is not None else litellm
-                    try:
-                        resp = await asyncio.wait_for(via.acompletion(**{**kw, "timeout": limit}), limit)
-                    except TimeoutError:
-                        raise _Timeout(limit, by_deadline) from None
-                    reply = self._to_reply(resp, messages, tools, started)
-                except Exception as exc:
-                    await asyncio.sleep(self._after_failure(exc, attempt, final))
-                    continue
-                self._record(request, reply=reply)
-                return reply
+                    for attempt in itertools.count():
+                        limit, by_deadline = self._limit(final)
+                        started = time.monotonic()
+                        try:
+                            via = self.router if self.router is not None else litellm
+                            try:
+                                asked = via.acompletion(**{**kw, "model": group[0], "timeout": limit})
+                                resp = await asyncio.wait_for(asked, limit)
+                            except TimeoutError:
+                                raise _Timeout(limit, by_deadline) from None
+                            reply = self._to_reply(resp, messages, tools, started)
+                        except Exception as exc:
+                            await asyncio.sleep(self._after_failure(exc, attempt, final, group, fallback))
+                            continue
+                        self._record(request, reply=reply)
+                        return reply
+                except _FallBack as moved:
+                    self._fell_back(group[0], fallback, moved)
         except (RlmError, BudgetExceeded) as exc:
             self._record(request, error=exc)
             raise

@@ -15,6 +15,10 @@ strategy picks it; a deployment that fails (a 429, a 5xx, a timeout) cools down 
 to another at once (rlm.model.client). Each deployment has an id (`model_info.id`, else
 `GROUP#N`, its place in the group): the trace names the one that answered each call.
 
+Fallbacks between groups, as litellm's Router takes them (`fallbacks = [{ fast = ["backup"] }]`):
+a call to `fast` that has used its attempts (each deployment of `fast` failed, then the
+retries) goes on to `backup`, with attempts of its own, within the same budget and deadline.
+
 Keys are never written in a trace: `os.environ/NAME` is read from the environment when the run
 starts (a name that is not set is one line, exit 4), and every value is masked where text is
 written (rlm.trace.redact), as a key given any other way is.
@@ -23,7 +27,7 @@ written (rlm.trace.redact), as a key given any other way is.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rlm.errors import ConfigError
@@ -74,6 +78,8 @@ class Deployment:
 @dataclass(frozen=True)
 class ModelList:
     deployments: tuple[Deployment, ...]
+    # group -> the groups a call to it goes on to, in order, once it has used its attempts
+    fallbacks: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def groups(self) -> set[str]:
         return {d.group for d in self.deployments}
@@ -81,11 +87,42 @@ class ModelList:
     def of(self, group: str) -> list[Deployment]:
         return [d for d in self.deployments if d.group == group]
 
+    def with_fallbacks(self, names: set[str]) -> set[str]:
+        """The groups among `names` and those their calls may fall back to."""
+        groups = names & self.groups()
+        return groups | {f for g in groups for f in self.fallbacks.get(g, ())}
 
-def parse_model_list(raw: Any, where: str) -> ModelList | None:
+
+def parse_fallbacks(raw: Any, where: str, groups: set[str]) -> dict[str, tuple[str, ...]]:
+    """The config file's `fallbacks` (litellm's shape: a list of one-key tables, a group and the
+    groups it falls back to), checked against the groups the model list has. ConfigError (exit 4)."""
+    if raw is None:
+        return {}
+    shape = f'{where}: fallbacks must be a list of tables, each a group and the groups it falls back to: fallbacks = [{{ fast = ["backup"] }}]'
+    if not isinstance(raw, list):
+        raise ConfigError(shape)
+    out: dict[str, tuple[str, ...]] = {}
+    for entry in raw:
+        if not isinstance(entry, dict):
+            raise ConfigError(shape)
+        for group, targets in entry.items():
+            if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets) or not targets:
+                raise ConfigError(shape)
+            for name in (group, *targets):
+                if name not in groups:
+                    raise ConfigError(f"{where}: fallbacks name {name!r}, which no [[model_list]] entry is")
+            if group in targets:
+                raise ConfigError(f"{where}: fallbacks: {group!r} cannot fall back to itself")
+            out[group] = out.get(group, ()) + tuple(t for t in targets if t not in out.get(group, ()))
+    return out
+
+
+def parse_model_list(raw: Any, where: str, fallbacks: Any = None) -> ModelList | None:
     """The config file's `model_list` checked; None when there is none. ConfigError (exit 4)
     naming the entry and what it lacks, for a shape litellm would refuse later."""
     if raw is None:
+        if fallbacks is not None:
+            raise ConfigError(f"{where}: fallbacks name groups, and there is no [[model_list]]")
         return None
     if not isinstance(raw, list) or not raw:
         raise ConfigError(f"{where}: model_list must be a list of [[model_list]] tables")
@@ -116,7 +153,8 @@ def parse_model_list(raw: Any, where: str) -> ModelList | None:
             raise ConfigError(f"{at} ({group}): the id {ident!r} is given twice")
         seen.add(ident)
         deployments.append(Deployment(ident, group, dict(params)))
-    return ModelList(tuple(deployments))
+    groups = {d.group for d in deployments}
+    return ModelList(tuple(deployments), parse_fallbacks(fallbacks, where, groups))
 
 
 def resolve_keys(models: ModelList, groups: set[str]) -> list[str]:

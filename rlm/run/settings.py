@@ -275,7 +275,7 @@ def _config_file() -> Path:
 
 
 # Keys of the config file that are tables, not settings: no flag or variable holds them.
-_TABLES = ("model_list",)
+_TABLES = ("model_list", "fallbacks")
 
 
 def _read_config_file() -> tuple[Path, dict[str, Any]]:
@@ -291,7 +291,7 @@ def _read_config_file() -> tuple[Path, dict[str, Any]]:
 def load_model_list() -> ModelList | None:
     """The deployments the config file lists (`[[model_list]]`, rlm.model.deployments), if any."""
     path, data = _read_config_file()
-    return parse_model_list(data.get("model_list"), f"config file {path}")
+    return parse_model_list(data.get("model_list"), f"config file {path}", data.get("fallbacks"))
 
 
 def _load_config_file() -> dict[str, Any]:

@@ -57,6 +57,7 @@ def _client(
     local: bool = False,
     router: Any = None,
     deployments: Sequence[Deployment] = (),
+    fallbacks: Sequence[tuple[str, Sequence[Deployment]]] = (),
 ) -> ModelClient:
     return ModelClient(
         model,
@@ -70,6 +71,7 @@ def _client(
         small=local,
         router=router,
         deployments=deployments,
+        fallbacks=fallbacks,
     )
 
 
@@ -132,7 +134,8 @@ def open_models(settings: Settings, local_endpoint: Any = None) -> Iterator[tupl
     name = resolve_model_name(settings)
     sub_name = settings.sub_model or name
     models = load_model_list()
-    grouped = {n for n in (name, sub_name) if models is not None and n in models.groups()}
+    # The groups the run's calls go to, and those they may fall back to (their keys checked now).
+    grouped = models.with_fallbacks({name, sub_name}) if models is not None else set()
     router = None
     if models is not None and grouped:
         for secret in resolve_keys(models, grouped):
@@ -157,6 +160,7 @@ def open_models(settings: Settings, local_endpoint: Any = None) -> Iterator[tupl
                     window=None,
                     router=router,
                     deployments=models.of(model_name),
+                    fallbacks=[(g, models.of(g)) for g in models.fallbacks.get(model_name, ())],
                 )
             if model_name == LOCAL and endpoint is not None:
                 return _client(
@@ -313,7 +317,7 @@ def run_ask(
                     )
                 ):
                     trace.update(models={"root": root.model, "sub": sub.model})
-                    deployments = {d.id: _described(d) for c in (root, sub) for d in c.deployments}
+                    deployments = {d.id: _described(d) for c in (root, sub) for d in c.all_deployments}
                     if deployments:
                         trace.update(deployments=list(deployments.values()))
                     # The seam of --mode: one direct call (rlm.run.plain), or the investigation.
