@@ -117,3 +117,13 @@ def test_one_query_counts_across_formats_through_the_cli(tmp_path: Path, mixed: 
         4,
     )
     assert latest_trace(tmp_path)["steps"][0]["observation"]["preview"].strip() == str(expected)
+
+
+def test_a_json_part_with_too_many_keys_is_capped_and_said(tmp_path: Path, mixed: list[Path]) -> None:
+    wide = tmp_path / "logs" / "wide.jsonl"
+    wide.write_text("".join(json.dumps({f"k{i}": i for i in range(300)}) + "\n" for _ in range(20)))
+    with open_inputs([str(mixed[0]), str(wide)], cache_dir=str(tmp_path / "c")) as src:
+        table = src.profile.table
+        assert table is not None and "have 300 keys, the first 200 as columns" in table["note"]
+        names = [c[0] for c in table["columns"]]
+        assert "k199" in names and "k200" not in names

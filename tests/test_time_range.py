@@ -322,3 +322,32 @@ def test_an_object_is_placed_by_the_date_in_its_name_and_its_last_change() -> No
     assert "last changed" in str(outside_range("s3://b/app.log", changed, rng("2026-11-25 15:00", None)))
     assert outside_range("s3://b/app.log", changed, rng(None, "2026-11-25 15:00")) is None  # no --since
     assert outside_range("s3://b/app.log", 0, zoned) is None  # the change not known
+
+
+def test_hostile_lines_are_data_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A JSON line nested past the parser's depth is a line without a time; a line longer than
+    rlm holds whole to place is one line naming the part, exit 3 (the limits made small here)."""
+    lines = [json.dumps({"ts": f"2026-11-25T10:{m:02d}:00Z", "n": m}) for m in range(60)]
+    lines.insert(30, "[" * 200_000 + "]" * 200_000)
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("\n".join(lines) + "\n")
+    with open_inputs(
+        [str(deep)],
+        cache_dir=str(tmp_path / "c"),
+        time_range=rng("2026-11-25T10:20:00Z", "2026-11-25T10:40:00Z"),
+    ) as src:
+        kept = [k for _, k in kept_numbers(src.profile.parts)]
+    assert kept == list(range(21, 42 + 1))  # the deep line (31) goes with the line before it
+
+    import rlm.input.rangecopy as rangecopy
+
+    monkeypatch.setattr(rangecopy, "SLAB", 64 << 10)
+    monkeypatch.setattr(rangecopy, "LINE_MAX", 256 << 10)
+    long = tmp_path / "long.jsonl"
+    long.write_text("\n".join(lines[:10]) + "\n" + "x" * (1 << 20) + "\n" + "\n".join(lines[40:]) + "\n")
+    with pytest.raises(
+        InputError, match=r"long.jsonl: line 11 \(or one soon after\) is longer than 256.0 KB"
+    ):
+        open_inputs(
+            [str(long)], cache_dir=str(tmp_path / "c"), time_range=rng("2026-11-25T10:00:00Z", None)
+        ).close()

@@ -25,7 +25,7 @@ from typing import Any, BinaryIO
 
 from rlm.errors import InputError
 
-__all__ = ["CODECS", "codec_of", "decompress", "name_without_suffix", "plain_blocks"]
+__all__ = ["CODECS", "check_room", "codec_of", "decompress", "name_without_suffix", "plain_blocks"]
 
 # The first bytes of each format (its magic number), as its specification gives them.
 CODECS: dict[str, bytes] = {
@@ -125,7 +125,7 @@ def decompress(path: str, codec: str, out: BinaryIO, *, display: str) -> int:
     try:
         for n, block in enumerate(plain_blocks(path, codec, display=display)):
             if n % _SPACE_CHECK_EVERY == 0:
-                _check_room(out, written, display)
+                check_room(out, written, display)
             out.write(block)
             written += len(block)
     except OSError as exc:
@@ -152,7 +152,7 @@ def plain_blocks(path: str, codec: str, *, display: str, chunk: int = CHUNK) -> 
             ) from None
 
 
-def _check_room(out: BinaryIO, written: int, display: str) -> None:
+def check_room(out: BinaryIO, written: int, display: str) -> None:
     """Stop before the plain bytes fill the disk they are written to."""
     try:
         free = os.statvfs(out.fileno())

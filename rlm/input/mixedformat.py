@@ -28,6 +28,7 @@ from rlm.text.sqltext import sql_name, sql_string
 __all__ = ["Run", "Segment", "mixed_format"]
 
 _SAMPLE = 200  # lines a part's format (and a JSON part's keys) is recognised on
+_JSON_KEYS = 200  # a JSON part's columns: its first keys, this many at most
 _TEXT = TableFormat(name="text", kind="lines", select="SELECT line_no, line FROM src")
 
 
@@ -83,6 +84,9 @@ def mixed_format(segments: Sequence[Segment], *, year: int) -> TableFormat | Non
     )
     if unparsed:
         note += f"; a CSV among other formats is stored as lines ({', '.join(unparsed[:3])})"
+    for r in runs:
+        if r.fmt.params.get("capped"):
+            note += f"; lines {r.first + 1:,}-{r.end:,} have {r.fmt.params['capped']} (`line` holds the rest)"
     return TableFormat(
         name="mixed: " + ", ".join(dict.fromkeys(r.fmt.name for r in runs)),
         kind="mixed",
@@ -114,13 +118,13 @@ def _json_lines(rows: list[str]) -> TableFormat:
     for row in rows:
         try:
             value = json.loads(row)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past what the parser follows
             continue
         if isinstance(value, dict):
             for key, v in value.items():
                 seen.setdefault(key, set()).add(_type_of(v))
     outs, columns = [], []
-    for key, types in seen.items():
+    for key, types in list(seen.items())[:_JSON_KEYS]:
         if '"' in key or "\\" in key:
             continue  # not addressable in a JSON path without escapes DuckDB reads differently
         types.discard("NULL")
@@ -140,7 +144,10 @@ def _json_lines(rows: list[str]) -> TableFormat:
         f"SELECT line_no, line{''.join(', ' + o for o in outs)} FROM (SELECT line_no, line, "
         "json_valid(line) AND starts_with(ltrim(line), '{') AS ok FROM src)"
     )
-    return TableFormat(name="jsonl", kind="lines", columns=tuple(columns), select=select)
+    capped = (
+        {"capped": f"{len(seen):,} keys, the first {_JSON_KEYS} as columns"} if len(seen) > _JSON_KEYS else {}
+    )
+    return TableFormat(name="jsonl", kind="lines", columns=tuple(columns), select=select, params=capped)
 
 
 def _type_of(value: object) -> str:

@@ -42,7 +42,7 @@ from dataclasses import replace
 from typing import Any, BinaryIO
 
 from rlm.errors import InputError, UsageError
-from rlm.input.compressed import codec_of, decompress
+from rlm.input.compressed import check_room, codec_of, decompress
 from rlm.input.objectprune import outside_range
 from rlm.input.order import ORDERS, Part, natural_key, order_paths
 from rlm.input.rangecopy import Kept
@@ -67,6 +67,7 @@ __all__ = ["changed_parts", "expand", "open_inputs", "read_summary"]
 
 _MANIFEST_VERSION = 1
 _COPY_CHUNK = 1 << 20
+_ROOM_EVERY = 64 << 20  # bytes the combined copy writes between two looks at the disk's free space
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
 
@@ -349,20 +350,30 @@ def _stat_part(
 
 class _Counting:
     """The combined file's writer: counts the bytes and lines of the part being written and
-    remembers its last byte (a part that does not end in a newline is given one)."""
+    remembers its last byte (a part that does not end in a newline is given one). Every
+    _ROOM_EVERY bytes it looks at the disk's free space: the combined copy stops with a message
+    before it fills the disk (rlm.input.compressed.check_room), whatever the part is."""
 
     def __init__(self, out: BinaryIO) -> None:
         self.out = out
         self.bytes = 0
         self.lines = 0
         self.last = b"\n"
-        self.hash: Any = None
+        self.name = ""
+        self._unchecked = _ROOM_EVERY  # the first look at the room comes with the first bytes
 
-    def start(self) -> None:
-        self.bytes, self.lines, self.last = 0, 0, b"\n"
+    def start(self, name: str = "") -> None:
+        self.bytes, self.lines, self.last, self.name = 0, 0, b"\n", name
+
+    def fileno(self) -> int:
+        return self.out.fileno()
 
     def write(self, block: bytes) -> int:
         if block:
+            self._unchecked += len(block)
+            if self._unchecked >= _ROOM_EVERY:
+                check_room(self.out, self.bytes, self.name)
+                self._unchecked = 0
             self.out.write(block)
             self.bytes += len(block)
             self.lines += block.count(b"\n")
@@ -409,7 +420,7 @@ def _write_combined(
     listed: list[dict[str, Any]] = []
     total = 0
     for part in parts:
-        writer.start()
+        writer.start(part.name)
         entry: dict[str, Any] = {"key": part.key, "status": "ok"}
         kept: Kept | None = None
         try:
@@ -446,7 +457,7 @@ def _rewind(out: BinaryIO, total: int, writer: _Counting) -> None:
     """Forget what the part being written wrote (it is read again from its start)."""
     out.seek(total)
     out.truncate()
-    writer.start()
+    writer.start(writer.name)
 
 
 def _copy_part(part: Part, writer: _Counting) -> str:

@@ -30,14 +30,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from rlm.errors import InputError
 from rlm.input.compressed import plain_blocks
 from rlm.input.timeclock import Clock
+from rlm.text.textcap import human_size
 
 __all__ = ["MARGIN", "Kept", "copy_in_range", "first_lines", "part_span"]
 
 MARGIN = timedelta(minutes=10)
 SLAB = 8 << 20  # bytes of whole lines read per slab (a clock query costs ~8 ms whatever its size)
 PROBE = 64 << 10  # bytes read around an offset for one line's time
+LINE_MAX = 256 << 20  # a line held whole to be placed; a longer one is refused (memory stays bounded)
 _ENDS = 16  # lines at each end of a slab whose times decide it
 
 
@@ -186,6 +189,11 @@ class _Copy:
                     yield data[:cut].splitlines(keepends=True)
                 else:
                     carry = data
+                if len(carry) > LINE_MAX:  # a line is placed whole: one this long is refused
+                    raise InputError(
+                        f"{self.display}: line {self.line:,} (or one soon after) is longer than "
+                        f"{human_size(LINE_MAX)}; --since/--until cannot place it in the range"
+                    )
                 pieces, size = [], 0
         rest = carry + b"".join(pieces)
         if rest:

@@ -109,7 +109,7 @@ def _duckdb_reader(select: str) -> Callable[[list[str]], list[datetime | None]]:
 def _json_fields(line: str) -> dict[str, Any] | None:
     try:
         value = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past what the parser follows
         return None
     return value if isinstance(value, dict) else None
 
