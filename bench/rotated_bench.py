@@ -30,7 +30,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -38,14 +37,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 import bigfiles  # noqa: E402  (tests/bigfiles.py: the real-line file builders)
+from compressed_bench import wall  # noqa: E402  (bench/compressed_bench.py: a command's wall time)
 
 COUNT = 'print(sql("SELECT count(*) FROM log")[0][0])'
-
-
-def wall(cmd: list[str] | str, **kw: object) -> tuple[float, str]:
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=True, **kw)  # type: ignore[call-overload]
-    return time.perf_counter() - t0, proc.stdout
 
 
 def ask(members: list[Path], work: Path, cache: Path, *extra: str) -> tuple[float, int]:

@@ -94,7 +94,6 @@ class _Counting:
 def s3(real_data: Path) -> Iterator[tuple[str, _Counting]]:
     """A moto S3 server on 127.0.0.1 holding the rotated set under app/ (and an object a glob
     over app.log* must not take); its endpoint and the request counter."""
-    import boto3
     from moto.server import ThreadedMotoServer
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -103,19 +102,26 @@ def s3(real_data: Path) -> Iterator[tuple[str, _Counting]]:
     server._server.app = counting  # type: ignore[union-attr]
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
-    client = boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    )
+    client = _s3_client(endpoint)
     client.create_bucket(Bucket=BUCKET)
     for key, body in _parts(real_data / "elastic" / "apache_logs").items():
         client.put_object(Bucket=BUCKET, Key=key, Body=body)
     client.put_object(Bucket=BUCKET, Key="app/other.txt", Body=b"not a log\n")
     yield endpoint, counting
     server.stop()
+
+
+def _s3_client(endpoint: str) -> Any:
+    """boto3's S3 client of the test server, as a test puts objects there."""
+    import boto3
+
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
 
 
 def _aws(endpoint: str, tmp_path: Path, **more: str) -> dict[str, str]:
@@ -563,16 +569,8 @@ def test_a_time_range_leaves_out_objects_by_the_date_in_their_names_unfetched(
     """Daily objects (17-20 May 2015, the log's four days): --since/--until on the 20th fetches
     the 19th's and the 20th's only (a name's day may be a rotation's, or another zone's: the day
     before is kept), and counts exactly the lines of the range."""
-    import boto3
-
     endpoint, counting = s3
-    client = boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    )
+    client = _s3_client(endpoint)
     days: dict[str, list[bytes]] = {}
     for line in apache_log.read_bytes().splitlines(keepends=True):
         days.setdefault(line.split(b"[", 1)[1][:2].decode(), []).append(line)
