@@ -294,7 +294,11 @@ def test_the_cli_counts_the_range_names_each_part_and_verifies(
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.strip().count("\n") == 0 and "--since 'last tuesday': not a time" in bad.stderr
     empty = run_cli(["ask", *args, "q?", "-m", script, "--since", "2016-01-01"], cwd=tmp_path)
-    assert empty.returncode == 3 and "no file has a line in the time range" in empty.stderr
+    assert (
+        empty.returncode == 3
+        and "no line is in the time range (since 2016-01-01 00:00:00: 0 lines in range; 4 files with none"
+        in empty.stderr
+    )
     assert "Traceback" not in empty.stderr + bad.stderr
 
 

@@ -170,9 +170,7 @@ def _open_parts(
                 found.append(part)
     found = _unique(found)
     if not found and pruned and time_range is not None:
-        raise InputError(
-            f"no file has a line in the time range ({time_range.describe()}): {pruned[0]['why']}"
-        )
+        raise InputError(f"no line is in the time range ({time_range.describe()}): {pruned[0]['why']}")
     if not found:
         raise InputError("none of the inputs could be read" + _skipped_note(skipped))
     if len(found) == 1 and not skipped and time_range is None:  # a glob that matched one file: as today
@@ -190,7 +188,7 @@ def _open_parts(
         ranged = plan_range(parts, time_range, left_out=pruned)
         parts = [p for p in parts if p.key in ranged.clocks]
         if not parts:
-            raise InputError(f"no file has a line in the time range ({ranged.profile([], 0)['said']})")
+            raise InputError(f"no line is in the time range ({ranged.profile([], 0)['said']})")
         keyed = f"range|v1|{ranged.key}|" + "|".join(p.key for p in parts)
     key = hashlib.sha256(keyed.encode()).hexdigest()[:32]
     combined, manifest = _combined(parts, key, cache_dir, owned, skip_bad, ranged)
