@@ -50,7 +50,12 @@ def kept_numbers(records: list[dict]) -> list[tuple[str, int]]:
 
 
 def view_lines(source) -> list[bytes]:
-    return Path(source.profile.path).read_bytes().splitlines()
+    return split_lines(Path(source.profile.path).read_bytes())
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    """Lines as the line index counts them: at '\n' only (a lone '\r' is a byte of its line)."""
+    return data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n")
 
 
 def rng(since: str | None, until: str | None) -> TimeRange:
@@ -333,15 +338,18 @@ def test_hostile_lines_are_data_not_a_crash(tmp_path: Path, monkeypatch: pytest.
     rlm holds whole to place is one line naming the part, exit 3 (the limits made small here)."""
     lines = [json.dumps({"ts": f"2026-11-25T10:{m:02d}:00Z", "n": m}) for m in range(60)]
     lines.insert(30, "[" * 200_000 + "]" * 200_000)
+    lines.insert(25, "a note\rwith a lone carriage return")
     deep = tmp_path / "deep.jsonl"
-    deep.write_text("\n".join(lines) + "\n")
+    deep.write_text("\n".join(lines) + "\n", newline="")
     with open_inputs(
         [str(deep)],
         cache_dir=str(tmp_path / "c"),
         time_range=rng("2026-11-25T10:20:00Z", "2026-11-25T10:40:00Z"),
     ) as src:
         kept = [k for _, k in kept_numbers(src.profile.parts)]
-    assert kept == list(range(21, 42 + 1))  # the deep line (31) goes with the line before it
+        assert view_lines(src) == [split_lines(deep.read_bytes())[n - 1] for n in kept]
+    # the note (26) and the deep line (32) go with the lines before them; one line, not two, each
+    assert kept == list(range(21, 43 + 1))
 
     import rlm.input.rangecopy as rangecopy
 

@@ -82,7 +82,7 @@ def first_lines(path: str, codec: str | None, display: str, limit: int = PROBE) 
     cut = data[:limit]
     if len(data) > limit:
         cut = cut[: cut.rfind(b"\n") + 1] or cut
-    return [_text(line) for line in cut.splitlines()]
+    return [_text(line) for line in _lines(cut)]
 
 
 def part_span(
@@ -98,7 +98,7 @@ def part_span(
     with open(path, "rb") as fh:
         fh.seek(max(0, size - PROBE))
         tail = fh.read(PROBE)
-    lines = tail.splitlines()[1:] if size > PROBE else tail.splitlines()
+    lines = _lines(tail)[1:] if size > PROBE else _lines(tail)
     times = [t for t in clock.times([_text(x) for x in lines]) if t is not None]
     return first, (max(times) if times else None)
 
@@ -186,7 +186,7 @@ class _Copy:
                 cut = data.rfind(b"\n") + 1
                 if cut:
                     carry = data[cut:]
-                    yield data[:cut].splitlines(keepends=True)
+                    yield _lines(data[:cut])
                 else:
                     carry = data
                 if len(carry) > LINE_MAX:  # a line is placed whole: one this long is refused
@@ -199,7 +199,7 @@ class _Copy:
         if rest:
             if not rest.endswith(b"\n"):
                 rest += b"\n"  # the part's last line, as the combined text ends it
-            yield rest.splitlines(keepends=True)
+            yield _lines(rest)
 
     def _start_offset(self) -> int:
         """A line start before which every line is, by the order, earlier than the range."""
@@ -335,6 +335,14 @@ def _newlines(path: str, end: int) -> int:
         for at in range(0, end, 64 << 20):
             count += mm[at : min(end, at + (64 << 20))].count(b"\n")
     return count
+
+
+def _lines(data: bytes) -> list[bytes]:
+    """`data` cut into lines at '\n' only, each with its '\n' (the last without one if it has
+    none), as the line index counts them: a lone '\r' is a byte of its line, not a line end."""
+    out = [x + b"\n" for x in data.split(b"\n")]
+    out[-1] = out[-1][:-1]
+    return out if out[-1] else out[:-1]
 
 
 def _text(line: bytes) -> str:
