@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -498,6 +499,56 @@ def test_runs_wait_their_turn_and_a_path_swapped_meanwhile_is_refused(place: dic
             # The server goes on.
             done = await client.call_tool("ask", {"path": str(place["log"]), "question": "how many 404s?"})
             assert not done.is_error, _text(done)
+
+    anyio.run(go)
+    assert problems == []
+
+
+def test_ask_takes_a_time_range(place: dict[str, Path]) -> None:
+    """`since`/`until` on the ask tool keep the lines of that range: the count the run prints is
+    the range's, as the lines' own times give it; a bound rlm cannot read is an error, exit 2."""
+    tmp = place["tmp"]
+    lines = place["log"].read_text().splitlines()
+    stamps = [datetime.strptime(x.split("[", 1)[1][:20], "%d/%b/%Y:%H:%M:%S") for x in lines]
+    lo, hi = datetime(2015, 5, 17, 12, 0), datetime(2015, 5, 17, 13, 30)
+    expected = sum(1 for t in stamps if lo <= t <= hi)
+    assert 0 < expected < len(lines)
+    answer = json.dumps({"answer": "see F1", "explanation": "Counted.", "citations": ["F1"]})
+    model = write_script(
+        tmp / "r.json",
+        {
+            "rules": [{"match": r"^system: You write the final answer.*?COUNT=(\d+)", "reply": r"\1"}],
+            "replies": [
+                {"tool": "execute", "args": {"code": "print('COUNT=' + str(len(context_lines)))"}},
+                {"tool": "final", "args": {"answer": "see F1"}},
+                answer,
+            ],
+            "default": "x",
+        },
+    )
+    problems: list[Any] = []
+
+    async def go() -> None:
+        async with _session("stdio", place, model, problems) as client:
+            done = await client.call_tool(
+                "ask",
+                {
+                    "path": str(place["log"]),
+                    "question": "how many lines?",
+                    "since": "2015-05-17 12:00",
+                    "until": "2015-05-17T13:30:00Z",
+                },
+            )
+            assert not done.is_error, _text(done)
+            assert json.loads(_text(done))["answer"] == str(expected)
+            bad = await client.call_tool(
+                "ask", {"path": str(place["log"]), "question": "q?", "since": "last tuesday"}
+            )
+            assert (
+                bad.is_error
+                and "--since 'last tuesday': not a time" in _text(bad)
+                and "[exit 2]" in _text(bad)
+            )
 
     anyio.run(go)
     assert problems == []

@@ -363,3 +363,37 @@ def test_hostile_lines_are_data_not_a_crash(tmp_path: Path, monkeypatch: pytest.
         open_inputs(
             [str(long)], cache_dir=str(tmp_path / "c"), time_range=rng("2026-11-25T10:00:00Z", None)
         ).close()
+
+
+def test_a_file_replaced_after_it_was_listed_gives_none_of_its_bytes(tmp_path: Path) -> None:
+    """Each read that copies a part's bytes opens it checked to be the file listed (device and
+    inode): one renamed over it in between is one line, exit 3."""
+    import os
+
+    from rlm.input.rangecopy import copy_in_range
+    from rlm.input.snapshot import open_same
+    from rlm.input.timeclock import clock_for
+
+    log = tmp_path / "app.log"
+    log.write_text("2026-11-25 10:00:00,000 INFO main: started\n")
+    listed = log.stat()
+    swapped = tmp_path / "other.log"
+    swapped.write_text("2026-11-25 10:00:01,000 INFO main: SECRET\n")
+    os.replace(swapped, log)
+    with pytest.raises(InputError, match="app.log was replaced while it was being read"):
+        open_same(str(log), listed.st_dev, listed.st_ino, "app.log")
+    clock = clock_for(log.read_text().splitlines(), "app.log", year=2026)
+    assert clock is not None
+    written: list[bytes] = []
+    with pytest.raises(InputError, match="was replaced"):
+        copy_in_range(
+            str(log),
+            None,
+            "app.log",
+            clock,
+            (None, None),
+            written.append,
+            written.clear,
+            identity=(listed.st_dev, listed.st_ino),
+        )
+    assert written == []

@@ -115,7 +115,9 @@ def _damage_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
-def decompress(path: str, codec: str, out: BinaryIO, *, display: str) -> int:
+def decompress(
+    path: str, codec: str, out: BinaryIO, *, display: str, identity: tuple[int, int] = (0, 0)
+) -> int:
     """Write the plain bytes of `path` to `out`, one chunk at a time; the bytes written.
 
     Raises InputError naming `display` and the compressed byte reading stopped at when the
@@ -123,7 +125,7 @@ def decompress(path: str, codec: str, out: BinaryIO, *, display: str) -> int:
     on the disk `out` writes to, or when they cannot be written."""
     written = 0
     try:
-        for n, block in enumerate(plain_blocks(path, codec, display=display)):
+        for n, block in enumerate(plain_blocks(path, codec, display=display, identity=identity)):
             if n % _SPACE_CHECK_EVERY == 0:
                 check_room(out, written, display)
             out.write(block)
@@ -137,11 +139,16 @@ def decompress(path: str, codec: str, out: BinaryIO, *, display: str) -> int:
     return written
 
 
-def plain_blocks(path: str, codec: str, *, display: str, chunk: int = CHUNK) -> Iterator[bytes]:
+def plain_blocks(
+    path: str, codec: str, *, display: str, chunk: int = CHUNK, identity: tuple[int, int] = (0, 0)
+) -> Iterator[bytes]:
     """The plain bytes of `path`, at most `chunk` bytes a block; a reader may stop early (the
-    rest is then never decompressed). Raises InputError naming `display` and the compressed
+    rest is then never decompressed). `identity`: the (device, inode) the file must still be
+    (rlm.input.snapshot.open_same). Raises InputError naming `display` and the compressed
     byte reading stopped at when the data is damaged or cut short."""
-    with open(path, "rb") as raw:
+    from rlm.input.snapshot import open_same
+
+    with open_same(path, *identity, display) as raw:
         try:
             yield from _blocks(codec, raw, chunk)
         except _damage_errors() as exc:

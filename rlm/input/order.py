@@ -29,6 +29,10 @@ class Part:
     mtime_ns: int
     key: str = ""
     compression: str | None = None
+    # The file found when it was listed (its stat): every read that copies its bytes opens it
+    # checked to be that file still (rlm.input.snapshot.open_same); 0 where not known.
+    device: int = 0
+    inode: int = 0
 
 
 def natural_key(name: str) -> list[Any]:

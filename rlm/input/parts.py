@@ -49,6 +49,7 @@ from rlm.input.rangecopy import Kept
 from rlm.input.rangeplan import RangePlan, plan_range
 from rlm.input.remote import RemoteError, fetch, is_remote, unsupported_scheme
 from rlm.input.remote import objects as remote_objects
+from rlm.input.snapshot import open_same
 from rlm.input.source import (
     Profile,
     Source,
@@ -200,10 +201,14 @@ def _open_parts(
         raise InputError("none of the inputs could be read" + _skipped_note(skipped))
     display = records[0]["name"] if len(records) == 1 else f"{records[0]['name']} … {records[-1]['name']}"
     ranges = [(int(r["first_line"]), int(r["last_line"]), str(r["name"])) for r in records]
-    source = open_built(combined, display, key=key, cache_dir=cache_dir, owned=owned, parts=ranges)
-    said = ranged.profile(records, source.profile.lines) if ranged is not None else None
-    source.profile = replace(source.profile, parts=records, skipped=skipped, time_range=said)
-    return source
+
+    def finish(profile: Profile) -> Profile:
+        said = ranged.profile(records, profile.lines) if ranged is not None else None
+        return replace(profile, parts=records, skipped=skipped, time_range=said)
+
+    return open_built(
+        combined, display, key=key, cache_dir=cache_dir, owned=owned, parts=ranges, finish=finish
+    )
 
 
 def read_summary(profile: Profile) -> str | None:
@@ -340,6 +345,8 @@ def _stat_part(
         mtime_ns=st.st_mtime_ns,
         key=input_key(path, st),
         compression=codec_of(head),
+        device=st.st_dev,
+        inode=st.st_ino,
     )
 
 
@@ -462,7 +469,7 @@ def _copy_part(part: Part, writer: _Counting) -> str:
     """Write the plain bytes of `part`; the sha256 of the file as it is on disk."""
     h = hashlib.sha256()
     try:
-        with open(part.path, "rb") as src:
+        with open_same(part.path, part.device, part.inode, part.name) as src:
             if part.compression is None:
                 while block := src.read(_COPY_CHUNK):
                     h.update(block)
@@ -472,7 +479,7 @@ def _copy_part(part: Part, writer: _Counting) -> str:
                 h.update(block)
     except OSError as exc:
         raise InputError(f"cannot read {part.name}: {exc.strerror or exc}") from None
-    decompress(part.path, part.compression, writer, display=part.name)  # type: ignore[arg-type]
+    decompress(part.path, part.compression, writer, display=part.name, identity=(part.device, part.inode))  # type: ignore[arg-type]
     return h.hexdigest()
 
 
@@ -561,6 +568,9 @@ def _records(
                 "first_line": line + 1,
                 "last_line": line + lines,
                 "sha256": str(entry.get("sha256") or ""),
+                # the file read (rlm.input.snapshot.open_same): what `rlm mcp` checks a run read
+                "device": part.device,
+                "inode": part.inode,
             }
         )
         if entry.get("runs") is not None:  # its own line numbers: (first, count) runs kept

@@ -22,6 +22,7 @@ a part's first timed line go with that line; a CSV part's header line is always 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import mmap
 import os
@@ -32,6 +33,7 @@ from typing import Any
 
 from rlm.errors import InputError
 from rlm.input.compressed import plain_blocks
+from rlm.input.snapshot import open_same
 from rlm.input.timeclock import Clock
 from rlm.text.textcap import human_size
 
@@ -113,16 +115,19 @@ def copy_in_range(
     rewind: Callable[[], None],
     *,
     keep_header: bool = False,
+    identity: tuple[int, int] = (0, 0),
 ) -> Kept:
     """Write the lines of the part at `path` whose times are within `bounds` (inclusive, naive,
     in the clock's frame); what was kept, in the part's own line numbers. `rewind` undoes what
-    was written when the part is found out of order and read again. Raises InputError on a
-    damaged compressed part."""
+    was written when the part is found out of order and read again. `identity`: the (device,
+    inode) the file must still be when its bytes are copied. Raises InputError on a damaged
+    compressed part, or one replaced since it was listed."""
+    copy = functools.partial(_Copy, path, codec, display, clock, bounds, write, keep_header, identity)
     try:
-        return _Copy(path, codec, display, clock, bounds, write, keep_header, ordered=True).run()
+        return copy(ordered=True).run()
     except OutOfOrder:
         rewind()
-        return _Copy(path, codec, display, clock, bounds, write, keep_header, ordered=False).run()
+        return copy(ordered=False).run()
 
 
 class _Copy:
@@ -135,10 +140,12 @@ class _Copy:
         bounds: tuple[datetime | None, datetime | None],
         write: Callable[[bytes], Any],
         keep_header: bool,
+        identity: tuple[int, int],
         *,
         ordered: bool,
     ) -> None:
         self.path, self.codec, self.display, self.clock = path, codec, display, clock
+        self.identity = identity
         self.lo, self.hi = bounds
         self.write, self.keep_header, self.ordered = write, keep_header, ordered
         self.kept = Kept(ordered=ordered)
@@ -176,7 +183,7 @@ class _Copy:
         carry = b""
         pieces: list[bytes] = []
         size = 0
-        for block in _raw_blocks(self.path, self.codec, self.display, start):
+        for block in _raw_blocks(self.path, self.codec, self.display, start, identity=self.identity):
             if digest is not None:
                 digest.update(block)
             pieces.append(block)
@@ -303,12 +310,17 @@ class _Copy:
 
 
 def _raw_blocks(
-    path: str, codec: str | None, display: str, start: int, chunk: int = 1 << 20
+    path: str,
+    codec: str | None,
+    display: str,
+    start: int,
+    chunk: int = 1 << 20,
+    identity: tuple[int, int] = (0, 0),
 ) -> Iterator[bytes]:
     if codec is not None:
-        yield from plain_blocks(path, codec, display=display, chunk=chunk)
+        yield from plain_blocks(path, codec, display=display, chunk=chunk, identity=identity)
         return
-    with open(path, "rb") as fh:
+    with open_same(path, *identity, display) as fh:
         fh.seek(start)
         while block := fh.read(chunk):
             yield block

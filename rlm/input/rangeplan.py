@@ -57,6 +57,7 @@ class RangePlan:
             write,
             rewind,
             keep_header=clock.format in ("csv", "tsv"),
+            identity=(part.device, part.inode),
         )
 
     def profile(self, records: list[dict[str, Any]], lines: int) -> dict[str, Any]:

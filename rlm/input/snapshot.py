@@ -16,8 +16,11 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
+from typing import BinaryIO
 
-__all__ = ["Change", "Identity", "change_of", "fingerprint", "identity_of"]
+from rlm.errors import InputError
+
+__all__ = ["Change", "Identity", "change_of", "fingerprint", "identity_of", "open_same"]
 
 _BLOCK = 64 * 1024
 
@@ -40,6 +43,17 @@ def identity_of(path: str) -> Identity | None:
         return Identity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, fingerprint(path, st.st_size))
     except OSError:
         return None
+
+
+def open_same(path: str, device: int, inode: int, display: str) -> BinaryIO:
+    """`path` opened for reading, checked to be the file found before (its device and inode, from
+    the stat that listed it): one replaced in between is one line (InputError), never its bytes."""
+    fh = open(path, "rb")  # noqa: SIM115 (handed to the caller, who closes it)
+    st = os.fstat(fh.fileno())
+    if device and (st.st_dev, st.st_ino) != (device, inode):
+        fh.close()
+        raise InputError(f"{display} was replaced while it was being read: ask again once it is stable")
+    return fh
 
 
 def fingerprint(path: str, size: int) -> str:

@@ -23,7 +23,7 @@ import stat
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, fields
 from typing import Any, BinaryIO
@@ -464,13 +464,15 @@ def open_built(
     cache_dir: str | None,
     owned: list[str],
     parts: Sequence[tuple[int, int, str]] = (),
+    finish: Callable[[Profile], Profile] = lambda profile: profile,
 ) -> Source:
     """Profile a file rlm built itself (several inputs concatenated: rlm.input.parts), its index
     and table cached under `key`, the key of what it was built from. `owned` are the temp files
     the Source removes. `parts`: (first line, last line, name) of each file in it, whose
-    formats the table parses each by its own when they differ."""
+    formats the table parses each by its own when they differ. `finish`: what the caller adds
+    to the profile (the parts read) before the Source is made of it."""
     try:
-        profile = _profile(path, display, None, cache_dir, owned, key=key, parts=parts)
+        profile = finish(_profile(path, display, None, cache_dir, owned, key=key, parts=parts))
     except BaseException:
         _remove_owned(owned)
         raise

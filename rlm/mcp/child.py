@@ -92,11 +92,15 @@ def guard_input(real: str, allowed: list[str], expected: Any) -> None:
 
     def checked(self: Any, profile: Any, *, owned_paths: list[str] | None = None) -> None:
         init(self, profile, owned_paths=owned_paths)
-        identity = getattr(profile, "identity", None)
         try:
-            same_file(
-                real, allowed, expected, None if identity is None else (identity.device, identity.inode)
-            )
+            if profile.parts is not None:  # a view rlm built of it (a time range): the file it read
+                for part in profile.parts:
+                    same_file(real, allowed, expected, (part.get("device"), part.get("inode")))
+            else:
+                identity = profile.identity
+                same_file(
+                    real, allowed, expected, None if identity is None else (identity.device, identity.inode)
+                )
         except BaseException:
             self.close()
             raise

@@ -162,13 +162,17 @@ def build(tools: RlmTools) -> MCPServer[Any]:
         max_time: float | None = None,
         max_depth: int | None = None,
         timeout: float | None = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> dict[str, Any]:
         """Answer a question about a file far too big to read: a model investigates it in a
         sandbox (grep, peek, code) and a synthesis writes the answer from what it established.
         Returns the answer (the value alone), explanation, cited findings, grounded, confidence,
         status, exit_code, usage and the trace path (see `replay`). Limits given here can only
         lower the server's own: max_steps (turns per node), max_calls, max_tokens, max_cost
-        (dollars), max_time (seconds), max_depth (0-3), timeout (seconds per sandbox cell)."""
+        (dollars), max_time (seconds), max_depth (0-3), timeout (seconds per sandbox cell).
+        since / until: only the lines written in that range, by each line's own time (an ISO
+        date and time, as the log prints it or with a zone; or 90s, 15m, 2h, 3d, today, yesterday)."""
         real, file_id, allowed = await tools.path(path, ctx)
         asked = {
             "max_steps": max_steps,
@@ -179,10 +183,11 @@ def build(tools: RlmTools) -> MCPServer[Any]:
             "max_depth": max_depth,
             "cell_timeout": timeout,
         }
+        ranged = {k: v for k, v in (("since", since), ("until", until)) if v is not None}
         request = {
             "path": real,
             "question": question,
-            "settings": tools.request_settings(asked, real),
+            "settings": {**tools.request_settings(asked, real), **ranged},
             "allowed": allowed,
             "file_id": list(file_id),
         }
