@@ -62,7 +62,7 @@ class RangePlan:
 
     def profile(self, records: list[dict[str, Any]], lines: int) -> dict[str, Any]:
         """What the profile and the trace say of the range: its bounds, resolved, the lines in it,
-        the parts not read (or read with no line in range), and what each part's times are."""
+        and the parts not read (or read with no line in range)."""
         read = {r["name"] for r in records}
         out_of_order = [r["name"] for r in records if not r.get("ordered", True)]
         left = list(self.left_out)

@@ -50,7 +50,6 @@ class Clock:
     format: str  # the table format it reads (e.g. "apache-combined", "jsonl")
     zoned: bool  # its times are instants, given here in UTC
     read: Callable[[list[str]], list[datetime | None]] = field(repr=False)
-    said: str = ""  # what the times are taken from, for the profile ("the field `ts`")
 
     def times(self, lines: list[str]) -> list[datetime | None]:
         return self.read(lines) if lines else []
@@ -68,7 +67,7 @@ def clock_for(lines: Sequence[str], name: str, *, year: int) -> Clock | None:
         kind = dict(fmt.columns).get("ts")
         if kind is None:
             return None
-        return Clock(fmt.name, kind == "TIMESTAMPTZ", _duckdb_reader(fmt.select), f"its `ts` ({fmt.name})")
+        return Clock(fmt.name, kind == "TIMESTAMPTZ", _duckdb_reader(fmt.select))
     if fmt.kind == "jsonl":
         return _field_clock(fmt.name, rows, _json_fields, None)
     if fmt.kind == "csv" and rows:
@@ -152,7 +151,7 @@ def _field_clock(
                     out.append(t[0] if t else None)
                 return out
 
-            return Clock(fmt, zoned, read, f"the field `{name}`")
+            return Clock(fmt, zoned, read)
     return None
 
 
