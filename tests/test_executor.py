@@ -5,10 +5,12 @@ and budget as the local executor, each call made by a worker process and recorde
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import bigfiles
 import pytest
 from conftest import latest_trace, run_cli, write_script
 
@@ -87,3 +89,148 @@ def test_an_executor_nobody_answers_at_is_one_line(tmp_path: Path, apache_log: P
     assert "Traceback" not in gone.stderr
     assert "no Dask scheduler answers at tcp://127.0.0.1:9" in gone.stderr, gone.stderr
     assert gone.returncode == 4
+
+
+# Children of a fan-out on the cluster: each child greps, counts with sql(), and answers with
+# what it saw (the scripted model fills its answer from its own observations).
+_CHILD = r"You work on lines"
+_COUNT = (
+    'r = sql("SELECT count(*) FILTER (WHERE status >= 400), min(line_no), max(line_no) FROM log")\n'
+    'print(f"errors={r[0][0]} first={r[0][1]} last={r[0][2]}")'
+)
+
+
+def _children_script(directory: Path, chunk: int) -> str:
+    return write_script(
+        directory / "s.json",
+        {
+            "log": "calls.jsonl",
+            "rules": [
+                {
+                    "match": r"^system: You write the final answer.*Draft answer from the investigation: ([^\n]*)",
+                    "reply": r"\1",
+                },
+                {
+                    "match": _CHILD + r".*?([\d,]+) lines? match /GET/.*?errors=(\d+) first=(\d+) last=(\d+)",
+                    "reply": {"tool": "final", "args": {"answer": r"\1 GET, \2 errors, lines \3-\4"}},
+                },
+                {
+                    "match": _CHILD + r".*lines? match /GET/",
+                    "reply": {"tool": "execute", "args": {"code": _COUNT}},
+                },
+                {"match": _CHILD, "reply": {"tool": "grep", "args": {"pattern": "GET"}}},
+            ],
+            "replies": [
+                {
+                    "tool": "partition_map",
+                    "args": {"question": "How many GET requests and errors?", "chunk_lines": chunk},
+                },
+                {"tool": "final", "args": {"answer": "16 chunks"}},
+            ],
+        },
+    )
+
+
+def _children_run(directory: Path, log: Path, chunk: int, *extra: str) -> tuple[Any, dict[str, Any], int]:
+    directory.mkdir(parents=True, exist_ok=True)
+    script = _children_script(directory, chunk)
+    proc = run_cli(
+        ["ask", str(log), "q", "-m", script, "--no-memory", "--concurrency", "4", *extra],
+        cwd=directory,
+        timeout=600,
+    )
+    made = len((directory / "calls.jsonl").read_text().splitlines())
+    return proc, latest_trace(directory), made
+
+
+@pytest.mark.slow  # two runs of 16 child investigations, each with a sandboxed worker of its own
+def test_child_investigations_on_a_dask_cluster_answer_as_at_home(tmp_path: Path, scheduler: str) -> None:
+    log = tmp_path / "access.log"
+    bigfiles.apache_log(log, 4_000_000)  # 16 chunks of ~250 KB: each too big for one plain call
+    lines = log.read_text().splitlines()
+    chunk = -(-len(lines) // CHUNKS)
+    expected = []
+    for start in range(0, len(lines), chunk):
+        part = lines[start : start + chunk]
+        statuses = [re.search(r'" (\d{3}) ', line) for line in part]
+        errors = sum(1 for s in statuses if s and int(s[1]) >= 400)
+        expected.append(f"{sum('GET' in line for line in part):,} GET, {errors} errors, lines 1-{len(part)}")
+
+    home, here, made_here = _children_run(tmp_path / "local", log, chunk)
+    away, there, made_there = _children_run(tmp_path / "dask", log, chunk, "--executor", scheduler)
+    for proc, trace in ((home, here), (away, there)):
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == "16 chunks\n"
+        assert "Traceback" not in proc.stderr and trace["warnings"] == [], (proc.stderr, trace["warnings"])
+        children = sorted(
+            (n for n in trace["nodes"] if n["depth"] == 1), key=lambda n: n["slice"]["start_line"]
+        )
+        # each child's answer is what its slice holds: grep's count, sql()'s count and line numbers
+        assert [c["answer"] for c in children] == expected
+        assert all(c["status"] == "final" and c["steps"] == 3 for c in children)
+    # the same observation of the fan-out, findings, calls and steps wherever the children ran
+    fan_out = [[s["observation"]["preview"] for s in t["steps"] if s["node"] == "n0"] for t in (here, there)]
+    assert fan_out[0] == fan_out[1] and fan_out[0][0].startswith("16 chunks"), fan_out
+    assert sorted(f["text"] for f in there["ledger"]) == sorted(f["text"] for f in here["ledger"])
+    assert there["totals"]["calls"] == here["totals"]["calls"] == made_there == made_here == 2 + 1 + 16 * 4
+    assert len(there["steps"]) == len(here["steps"]) == 2 + 16 * 3
+    assert len([c for c in there["cassette"]["calls"] if "reply" in c]) == there["totals"]["calls"]
+    # every child ran on one of the two worker processes, neither of them rlm's
+    ran_on = {n.get("ran_on") for n in there["nodes"] if n["depth"] == 1}
+    assert len(ran_on) == 2 and str(there["pid"]) not in {str(r).rsplit(":", 1)[1] for r in ran_on}, ran_on
+    assert all("ran_on" not in n for n in here["nodes"])
+    # each child's steps are recorded under its own node, as at home
+    assert sorted(s["node"] for s in there["steps"]) == sorted(s["node"] for s in here["steps"])
+
+    # One budget for the tree: each child is sent with a share of it, and a call limit far
+    # below what the 16 children would make stops the run with every call counted.
+    limited, trace, made = _children_run(
+        tmp_path / "limited", log, chunk, "--executor", scheduler, "--max-calls", "30"
+    )
+    assert limited.returncode == 6, limited.stderr
+    assert "model calls" in limited.stderr and "Traceback" not in limited.stderr
+    assert made == trace["totals"]["calls"] <= 30, made
+    assert 1 < len([n for n in trace["nodes"] if n["depth"] == 1]) < 16
+
+
+def test_a_child_over_a_text_the_code_built_runs_on_the_cluster(tmp_path: Path, scheduler: str) -> None:
+    """llm_query(text=...) with a text too big for one sub-call: a child investigation, sent to a
+    worker with its text, answering from what it found there."""
+    log = tmp_path / "access.log"
+    bigfiles.apache_log(log, 3_000_000)
+    posts = sum('"POST ' in line for line in log.read_text().splitlines())
+    child = "built by the parent investigation"
+    script = write_script(
+        tmp_path / "s.json",
+        {
+            "rules": [
+                {
+                    "match": r"^system: You write the final answer.*Draft answer from the investigation: ([^\n]*)",
+                    "reply": r"\1",
+                },
+                {
+                    "match": child + r".*?([\d,]+) lines? match /\"POST /",
+                    "reply": {"tool": "final", "args": {"answer": r"\1 POST lines"}},
+                },
+                {"match": child, "reply": {"tool": "grep", "args": {"pattern": '"POST '}}},
+            ],
+            "replies": [
+                {
+                    "tool": "execute",
+                    "args": {
+                        "code": "print(llm_query('how many POST lines?', text='\\n'.join(context_lines)))"
+                    },
+                },
+                {"tool": "final", "args": {"answer": "done"}},
+            ],
+        },
+    )
+    proc = run_cli(["ask", str(log), "q", "-m", script, "--no-memory", "--executor", scheduler], cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == "done\n", proc.stderr
+    trace = latest_trace(tmp_path)
+    root = [s["observation"]["preview"] for s in trace["steps"] if s["node"] == "n0"]
+    assert root[0] == f"{posts} POST lines\n", root
+    (child_node,) = [n for n in trace["nodes"] if n["depth"] == 1]
+    assert child_node["status"] == "final" and child_node["slice"]["text_chars"] > 2_900_000
+    assert child_node["ran_on"].rsplit(":", 1)[1] != str(trace["pid"])
+    assert [s["node"] for s in trace["steps"]].count("n1") == 2  # its grep and its final, recorded here

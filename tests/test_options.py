@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import ROOT, cli_env, write_script
+from openai_stub import OpenAIStub
 
 from rlm.errors import ConfigError, ExitCode, RlmError, UsageError
 from rlm.run.options import Option
@@ -24,13 +25,14 @@ from rlm.run.settings import OPTIONS, load_settings
 KEY = "sk-options-test-0123456789abcdef"
 
 
-def _values(tmp_path: Path, model: str, executor: str) -> dict[str, Any]:
+def _values(tmp_path: Path, model: str, executor: str, api_base: str) -> dict[str, Any]:
     """A value other than the default for every declared setting, each one a run can go on with.
     A setting added to the declaration must be added here: the tests below take it from each source."""
     return {
         "model": model,
-        "sub_model": model,
-        "api_base": "http://127.0.0.1:9/v1",
+        # A sub-model with a Batch API (--batch: the run asks the endpoint for one before its first step).
+        "sub_model": "openai/options-stub",
+        "api_base": api_base,
         "api_key": KEY,
         "protocol": "tools",
         "gguf": str(tmp_path / "none.gguf"),
@@ -70,6 +72,7 @@ def _values(tmp_path: Path, model: str, executor: str) -> dict[str, Any]:
         "since": "2026-03-01T09:00:00",
         "until": "2026-03-01T11:00:00",
         "executor": executor,  # a scheduler that answers: the run connects before its first step
+        "batch": True,
     }
 
 
@@ -148,8 +151,17 @@ def scheduler() -> Iterator[str]:
         yield cluster.scheduler_address.replace("tcp://", "dask://")
 
 
-def _declared_values(tmp_path: Path, executor: str = "dask://127.0.0.1:1") -> dict[str, Any]:
-    values = _values(tmp_path, _model(tmp_path), executor)
+@pytest.fixture(scope="module")
+def batch_api() -> Iterator[str]:
+    """An OpenAI-style server on 127.0.0.1 with a Batch API (the run's script makes no sub-call)."""
+    with OpenAIStub([]) as stub:
+        yield stub.api_base
+
+
+def _declared_values(
+    tmp_path: Path, executor: str = "dask://127.0.0.1:1", api_base: str = "http://127.0.0.1:9/v1"
+) -> dict[str, Any]:
+    values = _values(tmp_path, _model(tmp_path), executor, api_base)
     assert set(values) == set(OPTIONS), "every declared setting needs a test value"
     for name, value in values.items():
         assert (
@@ -162,9 +174,9 @@ def _declared_values(tmp_path: Path, executor: str = "dask://127.0.0.1:1") -> di
 
 @pytest.mark.parametrize("source", ["flags", "environment", "config"])
 def test_every_setting_is_taken_from_each_place_it_is_declared(
-    tmp_path: Path, source: str, scheduler: str
+    tmp_path: Path, source: str, scheduler: str, batch_api: str
 ) -> None:
-    values = _declared_values(tmp_path, scheduler)
+    values = _declared_values(tmp_path, scheduler, batch_api)
     flagged = {n for n, o in OPTIONS.items() if o.flags}
     env: dict[str, str] = {}
     args: list[str] = []

@@ -171,6 +171,16 @@ def ask(
             "argument.",
         ),
     ] = None,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            "--resume",
+            metavar="RUN_ID",
+            help="With --batch: take up the batch jobs run RUN_ID sent (its trace names them) where this "
+            "run's fan-out asks the same requests, instead of sending them again; an interrupted --batch "
+            "run says its RUN_ID.",
+        ),
+    ] = None,
     estimate: Annotated[
         bool,
         typer.Option(
@@ -221,7 +231,15 @@ def ask(
     signal.signal(signal.SIGINT, _on_ctrl_c)
     try:
         settings = load_settings(flags)
-        result = run_ask(settings, file, question, progress=progress, stdin=sys.stdin.buffer, started=started)
+        result = run_ask(
+            settings,
+            file,
+            question,
+            progress=progress,
+            stdin=sys.stdin.buffer,
+            started=started,
+            resume=resume,
+        )
     except KeyboardInterrupt:
         reporter.close()
         _die("interrupted; the trace so far is kept", _stop_code())

@@ -11,6 +11,7 @@ writer is one sink of that stream):
     step      node, depth, step, action, args, parse_error, ok, shown (the observation's first line)
     finding   id, kind, text, evidence, node
     fanout    node, chunks, and children: true when each chunk is a child investigation
+    batch     node, batch, status, completed, failed, total, waited_s (--batch: the provider's job, at each look)
     warning   message
     restart   node, why
     retry     model, where, attempt, attempts, error, wait_s, retry_after
@@ -32,6 +33,7 @@ from typing import Any, TextIO
 
 from rlm.run.actions import Action, ParseError
 from rlm.run.events import (
+    BatchProgress,
     Event,
     Fanout,
     FindingAdded,
@@ -89,7 +91,8 @@ class JsonlEvents:
             extra = {"children": True} if event.children else {}
             self.emit(event.event, node=event.node, chunks=event.chunks, **extra)
         elif isinstance(
-            event, NodeStarted | FindingAdded | RunWarning | Retry | Waiting | Restart | TableBuild
+            event,
+            NodeStarted | FindingAdded | RunWarning | Retry | Waiting | Restart | TableBuild | BatchProgress,
         ):
             self.emit(event.event, **fields_of(event))
         # A phase is the live status line's; a give-up on a provider arrives as the error or

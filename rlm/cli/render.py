@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from rlm.replay.paint import painter
 from rlm.run.actions import Action, ParseError
 from rlm.run.events import (
+    BatchProgress,
     Event,
     Fanout,
     InputRead,
@@ -71,6 +72,10 @@ class LiveStatus:
             if not self.phase.startswith("building the table"):
                 self.since = time.monotonic()
             self.phase = event.what
+        elif isinstance(event, BatchProgress):  # a job's looks, the same phase: its seconds run on
+            if not self.phase.startswith(f"batch {event.batch} "):
+                self.since = time.monotonic()
+            self.phase = event.what
         elif isinstance(event, Step):
             self.step = f"{event.node}.{event.step}"
             usage = event.usage or {}
@@ -109,6 +114,8 @@ class StderrReporter:
         self.quiet = quiet
         self.paint = painter(self.stream)
         self.warnings: list[str] = []  # every warning shown, for --json
+        # A batch job is looked at for hours (rlm.run.batch): a line when its counts move, not each look.
+        self._batch_seen: dict[str, tuple[str, int, int]] = {}
         self.live: LiveStatus | None = None
         self.console: Any = None
         if live:
@@ -143,6 +150,11 @@ class StderrReporter:
             return
         if self.quiet:
             return
+        if isinstance(event, BatchProgress):
+            now = (event.status, event.completed, event.failed)
+            if self._batch_seen.get(event.batch) == now:
+                return
+            self._batch_seen[event.batch] = now
         line = _line(event)
         if line is not None:
             self._write(*line)
@@ -191,6 +203,8 @@ def _line(event: Event) -> tuple[str, str] | None:
         return f"rlm: {event.message}", "dim"
     if isinstance(event, Fanout):
         return f"  {event.node}: partition_map over {event.chunks} chunks", "dim"
+    if isinstance(event, BatchProgress):
+        return f"  {event.what} after {event.waited_s:,.0f} s", "dim"
     if isinstance(event, Restart):
         return f"  {event.node}: sandbox restarted ({event.why})", "warn"
     if isinstance(event, Retry):

@@ -47,6 +47,15 @@ class Usage:
         else:
             self.cost += cost
 
+    def merge(self, other: Usage) -> None:
+        """Add what `other` counted (another budget's usage: a child's on another machine)."""
+        self.calls += other.calls
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.cost += other.cost
+        self.unpriced_calls += other.unpriced_calls
+        self.failed_requests += other.failed_requests
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "calls": self.calls,
@@ -225,6 +234,42 @@ class Budget:
         with self._lock:
             self._inflight = max(0, self._inflight - 1)
             self.usage.add(prompt_tokens, completion_tokens, cost)
+
+    def share(self, ways: int, min_calls: int) -> Reservation | None:
+        """Hold a 1/`ways` share of what is left (calls, tokens) for work that keeps its own
+        count elsewhere (a child on another machine); None while that share is under
+        `min_calls` calls. Given back with `release`, what was used charged with `charge_usage`."""
+        with self._lock:
+            self._check_locked(0, 0)
+            u = self.usage
+            calls = self.max_calls - 1 - u.calls - self._inflight - self._reserved_calls
+            left = self.max_tokens - self.synthesis_tokens - u.prompt_tokens - u.completion_tokens
+            tokens = left - self._reserved_tokens
+            calls, tokens = calls // max(1, ways), tokens // max(1, ways)
+            if calls < min_calls or tokens <= 0:
+                return None
+            self._reserved_calls += calls
+            self._reserved_tokens += tokens
+            return Reservation(calls, tokens)
+
+    def give_up(self, limit: str, detail: str) -> BudgetExceeded:
+        """The run's stop for a limit found reached outside an admission (the first stop stands)."""
+        with self._lock:
+            if self.stopped is None:
+                self.stopped = BudgetExceeded(limit, detail)
+            return self.stopped
+
+    def cost_share(self, ways: int) -> float | None:
+        """A 1/`ways` share of the dollars left for the loop, None without a cost limit."""
+        if self.max_cost is None:
+            return None
+        with self._lock:
+            return max(0.0, self.max_cost - self.usage.cost - self.answer_cost_reserve) / max(1, ways)
+
+    def charge_usage(self, used: Usage) -> None:
+        """What work counted elsewhere used (its calls, tokens, dollars, failed requests)."""
+        with self._lock:
+            self.usage.merge(used)
 
     def room_for(self, calls: int, tokens_each: int) -> int:
         """How many of `calls` calls of tokens_each the budget could still admit."""

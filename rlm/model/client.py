@@ -199,11 +199,41 @@ class _FallBack(Exception):
         self.attempts = attempts
 
 
+class InThread:
+    """A blocking call run in a daemon thread, its outcome handed to the thread that waits for
+    it: a wait can then give up (its time is up; the call's socket times out on its own) or end
+    at a stop, which a signal delivers to the main thread only."""
+
+    def __init__(self, call: Callable[[], Any], name: str) -> None:
+        self._box: dict[str, Any] = {}
+        self._done = threading.Event()
+        self._call = call
+        threading.Thread(target=self._run, name=name, daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._box["value"] = self._call()
+        except BaseException as exc:  # handed to the waiting thread
+            self._box["error"] = exc
+        finally:
+            self._done.set()
+
+    def wait(self, seconds: float) -> bool:
+        """Whether the call ended within `seconds`."""
+        return self._done.wait(seconds)
+
+    def outcome(self) -> Any:
+        """What the ended call returned; what it raised is raised here."""
+        if "error" in self._box:
+            raise self._box["error"]
+        return self._box["value"]
+
+
 class _NoChoices(Exception):
     """A reply without choices: retried like any other malformed reply."""
 
 
-def _classify(exc: BaseException) -> str:
+def failure_kind(exc: BaseException) -> str:
     """'config', 'retry' or 'fatal' for a litellm exception."""
     if isinstance(exc, _Timeout | _NoChoices):
         return "retry"
@@ -256,6 +286,13 @@ def _clean(exc: BaseException) -> str:
     while (shorter := _LIB_PREFIX.sub("", text, count=1)) != text:
         text = shorter
     return text[:300] or type(exc).__name__
+
+
+def provider_words(exc: BaseException) -> str:
+    """A litellm exception in the provider's own words, one line (HTTP status first when it has one)."""
+    status = getattr(exc, "status_code", None)
+    text = _clean(exc)
+    return f"HTTP {status}: {text}" if isinstance(status, int) and status >= 400 else text
 
 
 def _unknown_model(model: str) -> str:
@@ -649,7 +686,7 @@ class ModelClient:
             self.budget.note_failed_request()
         if isinstance(exc, _Timeout) and exc.by_deadline:
             raise self._time_up(final, f"while waiting for {self.where}") from None
-        kind = _classify(exc)
+        kind = failure_kind(exc)
         if kind == "config":
             raise ConfigError(
                 f"{self.where} refused the request for {self.model}: {self._reason(exc)}"
@@ -721,9 +758,11 @@ class ModelClient:
         request: tuple[list[dict[str, Any]], list[dict[str, Any]] | None, int | None],
         reply: Reply | None = None,
         error: Exception | None = None,
+        batch: str | None = None,
     ) -> None:
         """Hand the outcome of one call to the recorder: the reply as returned, with its usage,
-        or the error that ended the call (a provider given up on, a refusal, a limit reached)."""
+        or the error that ended the call (a provider given up on, a refusal, a limit reached);
+        `batch`: the provider's batch job the reply came from (rlm.model.batch_api)."""
         if self.recorder is None:
             return
         entry: dict[str, Any] = {"role": self.role, "key": request_key(*request)}
@@ -736,6 +775,8 @@ class ModelClient:
             )
             if reply.deployment is not None:
                 entry["deployment"] = reply.deployment
+            if batch is not None:
+                entry["batch"] = batch
         elif isinstance(error, BudgetExceeded):
             entry.update(
                 error=error.detail,
@@ -753,9 +794,20 @@ class ModelClient:
             return
         self.recorder(entry)
 
-    def record_elsewhere(self, messages: list[dict[str, Any]], max_tokens: int | None, reply: Reply) -> None:
-        """Record a call this client's spec made on another machine (rlm.run.executor), as if here."""
-        self._record((messages, None, max_tokens), reply=reply)
+    def record_elsewhere(
+        self, messages: list[dict[str, Any]], max_tokens: int | None, reply: Reply, batch: str | None = None
+    ) -> None:
+        """Record a call this client's spec made elsewhere, as if here: on another machine
+        (rlm.run.executor), or as a line of the provider's batch job `batch` (rlm.run.batch)."""
+        self._record((messages, None, max_tokens), reply=reply, batch=batch)
+
+    def give_up(self, message: str) -> ProviderError:
+        """The run's one failure decision about this provider, taken outside a call (a batch job
+        that failed, rlm.run.batch): later calls to it fail at once, as after a call's retries."""
+        err = ProviderError(message)
+        self._failed[self.where] = err
+        self._events(ProviderFailed(model=self.model, where=self.where, message=message))
+        return err
 
     def _bounded(self, call: Callable[[], Any], limit: float, by_deadline: bool) -> Any:
         """Run a blocking call for at most `limit` seconds in all (a dripped reply included).
@@ -766,23 +818,12 @@ class ModelClient:
         of a fan-out) looks for the stop every STOP_POLL_S and ends with it, or the stop
         would wait for the child's reply.
         """
-        box: dict[str, Any] = {}
-        done = threading.Event()
-
-        def run() -> None:
-            try:
-                box["value"] = call()
-            except BaseException as exc:  # handed to the waiting thread
-                box["error"] = exc
-            finally:
-                done.set()
-
-        threading.Thread(target=run, name="rlm-model-call", daemon=True).start()
+        running = InThread(call, "rlm-model-call")
         started = time.monotonic()
         notice = WAIT_NOTICE_S
         while True:
             waited = time.monotonic() - started
-            if done.wait(max(0.0, min(limit, notice, waited + STOP_POLL_S) - waited)):
+            if running.wait(max(0.0, min(limit, notice, waited + STOP_POLL_S) - waited)):
                 break
             if Interrupted.last is not None:
                 raise Interrupted.again()
@@ -794,9 +835,7 @@ class ModelClient:
                     Waiting(model=self.model, where=self.where, waited_s=round(waited), limit_s=limit)
                 )
                 notice *= 2  # 5, 10, 20, 40 … s: a long wait is told, not narrated
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
+        return running.outcome()
 
     def complete(
         self,

@@ -12,7 +12,8 @@ replies, or an object:
      "log": "calls.jsonl"}                  # every request appended here
 
 A rule's regex is searched in the request's messages ("role: content" lines);
-its reply text may use the groups it matched (\\1, \\g<name>).
+its reply text, and its tool call's text arguments, may use the groups it matched
+(\\1, \\g<name>).
 A reply is a string (the message content), or an object with any of
 `content`, `tool` + `args` (one tool call), `tool_calls` ([{name, args}]),
 `delay` (seconds to wait first), `error` (`rate_limit`, `server`, `timeout`,
@@ -99,12 +100,35 @@ class _Script:
 
 
 def _expand(reply: Any, found: re.Match[str]) -> Any:
-    """Fill \\1, \\g<name> in a rule's reply text from what its regex matched."""
+    """Fill \\1, \\g<name> in a rule's reply text, and in the texts of its tool call's
+    arguments, from what its regex matched."""
     if isinstance(reply, str):
         return found.expand(reply)
-    if isinstance(reply, dict) and isinstance(reply.get("content"), str):
-        return {**reply, "content": found.expand(reply["content"])}
+    if isinstance(reply, dict):
+        out = dict(reply)
+        if isinstance(out.get("content"), str):
+            out["content"] = found.expand(out["content"])
+        if isinstance(out.get("args"), dict):
+            out["args"] = {k: _fill(v, found) if isinstance(v, str) else v for k, v in out["args"].items()}
+        return out
     return reply
+
+
+_GROUP_REF = re.compile(r"\\(?:(\d+)|g<(\w+)>)")
+
+
+def _fill(text: str, found: re.Match[str]) -> str:
+    """`text` with \\1, \\g<name> filled in; every other backslash kept (an argument may be a
+    regex or code of its own)."""
+
+    def group(ref: re.Match[str]) -> str:
+        key = int(ref[1]) if ref[1] else ref[2]
+        try:
+            return found.group(key) or ""
+        except IndexError:
+            return ref[0]
+
+    return _GROUP_REF.sub(group, text)
 
 
 _scripts: dict[str, _Script] = {}

@@ -137,6 +137,8 @@ def _settings(
         gguf=None,
         # One sub-call at a time: a request whose prompt changed is served in recorded order.
         concurrency=1,
+        # A fan-out's calls, batched or not, are served from the cassette: no job is sent.
+        batch=False,
         retries=0,
         trace=True,
         # A re-run replays what was recorded: it neither reads the memory (which has moved on

@@ -24,6 +24,7 @@ from rlm.model.tokens import count_message
 from rlm.run.actions import Action, ParseError
 from rlm.run.children import Children
 from rlm.run.events import Progress, Restart, RunWarning, Step, no_progress
+from rlm.run.executor import LOCAL, ChildRunner, DaskExecutor
 from rlm.run.grounding import Grounding, ground
 from rlm.run.host import Bridge, Partition, StepDone
 from rlm.run.ledger import FINDING_CHARS, Finding, Ledger
@@ -93,6 +94,8 @@ class Engine:
         memories: list[Finding] | None = None,
         memory_lines: list[tuple[str, str]] | None = None,
         subcall_cache: MemoryStore | None = None,
+        budget: Budget | None = None,
+        child_runner: ChildRunner | None = None,
     ) -> None:
         self.settings = settings
         self.path = path
@@ -102,7 +105,7 @@ class Engine:
         self.sub_model = sub_model
         self.trace = trace
         self.progress: Progress = progress or no_progress
-        self.budget = budget_for(settings)
+        self.budget = budget or budget_for(settings)
         self.services = RunServices(
             settings=settings,
             profile=profile,
@@ -117,8 +120,14 @@ class Engine:
         # Offered to the root's prompt as [ESTABLISHED earlier]; the findings are in self.services.
         self.memory_lines = tuple(memory_lines or ())
         self.node_synthesis = NodeSynthesis(self.services)
-        self.children = Children(self.services, self, self.node_synthesis)
-        self.subcalls = Subcalls(self.services, self.children, subcall_cache)
+        self.cluster: DaskExecutor | None = None
+        if settings.executor != LOCAL:
+            # Connected before the first step: a cluster nobody answers at is the run's one line
+            # (exit 4), not an error each fan-out would hand the model.
+            self.cluster = DaskExecutor(settings.executor, child_runner)
+            self.cluster.connect()
+        self.children = Children(self.services, self, self.node_synthesis, self.cluster)
+        self.subcalls = Subcalls(self.services, self.children, subcall_cache, self.cluster)
         self._lock = threading.Lock()
         self._protocols: dict[int, str] = {}
         self.sandbox_report: dict[str, Any] = {}
@@ -205,6 +214,12 @@ class Engine:
                 msg = f"sandbox layer unavailable: {layer} ({why})"
                 self.trace.warn(msg)
                 self.progress(RunWarning(msg))
+
+    def note_steps_elsewhere(self, steps: int, largest_prompt: int) -> None:
+        """Steps a child made on another machine, recorded with it (rlm.run.remote_child)."""
+        with self._lock:
+            self.steps_total += steps
+            self.largest_prompt = max(self.largest_prompt, largest_prompt)
 
     def note_restart(self, node_id: str, why: str) -> None:
         self.restarts += 1
@@ -400,6 +415,9 @@ class Engine:
     def close(self) -> None:
         self.subcalls.close()
         self.children.close()
+        cluster, self.cluster = self.cluster, None
+        if cluster is not None:
+            cluster.close()
 
 
 def _established(synthesis: Synthesis) -> str:

@@ -16,19 +16,22 @@ are part of this stream as they are.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, cast
 
 from rlm.model.events import PROVIDER_EVENTS, ProviderFailed, Retry, Waiting, fields_of
 from rlm.run.actions import Action, ParseError
 from rlm.run.runner import Outcome
-from rlm.trace.schema import FindingKind
+from rlm.trace.schema import FindingKind, ProviderEventRecord
+from rlm.trace.writer import TraceWriter
 
 __all__ = [
     "EVENT_TYPES",
     "PROVIDER_EVENTS",
     "KINDS",
     "Event",
+    "BatchProgress",
     "FanOut",
     "Fanout",
     "FindingAdded",
@@ -89,6 +92,30 @@ class Fanout:
     node: str
     chunks: int
     children: bool = False
+
+
+@dataclass(frozen=True)
+class BatchProgress:
+    """A partition_map's job at the provider's Batch API (`--batch`, rlm.run.batch), at each look:
+    its status, its requests done and failed of all, and the seconds waited for it so far."""
+
+    event: ClassVar[str] = "batch"
+    node: str
+    batch: str
+    status: str
+    completed: int
+    failed: int
+    total: int
+    waited_s: float
+
+    @property
+    def what(self) -> str:
+        """The live status line's text."""
+        failed = f", {self.failed:,} failed" if self.failed else ""
+        return (
+            f"batch {self.batch} {self.status.replace('_', ' ')}: {self.completed:,} of {self.total:,} "
+            f"done{failed} ({self.node})"
+        )
 
 
 @dataclass(frozen=True)
@@ -162,6 +189,7 @@ Event = (
     | Step
     | NodeStarted
     | Fanout
+    | BatchProgress
     | Restart
     | RunWarning
     | InputRead
@@ -178,6 +206,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     Step,
     NodeStarted,
     Fanout,
+    BatchProgress,
     Restart,
     RunWarning,
     InputRead,
@@ -212,3 +241,23 @@ class FanOut:
         with self._lock:
             for sink in self.sinks:
                 sink(event)
+
+
+class ProviderEventsTrace:
+    """The trace's sink of the run's event stream: the provider's events (a retry, a long wait,
+    a give-up) are kept as they are told, with when they happened. The trace's other records
+    hold more than an event carries (a step's whole model call, the ledger), so they are
+    written where they are made."""
+
+    def __init__(self, trace: TraceWriter, started: float) -> None:
+        self.trace = trace
+        self.started = started
+
+    def __call__(self, event: Event, /) -> None:
+        if isinstance(event, PROVIDER_EVENTS):
+            record = {
+                "kind": event.event,
+                "at_s": round(time.monotonic() - self.started, 3),
+                **fields_of(event),
+            }
+            self.trace.add_provider_event(cast(ProviderEventRecord, record))

@@ -7,7 +7,8 @@ the run stays here: the budget is admitted before a task leaves and charged with
 when it comes back, the sub-call cache is asked first, the trace records each call with the
 worker that made it (`ran_on`), a stop (Ctrl-C, SIGTERM, a budget) cancels what is still out.
 The parent's CPU per call (litellm's request and reply handling, docs/scale.md) is what this
-spreads. Child investigations (a chunk too big for one call) still run here.
+spreads. A child investigation (a chunk too big for one call) is one task too, the whole child
+run on the worker with its own sandbox there (rlm.run.remote_child).
 """
 
 from __future__ import annotations
@@ -15,13 +16,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlm.errors import ConfigError, Interrupted, UsageError
 from rlm.model.remote_call import ClientSpec, complete_remote
 from rlm.run.settings import DASK_ADDRESS
 
+if TYPE_CHECKING:
+    from rlm.run.remote_child import ChildTask
+
 LOCAL = "local"
+# What a worker runs for a child investigation: its task in, its outcome out (plain data).
+ChildRunner = Callable[["ChildTask"], dict[str, Any]]
 # How often a wait on the cluster looks for a stop, and how long a scheduler may take to answer.
 _POLL_S = 0.1
 _CONNECT_S = 10.0
@@ -39,7 +45,11 @@ class Call:
 class DaskExecutor:
     """A connection to a Dask scheduler, made at the first fan-out and closed with the run."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, child_runner: ChildRunner | None = None) -> None:
+        """`child_runner`: what a worker runs for a child investigation (the run's entry point
+        hands it in: rlm.run.remote_child_run, which builds an engine of its own); None: the
+        children run here."""
+        self.child_runner = child_runner
         found = DASK_ADDRESS.match(address)
         if found is None:
             raise UsageError(f"--executor must be local or dask://HOST:PORT, not {address!r}")
@@ -109,6 +119,35 @@ class DaskExecutor:
             for future in out:
                 future.cancel()
 
+    def investigate(self, task: ChildTask, stopped: Callable[[], bool]) -> dict[str, Any]:
+        """Run a child investigation on the cluster (rlm.run.remote_child); its outcome. The
+        task's data goes to a worker first (scattered: a slice is megabytes, more than a task's
+        arguments should carry), and the child runs there. A stop here, or the run's budget
+        spent (`stopped()`), sets the run's stop event, which the child reads before each
+        model call; a stop here also stops waiting for it."""
+        from distributed import Event
+
+        assert self.child_runner is not None  # Children sends nothing without one
+        client = self.connect()
+        data = client.scatter(task, hash=False)
+        future = client.submit(self.child_runner, data, pure=False)
+        told = False
+        try:
+            while not future.done():
+                try:
+                    future.result(timeout=_POLL_S)
+                except Exception:  # noqa: BLE001, S110 (not done yet, or failed: read once it is done)
+                    pass
+                if Interrupted.last is not None or (stopped() and not told):
+                    Event(task.stop_event, client=client).set()  # type: ignore[no-untyped-call]
+                    told = True
+                if Interrupted.last is not None:
+                    raise Interrupted.again()
+            return _outcome(future)
+        finally:
+            if not future.done():
+                future.cancel()
+
     def close(self) -> None:
         client, self._client = self._client, None
         if client is not None:
@@ -118,9 +157,9 @@ class DaskExecutor:
                 pass
 
 
-def _outcome(future: Future[dict[str, Any]]) -> dict[str, Any]:
-    """What a task returned, or its failure as complete_remote reports one (a worker lost, a
-    task that could not be unpickled there)."""
+def _outcome(future: Any) -> dict[str, Any]:
+    """What a finished task returned, or its failure as complete_remote reports one (a worker
+    lost, a task that could not be unpickled there)."""
     try:
         result: dict[str, Any] = future.result()
     except Exception as exc:  # noqa: BLE001 (the cluster's failure is this call's, said in one line)

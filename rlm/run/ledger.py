@@ -86,7 +86,9 @@ def cap_finding(
 class Ledger:
     def __init__(self) -> None:
         self._entries: list[Finding] = []
-        self._seen: dict[str, Finding] = {}
+        # A finding by its node and its text: the same text found by two nodes is a finding of
+        # each (a child's synthesis reads its own node's findings only).
+        self._seen: dict[tuple[str, str], Finding] = {}
         self._lock = threading.Lock()
         self._caps: dict[str, int] = {}  # a cut result's cap, to cut it again around the draft
 
@@ -102,7 +104,8 @@ class Ledger:
         cap: int = FINDING_CHARS,
         code: str | None = None,
     ) -> Finding | None:
-        """Record a finding; a duplicate returns the existing entry, a blank returns None.
+        """Record a finding; a duplicate (the same text, of the same node) returns the existing
+        entry, a blank returns None.
 
         With a `topic` (the code behind a result, a grep's pattern), an earlier finding
         of the same node on the same topic is superseded: the same question asked
@@ -115,7 +118,7 @@ class Ledger:
         if code is not None:
             text = result_head(code) + text
         shown = cap_finding(text, kind, cap, code=code)
-        key = _key(shown)
+        key = (node, _key(shown))
         with self._lock:
             if key in self._seen and self._seen[key].superseded_by is None:
                 return self._seen[key]
@@ -134,13 +137,28 @@ class Ledger:
                 for i, old in enumerate(self._entries):
                     if old.topic == topic and old.node == node and old.superseded_by is None:
                         self._entries[i] = replace(old, superseded_by=finding.id)
-                        self._seen[_key(old.text)] = self._entries[i]
+                        self._seen[(node, _key(old.text))] = self._entries[i]
             self._entries.append(finding)
             self._seen[key] = finding
             if finding.full is not None:
                 self._caps[finding.id] = cap
             if kind == "final_draft":
                 self._keep_draft_values(text)
+            return finding
+
+    def adopt(self, found: Finding) -> Finding | None:
+        """A finding another ledger made (a child's on another machine), as it stands there
+        (its text already cut, its evidence and node kept), under an id of this ledger; a
+        duplicate returns the existing entry."""
+        key = (found.node, _key(found.text))
+        if not key[1]:
+            return None
+        with self._lock:
+            if key in self._seen and self._seen[key].superseded_by is None:
+                return self._seen[key]
+            finding = replace(found, id=f"F{len(self._entries) + 1}", superseded_by=None)
+            self._entries.append(finding)
+            self._seen[key] = finding
             return finding
 
     def _keep_draft_values(self, draft: str) -> None:
@@ -154,9 +172,9 @@ class Ledger:
                 continue
             text = cap_finding(old.full, "result", self._caps.get(old.id, FINDING_CHARS), draft, old.code)
             if text != old.text:
-                self._seen.pop(_key(old.text), None)
+                self._seen.pop((old.node, _key(old.text)), None)
                 self._entries[i] = replace(old, text=text)
-                self._seen[_key(text)] = self._entries[i]
+                self._seen[(old.node, _key(text))] = self._entries[i]
 
     @property
     def current(self) -> list[Finding]:

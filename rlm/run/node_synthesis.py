@@ -52,7 +52,7 @@ class NodeSynthesis:
             max_tokens=node.sizing.reply_tokens,
             context_tokens=context_budget(node.window, node.sizing.reply_tokens),
             budget=run.budget,  # a child's synthesis is an ordinary call; the root's is held back
-            final=node.depth == 0,
+            final=node.id == run.answer_node,
         )
         self._charge(node, synthesis)
         if node.depth == 0 and synthesis.confidence == "low" and not run.settings.no_reroute:

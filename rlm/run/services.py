@@ -33,13 +33,22 @@ class RunServices:
     # prompt as [ESTABLISHED earlier] and to its synthesis as findings it may cite.
     memory_findings: list[Finding] = field(default_factory=list)
     ledger: Ledger = field(default_factory=Ledger)
+    # Node ids are the prefix and a count: "n0", "n1", … in a run; a child investigated on
+    # another machine numbers its own children under its id ("n3.1", …, rlm.run.remote_child).
+    id_prefix: str = "n"
+    first_id: int = 0
+    # The node whose answer is the run's: its synthesis has the call held back for it (the
+    # root; a child on another machine, whose run is its own).
+    answer_node: str = "n0"
     _usage: dict[str, Usage] = field(default_factory=dict)
     _node_count: int = 0
+    _nodes_elsewhere: int = 0  # nodes of children investigated on other machines
     _announced: set[str] = field(default_factory=set)  # finding ids already reported as progress
     _lock: threading.Lock = field(default_factory=threading.Lock)
     sub_sizing: Sizing = field(init=False)  # what one sub-call may hold and answer with
 
     def __post_init__(self) -> None:
+        self._node_count = self.first_id
         self.sub_sizing = sizing_for(self.settings, self.sub_model.context_window())
 
     def model_for(self, depth: int) -> ModelClient:
@@ -56,11 +65,22 @@ class RunServices:
 
     @property
     def nodes_started(self) -> int:
-        return self._node_count
+        return self._node_count - self.first_id + self._nodes_elsewhere
+
+    def number_under(self, node_id: str) -> None:
+        """This run is one child's, investigated on another machine (rlm.run.remote_child): its
+        children are numbered under its id, and its answer has the call held back."""
+        with self._lock:
+            self.id_prefix, self.first_id, self._node_count = f"{node_id}.", 1, 1
+            self.answer_node = node_id
+
+    def count_nodes_elsewhere(self, count: int) -> None:
+        with self._lock:
+            self._nodes_elsewhere += count
 
     def new_node_id(self) -> str:
         with self._lock:
-            node_id = f"n{self._node_count}"
+            node_id = f"{self.id_prefix}{self._node_count}"
             self._node_count += 1
             return node_id
 

@@ -150,10 +150,22 @@ class Settings:
     )
     executor: str = option(
         "local",
-        "Where a fan-out's sub-calls run: local, or dask://HOST:PORT (a Dask scheduler's workers)",
+        "Where a fan-out's sub-calls and child investigations run: local, or dask://HOST:PORT (a Dask "
+        "scheduler's workers)",
         flags=("--executor",),
-        doc="where a fan-out's sub-calls run: `local` (this process), or `dask://HOST:PORT`, the workers of a "
-        "Dask scheduler, each call a task (docs/scale.md; `pip install 'rlm[cluster]'`)",
+        doc="where a fan-out's sub-calls and child investigations run: `local` (this process), or "
+        "`dask://HOST:PORT`, the workers of a Dask scheduler, each call or child a task (docs/scale.md; "
+        "`pip install 'rlm[cluster]'`)",
+    )
+    batch: bool = option(
+        False,
+        "Send a partition_map's sub-calls as one job of the provider's Batch API (about half the price; "
+        "the run waits for it, up to 24 h)",
+        flags=("--batch",),
+        doc="send a `partition_map`'s sub-calls as one job of the provider's Batch API (OpenAI, or a LiteLLM "
+        "proxy: `openai/…`, `litellm_proxy/…`): about half the price, for a run nobody waits on; the run polls "
+        "the job (every 1 s at first, then less often, at most every 60 s) within `--max-time`, and an "
+        "interrupted run's job is taken up again with `--resume RUN_ID` (docs/scale.md)",
     )
     # limits
     max_steps: int = option(20, "Turns per node", flags=("--max-steps",), low=1)

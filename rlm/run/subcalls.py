@@ -24,6 +24,7 @@ from rlm.model.client import Reply
 from rlm.model.remote_call import ClientSpec, reply_of
 from rlm.model.tokens import count_text
 from rlm.run import prompts
+from rlm.run.batch import fan_out_as_batch
 from rlm.run.children import Children
 from rlm.run.events import Fanout
 from rlm.run.executor import LOCAL, Call, DaskExecutor
@@ -44,7 +45,13 @@ EMPTY_ANSWER = "(the helper model gave an empty answer)"
 class Subcalls:
     """llm_query and partition_map for every node of a run, with the sub-call cache's counts."""
 
-    def __init__(self, run: RunServices, children: Children, cache: MemoryStore | None = None) -> None:
+    def __init__(
+        self,
+        run: RunServices,
+        children: Children,
+        cache: MemoryStore | None = None,
+        cluster: DaskExecutor | None = None,
+    ) -> None:
         self.run = run
         self.children = children
         self.cache = cache
@@ -52,12 +59,7 @@ class Subcalls:
         self.cache_saved_tokens = 0
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._cluster: DaskExecutor | None = None
-        if run.settings.executor != LOCAL:
-            # Connected before the first step: a cluster nobody answers at is the run's one line
-            # (exit 4), not an error each fan-out would hand the model.
-            self._cluster = DaskExecutor(run.settings.executor)
-            self._cluster.connect()
+        self._cluster = cluster  # --executor dask://: the run's connection (the engine's to close)
 
     # -- llm_query ---------------------------------------------------------------
     def _slice(self, asker: Asker, args: dict[str, Any]) -> tuple[str, str, int, int]:
@@ -197,7 +199,11 @@ class Subcalls:
         reply: Reply,
         messages: list[dict[str, Any]],
         ran_on: str | None = None,
+        batch: str | None = None,
     ) -> str:
+        """A sub-call's reply, paid for (the run's budget, the node's usage) and recorded in the
+        trace; its answer. `ran_on`: the cluster worker that made it; `batch`: the Batch API job
+        that answered it (rlm.run.batch)."""
         self.run.charge(asker.node_id, reply)
         answer = reply.content.strip()
         record: SubcallRecord = {
@@ -216,6 +222,8 @@ class Subcalls:
             record["deployment"] = reply.deployment
         if ran_on:
             record["ran_on"] = ran_on  # the cluster worker that made the call (rlm.run.executor)
+        if batch:
+            record["batch"] = batch
         self.run.trace.add_subcall(record)
         return answer or EMPTY_ANSWER
 
@@ -319,7 +327,11 @@ class Subcalls:
         reservation = run.budget.reserve(len(prompts_), total)
         run.progress(Fanout(node=asker.node_id, chunks=len(prompts_)))
         try:
-            if run.settings.executor != LOCAL:
+            if run.settings.batch:  # one job of the provider's Batch API (rlm.run.batch)
+                results = fan_out_as_batch(
+                    run, _BatchKeeper(self, asker, question), asker, prompts_, reservation
+                )
+            elif run.settings.executor != LOCAL:
                 results = self._fan_out_on_cluster(asker, question, prompts_, reservation)
             else:
                 results = self._event_loop().run_until_complete(
@@ -351,13 +363,18 @@ class Subcalls:
             raise self.children.too_deep(asker, tokens)
         self.run.progress(Fanout(node=asker.node_id, chunks=len(chunks), children=True))
         first = asker.scope.first_line
+        begun = [0]
+        begun_lock = threading.Lock()
 
         def one(chunk: tuple[int, int]) -> str:
             a, b = chunk
             if self.run.budget.stopped is not None:  # the tree's budget is spent: no child begins
                 raise self.run.budget.stopped
+            with begun_lock:
+                ways = len(chunks) - begun[0]  # this child and those yet to begin share what is left
+                begun[0] += 1
             try:
-                return self.children.over_lines(asker, question, a, b, tokens)
+                return self.children.over_lines(asker, question, a, b, tokens, ways)
             except RlmError as exc:  # one chunk's failure is that chunk's answer, as in a plain fan-out
                 return f"[error] lines {a - first + 1:,}-{b - first + 1:,}: {exc.message}"
 
@@ -466,9 +483,6 @@ class Subcalls:
         return self._loop
 
     def close(self) -> None:
-        cluster, self._cluster = self._cluster, None
-        if cluster is not None:
-            cluster.close()
         loop, self._loop = self._loop, None
         if loop is None:
             return
@@ -479,6 +493,24 @@ class Subcalls:
             # Give background tasks a moment to see the cancellation; never wait on them for long.
             loop.run_until_complete(asyncio.wait(pending, timeout=0.2))
         loop.close()
+
+
+class _BatchKeeper:
+    """A batch job's replies kept as a plain fan-out keeps its sub-calls (rlm.run.batch.Keeper)."""
+
+    def __init__(self, subcalls: Subcalls, asker: Asker, question: str) -> None:
+        self.subcalls, self.asker, self.question = subcalls, asker, question
+
+    def cached(self, where: str, messages: list[dict[str, Any]]) -> str | None:
+        return self.subcalls._cached_subcall(self.asker, self.question, where, messages)
+
+    def settle(self, where: str, messages: list[dict[str, Any]], reply: Reply, batch_id: str) -> str:
+        run = self.subcalls.run
+        run.sub_model.record_elsewhere(messages, run.sub_sizing.reply_tokens, reply, batch=batch_id)
+        self.subcalls._cache_subcall(messages, reply)
+        return self.subcalls._settle_subcall(
+            self.asker, self.question, where, reply, messages, batch=batch_id
+        )
 
 
 _SQL = re.compile(r"^\s*(?:SELECT|WITH)\s", re.I)

@@ -12,7 +12,7 @@ import time
 import traceback
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import Any, cast
+from typing import Any
 
 from rlm.errors import ConfigError, ExitCode, InternalError, Interrupted, RlmError, UsageError
 from rlm.input.snapshot import change_of
@@ -22,26 +22,25 @@ from rlm.memory.recall import Recall, offer_lines, offer_parts
 from rlm.memory.store import Kept, Memory
 from rlm.model.client import ModelClient, load_litellm, load_litellm_in_background
 from rlm.model.deployments import Deployment, build_router, resolve_keys
+from rlm.run.batch import check_batch_api, resumable
 from rlm.run.cassette import Cassette, record_calls
 from rlm.run.engine import Engine, RunResult
 from rlm.run.events import (
-    PROVIDER_EVENTS,
-    Event,
     FanOut,
     InputRead,
     Phase,
     Progress,
+    ProviderEventsTrace,
     RunWarning,
     TableBuild,
-    fields_of,
     no_progress,
 )
 from rlm.run.ledger import Finding
 from rlm.run.plain import PlainRun, chooses_plain
+from rlm.run.remote_child_run import investigate_child
 from rlm.run.settings import Settings, default_trace_dir, load_model_list, request_timeout_for, trace_dir_for
 from rlm.trace.redact import redact_text, register_secret, register_url_secrets, url_without_secrets
 from rlm.trace.retention import sweep_if_due
-from rlm.trace.schema import ProviderEventRecord
 from rlm.trace.writer import TraceWriter
 
 LOCAL = "local"
@@ -223,12 +222,14 @@ def run_ask(
     started: float | None = None,
     cassette: Cassette | None = None,
     local_endpoint: Any = None,
+    resume: str | None = None,
 ) -> RunResult:
     """Answer `question` about the input; every outcome, even Ctrl-C or a bug, leaves a trace.
 
     `started` is when the user's command began: --max-time counts from there. With a
     `cassette` (`rlm replay --rerun`), its recorded replies answer every model call. With a
     `local_endpoint` (shared_local_server), the local model is asked there, no server started.
+    `resume` (--batch --resume RUN_ID): the run whose batch jobs this one takes up (rlm.run.batch).
     """
     from rlm.input.parts import open_inputs, read_summary
     from rlm.input.timerange import parse_range
@@ -242,13 +243,17 @@ def run_ask(
         bounds = time_range.to_dict()
         settings = replace(settings, since=bounds["since"], until=bounds["until"])
     started = time.monotonic() if started is None else started
+    # A run id that names no run with a job is the user's mistake (exit 2): said before any trace.
+    offer = resumable(settings, resume) if resume is not None else None
     trace = TraceWriter(
         trace_dir_for(settings) if settings.trace else None,
         on_problem=lambda message: report(RunWarning(message)),
     )
     # The run's one event stream: the trace keeps the provider's events, then the caller's sinks.
-    report: Progress = FanOut(_ProviderEventsTrace(trace, started), progress or no_progress)
+    report: Progress = FanOut(ProviderEventsTrace(trace, started), progress or no_progress)
     trace.flush()  # a directory that cannot take the trace is said now, not at the end
+    if offer is not None:
+        trace.update(resume=offer)  # what the run's fan-outs may take up (rlm.run.batch)
     engine: Engine | PlainRun | None = None
     memory: Recall | None = None
     try:
@@ -323,6 +328,8 @@ def run_ask(
                     # The seam of --mode: one direct call (rlm.run.plain), or the investigation.
                     plain = chooses_plain(settings.mode, profile, root)
                     trace.update(mode="plain" if plain else "rlm")
+                    if settings.batch and not plain and cassette is None:
+                        check_batch_api(sub)  # a provider without a Batch API: exit 4, nothing sent
                     if plain:
                         # A plain call reads no memory and leaves none: it has no findings to cite.
                         # rlm's own trace folder is still kept bounded, as _recall does it.
@@ -350,6 +357,7 @@ def run_ask(
                             memories=[_as_finding(m, now) for m in memory.offered] if memory else None,
                             memory_lines=offer_lines(memory.offered, now) if memory else None,
                             subcall_cache=memory.store if memory and not settings.no_cache else None,
+                            child_runner=investigate_child,
                         )
                     engine.budget.count_from(started)
                     _attach(engine, root, sub, settings, trace, report)
@@ -410,26 +418,6 @@ def _strict(settings: Settings, result: RunResult) -> RunResult:
     shown = " / ".join(line.strip() for line in result.answer.splitlines() if line.strip())
     message = f"the answer was withheld as not grounded (--strict): {shown}"
     return replace(result, answer=None, status="withheld", exit_code=int(ExitCode.NO_ANSWER), message=message)
-
-
-class _ProviderEventsTrace:
-    """The trace's sink of the run's event stream: the provider's events (a retry, a long wait,
-    a give-up) are kept as they are told, with when they happened. The trace's other records
-    hold more than an event carries (a step's whole model call, the ledger), so they are
-    written where they are made."""
-
-    def __init__(self, trace: TraceWriter, started: float) -> None:
-        self.trace = trace
-        self.started = started
-
-    def __call__(self, event: Event, /) -> None:
-        if isinstance(event, PROVIDER_EVENTS):
-            record = {
-                "kind": event.event,
-                "at_s": round(time.monotonic() - self.started, 3),
-                **fields_of(event),
-            }
-            self.trace.add_provider_event(cast(ProviderEventRecord, record))
 
 
 def _changed(profile: Profile, trace: TraceWriter, report: Progress) -> bool:

@@ -270,6 +270,11 @@ class MappedText:
     def window_bytes(self) -> int:
         return self._wend - self._wstart
 
+    def window_data(self) -> bytes:
+        """The window's bytes as the file holds them (a copy): what a child on another machine
+        is sent of its slice."""
+        return bytes(self._buf[self._wstart : self._wend])
+
     def _bytes_are_chars(self) -> bool:
         """True when byte offsets are character offsets (single-byte or pure ASCII text)."""
         if self._single_byte or self._all_ascii:

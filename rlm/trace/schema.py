@@ -109,6 +109,8 @@ class NodeRecord(TypedDict, total=False):
     answer: str
     answer_source: AnswerSource
     synthesis_payload: dict[str, Any]  # a child's synthesis context (the root's is in `synthesis`)
+    ran_on: str  # host:pid of the cluster worker that investigated it (--executor dask://)
+    traceback: str  # a bug that ended it on the cluster worker (the run's own is the trace's)
     query_hint: dict[str, str] | None  # traces of earlier versions: a query built from the question's words
 
 
@@ -123,9 +125,36 @@ class SubcallRecord(TypedDict, total=False):
     latency_s: float
     deployment: str
     ran_on: str  # the cluster worker (host:pid) that made the call, under --executor dask://
+    batch: str  # the provider's batch job it was a request of, under --batch
     answer: str
     cached: bool
     context: dict[str, Any]
+
+
+class BatchRecord(TypedDict, total=False):
+    """One job of a provider's Batch API a fan-out sent its sub-calls as (--batch, rlm.run.batch)."""
+
+    id: str
+    node: str
+    step: int
+    where: str  # the endpoint without credentials, else the provider
+    model: str
+    input_file_id: str
+    sha256: str  # of the request file: a resumed run's same requests find the job by it
+    requests: int
+    submitted_at: str
+    resumed_from: str  # the run that submitted the job, when this run took it up (--resume)
+    status: str
+    completed: int
+    failed: int
+    waited_s: float
+
+
+class ResumeRecord(TypedDict, total=False):
+    """What `--resume RUN_ID` offered this run: that run's jobs, each taken up at most once."""
+
+    run_id: str
+    batches: list[BatchRecord]
 
 
 class BridgeCallRecord(TypedDict, total=False):
@@ -224,6 +253,7 @@ class CassetteCallRecord(TypedDict, total=False):
     completion_tokens: int
     cost: float | None
     deployment: str
+    batch: str
     error: str
     error_kind: CallErrorKind
     limit: str
@@ -258,6 +288,8 @@ class TraceDoc(TypedDict, total=False):
     nodes: list[NodeRecord]
     steps: list[StepRecord]
     subcalls: list[SubcallRecord]
+    batches: list[BatchRecord]
+    resume: ResumeRecord
     bridge_calls: list[BridgeCallRecord]
     provider_events: list[ProviderEventRecord]
     ledger: list[FindingRecord]
@@ -282,6 +314,8 @@ RECORDS: dict[str, type] = {
     "step": StepRecord,
     "model_call": ModelCallRecord,
     "subcall": SubcallRecord,
+    "batch": BatchRecord,
+    "resume": ResumeRecord,
     "bridge call": BridgeCallRecord,
     "provider event": ProviderEventRecord,
     "finding": FindingRecord,
