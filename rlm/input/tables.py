@@ -659,6 +659,7 @@ def _run_side_by_side(
     ]
     started = time.monotonic()
     size = os.path.getsize(source) if sink is not None and source else 0
+    shown = 0.0  # the share told last: DuckDB's own progress of a query may step back
     try:
         for thread in threads:
             thread.start()
@@ -666,7 +667,8 @@ def _run_side_by_side(
             while thread.is_alive():
                 thread.join(_PROGRESS_EVERY)
                 if sink is not None and thread.is_alive():
-                    sink(_share_done(cursors, threads, spans), size, time.monotonic() - started)
+                    shown = max(shown, _share_done(cursors, threads, spans))
+                    sink(shown, size, time.monotonic() - started)
     except BaseException:
         # A stop (Ctrl-C, SIGTERM) lands here, in the waiting thread: the parts' queries are
         # stopped, not waited for (a build takes seconds; the user asked to stop now).

@@ -13,6 +13,7 @@ run on the worker with its own sandbox there (rlm.run.remote_child).
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ class DaskExecutor:
         if found is None:
             raise UsageError(f"--executor must be local or dask://HOST:PORT, not {address!r}")
         self.address = f"tcp://{found['host']}:{found['port']}"
+        self._host, self._port = found["host"].strip("[]"), int(found["port"])
         self._client: Any = None
 
     def connect(self) -> Any:
@@ -67,6 +69,9 @@ class DaskExecutor:
                 ) from None
 
             try:
+                # Dask's client retries a refused connection until its timeout: a port nobody
+                # listens on is told at once instead.
+                socket.create_connection((self._host, self._port), timeout=_CONNECT_S).close()
                 self._client = Client(  # type: ignore[no-untyped-call]
                     self.address, timeout=_CONNECT_S, set_as_default=False
                 )
