@@ -234,3 +234,38 @@ def test_a_child_over_a_text_the_code_built_runs_on_the_cluster(tmp_path: Path, 
     assert child_node["status"] == "final" and child_node["slice"]["text_chars"] > 2_900_000
     assert child_node["ran_on"].rsplit(":", 1)[1] != str(trace["pid"])
     assert [s["node"] for s in trace["steps"]].count("n1") == 2  # its grep and its final, recorded here
+
+
+def test_a_slice_sent_to_the_cluster_names_each_line_s_file_and_number_as_at_home() -> None:
+    """slice_parts: a child's window of several files, some kept in part by a time range (runs of
+    their own line numbers), renumbered from the slice's first line; every line of every window
+    is named (file, its own number) as the worker at home names it over the whole text."""
+    import random
+
+    from rlm.run.remote_child import slice_parts
+    from rlm.sandbox.worker.files import part_locator, window_parts
+
+    rng = random.Random(7)
+    for _ in range(200):
+        parts, first = [], 1
+        for k in range(rng.randint(1, 5)):
+            n = rng.randint(1, 40)
+            part: list[Any] = [f"f{k}.log", first, first + n - 1]
+            if rng.random() < 0.5:  # kept in runs of its own line numbers
+                runs, own, left = [], rng.randint(1, 9), n
+                while left:
+                    count = rng.randint(1, left)
+                    runs.append([own, count])
+                    own += count + rng.randint(1, 5)
+                    left -= count
+                part.append(runs)
+            parts.append(part)
+            first += n
+        total = first - 1
+        a = rng.randint(1, total)
+        b = rng.randint(a, total)
+        sent = slice_parts(parts, a, b)
+        at_home, there = part_locator(parts, a), part_locator(sent, None)
+        assert at_home is not None and there is not None
+        assert [there(i) for i in range(1, b - a + 2)] == [at_home(i) for i in range(1, b - a + 2)]
+        assert window_parts(sent, None, None) == window_parts(parts, a, b)

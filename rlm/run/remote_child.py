@@ -127,8 +127,8 @@ def usage_of(data: Any) -> Usage:
 
 def adopt_child(run: RunServices, child_id: str, out: dict[str, Any]) -> None:
     """Record here what a child did on another machine: its nodes, steps and calls in the trace
-    (and the cassette, so `rlm replay --rerun` serves them), its findings in the ledger, every
-    node's usage, and what it used charged to the run's budget."""
+    (and the cassette, so `rlm replay --rerun` serves them), its findings in the ledger and every
+    node's usage (the run's budget is charged by the caller, whatever the outcome)."""
     trace = run.trace
     got = out.get("records")
     records: dict[str, Any] = got if isinstance(got, dict) else {}
