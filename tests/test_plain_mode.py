@@ -212,3 +212,47 @@ def test_strict_applies_to_an_investigation_too(tmp_path: Path) -> None:
     proc = run_cli(["ask", str(ACCESS), "How many lines?", "-m", model], cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout == f"{lines}\n"
     assert "not grounded" in proc.stderr
+
+
+def test_a_prompt_the_model_counts_over_its_window_is_shown_again_with_fewer_lines(tmp_path: Path) -> None:
+    """The window is filled by cl100k's count; a model whose tokenizer needs more (one that splits
+    digits one by one) refuses the prompt, in its own counts: shown again, cut to what they leave."""
+    too_many = "request (52000 tokens) exceeds the available context size (32000 tokens), try increasing it"
+    model = write_script(
+        tmp_path / "s.json",
+        {"replies": [{"error": "bad_request", "message": too_many}], "default": "35", "log": "calls.jsonl"},
+    )
+    proc = run_cli(
+        [
+            "ask",
+            str(ACCESS),
+            "How many requests returned status 404?",
+            "-m",
+            model,
+            "--mode",
+            "plain",
+            "--json",
+        ],
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["answer"] == "35"
+    first, second = script_log(tmp_path / "calls.jsonl")
+    shown = [len(_shown_text(r).splitlines()) for r in (first, second)]
+    # about 32,000 / 52,000 of the first prompt's lines, from line 1, whole lines
+    assert 0.5 < shown[1] / shown[0] < 0.62, shown
+    assert _shown_text(second) == "\n".join(_lines(ACCESS)[: shown[1]])
+    assert doc["plain"]["shown_lines"] == shown[1]
+    assert "the model counted 52,000 tokens where 32,000 fit" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+    # Any other refusal is the provider's failure, as before: no second call.
+    (tmp_path / "other").mkdir()
+    other = write_script(
+        tmp_path / "other" / "s.json",
+        {"replies": [{"error": "bad_request", "message": "unsupported parameter"}], "log": "calls.jsonl"},
+    )
+    failed = run_cli(["ask", str(ACCESS), "q?", "-m", other, "--mode", "plain"], cwd=tmp_path / "other")
+    assert failed.returncode == 5 and failed.stdout == ""
+    assert len(script_log(tmp_path / "other" / "calls.jsonl")) == 1

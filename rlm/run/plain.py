@@ -127,6 +127,42 @@ def messages_for(question: str, profile: Profile, excerpt: Excerpt) -> list[dict
     ]
 
 
+# A prompt the model found over its window is shown again, cut further, this many times in all.
+OVERFLOW_RETRIES = 3
+# The model's words for a prompt over its window, with its own counts where it gives them:
+# llama.cpp's server ("request (5242 tokens) exceeds the available context size (4096 tokens)"),
+# OpenAI's ("maximum context length is 8192 tokens. However, your messages resulted in 9001").
+_OVER_COUNTED = (
+    re.compile(r"\((?P<asked>\d+) tokens\) exceeds the available context size \((?P<room>\d+) tokens"),
+    re.compile(r"maximum context length is (?P<room>\d+) tokens.*?resulted in (?P<asked>\d+) tokens", re.S),
+)
+_OVER = re.compile(r"context (?:size|length|window)", re.I)
+
+
+@dataclass(frozen=True)
+class _Overflow:
+    """The model's word that the prompt is over its window, and the share of the room to keep."""
+
+    message: str
+    share: float
+    detail: str
+
+
+def overflow_share(message: str, est: int) -> tuple[float, str] | None:
+    """When `message` says the prompt of about `est` tokens (cl100k) was over the model's window:
+    the share of the room to fill next time (the estimate over the model's own count, a little
+    less), and the counts in words; None for any other failure."""
+    for pattern in _OVER_COUNTED:
+        found = pattern.search(message)
+        if found:
+            asked, room = int(found["asked"]), int(found["room"])
+            if asked > 0:
+                return min(0.9, 0.95 * est / asked), f"{asked:,} tokens where {room:,} fit ({est:,} estimated)"
+    if _OVER.search(message) and re.search(r"exceed|too long|maximum", message, re.I):
+        return 0.7, "the prompt over its window"
+    return None
+
+
 def answer_of(content: str) -> tuple[str, str]:
     """(the answer, what the reply said after it) from a reply: an "Answer:" lead-in dropped, a
     fenced block's body, the first paragraph as the value (rlm.run.synthesis.parse_answer)."""
@@ -169,9 +205,13 @@ class PlainRun:
         self.largest_prompt = 0
         self.record: PlainRecord = {}
 
-    def _excerpt(self, window: int, reply_tokens: int) -> tuple[Excerpt, list[dict[str, Any]]]:
-        """The most of the input that fits beside the instructions, the question and the reply."""
-        limit = window - reply_tokens - window // MARGIN_SHARE
+    def _excerpt(
+        self, window: int, reply_tokens: int, scale: float = 1.0
+    ) -> tuple[Excerpt, list[dict[str, Any]]]:
+        """The most of the input that fits beside the instructions, the question and the reply;
+        `scale`: the share of the room to fill, below 1 once the model counted more tokens than
+        the estimate (its tokenizer is not cl100k)."""
+        limit = int((window - reply_tokens - window // MARGIN_SHARE) * scale)
         frame_only = Excerpt("", 0, max(1, self.profile.lines), 0)  # the cut note's words counted
         fixed = self.model.estimate_prompt_tokens(messages_for(self.question, self.profile, frame_only))
         budget = limit - fixed
@@ -193,7 +233,31 @@ class PlainRun:
         window = self.model.context_window()
         reply_tokens = sizing_for(self.settings, window).reply_tokens
         self.progress(Phase("reading what fits the window"))
-        excerpt, messages = self._excerpt(window, reply_tokens)
+        scale = 1.0
+        for _ in range(OVERFLOW_RETRIES):
+            excerpt, messages = self._excerpt(window, reply_tokens, scale)
+            outcome = self._ask(excerpt, messages, window, reply_tokens, started)
+            if not isinstance(outcome, _Overflow):
+                return outcome
+            # The model's own count of the prompt was over its window: shown again, cut to the
+            # share its count leaves room for (a tokenizer that splits digits one by one needs
+            # half as many tokens again as cl100k on a log).
+            scale *= outcome.share
+            note = f"plain mode: the model counted {outcome.detail}; shown again with fewer lines"
+            self.trace.warn(note)
+            self.progress(RunWarning(note))
+        return self._result(None, "provider_error", ExitCode.PROVIDER, outcome.message, excerpt, started)
+
+    def _ask(
+        self,
+        excerpt: Excerpt,
+        messages: list[dict[str, Any]],
+        window: int,
+        reply_tokens: int,
+        started: float,
+    ) -> PlainResult | _Overflow:
+        """One plain call over `excerpt`: its result, or the model's word that the prompt is over
+        its window."""
         est = self.model.estimate_prompt_tokens(messages)
         self.largest_prompt = est
         self._update(
@@ -222,6 +286,9 @@ class PlainRun:
         except ProviderError as exc:
             self.budget.abandon()
             self._update(error=exc.message)
+            over = overflow_share(exc.message, est)
+            if over is not None and excerpt.shown_lines > 1:
+                return _Overflow(exc.message, *over)
             return self._result(None, "provider_error", ExitCode.PROVIDER, exc.message, excerpt, started)
         except BudgetExceeded as exc:
             self.budget.abandon()
