@@ -222,19 +222,7 @@ def test_a_prompt_the_model_counts_over_its_window_is_shown_again_with_fewer_lin
         tmp_path / "s.json",
         {"replies": [{"error": "bad_request", "message": too_many}], "default": "35", "log": "calls.jsonl"},
     )
-    proc = run_cli(
-        [
-            "ask",
-            str(ACCESS),
-            "How many requests returned status 404?",
-            "-m",
-            model,
-            "--mode",
-            "plain",
-            "--json",
-        ],
-        cwd=tmp_path,
-    )
+    proc = run_cli(["ask", str(ACCESS), "404s?", "-m", model, "--mode", "plain", "--json"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["answer"] == "35"

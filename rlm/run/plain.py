@@ -157,7 +157,8 @@ def overflow_share(message: str, est: int) -> tuple[float, str] | None:
         if found:
             asked, room = int(found["asked"]), int(found["room"])
             if asked > 0:
-                return min(0.9, 0.95 * est / asked), f"{asked:,} tokens where {room:,} fit ({est:,} estimated)"
+                share = min(0.9, 0.95 * est / asked)
+                return share, f"{asked:,} tokens where {room:,} fit ({est:,} estimated)"
     if _OVER.search(message) and re.search(r"exceed|too long|maximum", message, re.I):
         return 0.7, "the prompt over its window"
     return None
