@@ -177,7 +177,9 @@ def test_child_investigations_on_a_dask_cluster_answer_as_at_home(tmp_path: Path
     assert len([c for c in there["cassette"]["calls"] if "reply" in c]) == there["totals"]["calls"]
     # every child ran on one of the two worker processes, neither of them rlm's
     ran_on = {n.get("ran_on") for n in there["nodes"] if n["depth"] == 1}
-    assert len(ran_on) == 2 and str(there["pid"]) not in {str(r).rsplit(":", 1)[1] for r in ran_on}, ran_on
+    # (which of the two takes each is the scheduler's choice: on a loaded machine one may take all)
+    assert ran_on and str(there["pid"]) not in {str(r).rsplit(":", 1)[1] for r in ran_on}, ran_on
+    assert None not in ran_on and len(ran_on) <= 2, ran_on
     assert all("ran_on" not in n for n in here["nodes"])
     # each child's steps are recorded under its own node, as at home
     assert sorted(s["node"] for s in there["steps"]) == sorted(s["node"] for s in here["steps"])
