@@ -166,7 +166,6 @@ def investigate_child(task: ChildTask) -> dict[str, Any]:
             "findings": [asdict(f) for f in engine.ledger.current],
             "records": {name: list(doc.get(name) or []) for name in RECORDS},
             "warnings": list(doc.get("warnings") or []),
-            "sandbox": doc.get("sandbox"),
             "cassette": calls,
         }
     except (ProviderError, ConfigError) as exc:
