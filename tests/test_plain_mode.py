@@ -232,6 +232,10 @@ def test_a_prompt_the_model_counts_over_its_window_is_shown_again_with_fewer_lin
     assert 0.5 < shown[1] / shown[0] < 0.62, shown
     assert _shown_text(second) == "\n".join(_lines(ACCESS)[: shown[1]])
     assert doc["plain"]["shown_lines"] == shown[1]
+    # The refusal answered by showing less is no error of the run; the trace keeps it.
+    recorded = latest_trace(tmp_path)["plain"]
+    assert recorded.get("error") is None
+    assert len(recorded["overflows"]) == 1 and recorded["overflows"][0].endswith(f"HTTP 400: {too_many}")
     assert "the model counted 52,000 tokens where 32,000 fit" in proc.stderr
     assert "Traceback" not in proc.stderr
 

@@ -244,6 +244,8 @@ class PlainRun:
             # share its count leaves room for (a tokenizer that splits digits one by one needs
             # half as many tokens again as cl100k on a log).
             scale *= outcome.share
+            # Recorded as a refusal that was answered by showing less, not as the run's error.
+            self._update(error=None, overflows=[*self.record.get("overflows", []), outcome.message])
             note = f"plain mode: the model counted {outcome.detail}; shown again with fewer lines"
             self.trace.warn(note)
             self.progress(RunWarning(note))

@@ -232,7 +232,8 @@ class PlainRecord(TypedDict, total=False):
     grounded: bool | None
     supporting: list[str]
     missing: list[str]
-    error: str
+    error: str | None
+    overflows: list[str]
 
 
 class CassetteClientRecord(TypedDict, total=False):
