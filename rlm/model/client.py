@@ -1,6 +1,7 @@
 """Model calls: the only module that imports litellm, and only when a call is made.
 
-litellm's import takes ~2 s and has side effects, so it is imported lazily
+litellm's import takes seconds (5-6 s on two cores, litellm 1.106) and has side effects, so it
+is imported lazily
 with its pitfalls handled first: a local cost map (no fetch), production mode
 (no `.env` loading), offline tiktoken, no debug banner on stdout.
 
@@ -69,7 +70,7 @@ def load_litellm() -> Any:
 
 
 def load_litellm_in_background() -> None:
-    """Start litellm's import (2-3 s of CPU) in a thread of its own, so that it overlaps the
+    """Start litellm's import (seconds of CPU) in a thread of its own, so that it overlaps the
     input's profile and table build (DuckDB's and numpy's work leave the GIL free); the first
     load_litellm() waits for it on the lock, or finds it done. A failed import here is raised
     again, in the caller's thread, by that load_litellm()."""

@@ -184,8 +184,10 @@ def open_models(settings: Settings, local_endpoint: Any = None) -> Iterator[tupl
 
 
 # From this size on, an input's first profile and table take seconds, which litellm's import
-# (2-3 s of CPU) can overlap. Below it the import in a thread of its own only competes with the
-# run for the GIL: measured on a 0.3 MB log, as fast and 0.3 s more CPU.
+# (5-6 s of CPU, litellm 1.106) can overlap where the build leaves a processor idle; on two
+# cores it does not (1 GB CSV, 4 pairs: 0.995 of the wall time of importing it afterwards).
+# Below it the import in a thread of its own only competes with the run for the GIL: measured
+# on a 0.3 MB log, as fast and 0.3 s more CPU.
 _OVERLAP_IMPORT_BYTES = 64 << 20
 
 
