@@ -1,9 +1,9 @@
 """Model calls: the only module that imports litellm, and only when a call is made.
 
-litellm's import takes seconds (5-6 s on two cores, litellm 1.106) and has side effects, so it
-is imported lazily
-with its pitfalls handled first: a local cost map (no fetch), production mode
-(no `.env` loading), offline tiktoken, no debug banner on stdout.
+litellm's import takes seconds (5-6 s on two cores, litellm 1.106) and has side
+effects, so it is imported lazily with its pitfalls handled first: a local cost
+map (no fetch), production mode (no `.env` loading), offline tiktoken, no debug
+banner on stdout.
 
 Over 400 lines: retries, Retry-After, the wall-clock bound of each call and the one
 failure decision per provider are one policy, applied to sync and async calls alike.
