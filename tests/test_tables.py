@@ -1031,3 +1031,27 @@ def test_the_syslog_fast_path_gives_what_the_regex_gives_line_for_line(real_data
     assert len(got) == len(lines) and got == want
     parsed = sum(1 for row in got if row[2] is not None)
     assert parsed > 0.9 * len(lines)  # not equal by both being empty
+
+
+def test_the_build_memory_grows_with_the_processors_within_the_machine_or_container(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread of a CSV's parallel read per 256 MB of the cap: the cap grows with the processors,
+    but never past an eighth of the memory this process may use, a container's limit included."""
+    monkeypatch.delenv("RLM_TABLE_BUILD_MB", raising=False)
+    limit = tmp_path / "memory.max"
+    monkeypatch.setattr(tables, "_CGROUP_LIMITS", (str(limit),))
+    monkeypatch.setattr(tables, "_cpus", lambda: 16)
+    limit.write_text("max\n")  # no container limit: the machine's memory decides
+    machine = tables._ram_mb()
+    assert machine > 0
+    assert tables._build_memory_mb() == max(160, min(256 * 16 + 64, machine // 8))
+    limit.write_text(str(2 << 30))  # a 2 GB container on a bigger machine: 256 MB, one thread
+    assert tables._ram_mb() == min(machine, 2048)
+    assert tables._build_memory_mb() == (256 if machine >= 2048 else max(160, machine // 8))
+    assert tables._build_threads(tables._build_memory_mb()) == 1
+    monkeypatch.setattr(tables, "_cpus", lambda: 2)
+    limit.write_text(str(64 << 30))
+    assert tables._build_memory_mb() == min(576, max(160, machine // 8))
+    monkeypatch.setenv("RLM_TABLE_BUILD_MB", "300")  # the user's word wins
+    assert tables._build_memory_mb() == 300

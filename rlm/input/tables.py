@@ -834,12 +834,27 @@ def _build_memory_mb() -> int:
     return max(BUILD_MEMORY_MB, min(wanted, _ram_mb() // _RAM_SHARE))
 
 
+# Where a container's memory limit is read (cgroup v2, then v1): inside one, the machine's memory
+# is the host's, and a cap taken from it could outgrow the container (its build killed).
+_CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+
+
 def _ram_mb() -> int:
-    """The machine's memory in MB (0 when it cannot be told: the cap then stays at its least)."""
+    """The memory this process may use in MB: the machine's, or its container's limit when that is
+    less (0 when neither can be told: the cap then stays at its least)."""
     try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") >> 20
+        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") >> 20
     except (AttributeError, OSError, ValueError):
-        return 0
+        ram = 0
+    for path in _CGROUP_LIMITS:
+        try:
+            with open(path) as fh:
+                text = fh.read().strip()
+        except OSError:
+            continue
+        if text.isdigit():  # "max" (v2) is no limit; v1 says so with a number near 2**63
+            ram = min(ram, int(text) >> 20) if ram else int(text) >> 20
+    return ram
 
 
 def _cpus() -> int:
