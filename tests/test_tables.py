@@ -156,6 +156,32 @@ def test_a_stray_carriage_return_far_into_the_file_keeps_line_numbers(tmp_path: 
     assert profile.table["parsed"] == 1200
 
 
+def test_crlf_endings_are_read_in_place_and_a_stray_cr_still_gets_the_copy(
+    tmp_path: Path, parts: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every CR ending a line (some LF endings and blank lines among them): DuckDB reads the file
+    itself, told '\r\n' ends a line, and no copy is written. One CR inside a line: the copy."""
+    body = (ACCESS.read_text().splitlines() * 2)[:600]
+    body[5], body[300] = "", ""  # blank lines, one of them CRLF, one LF
+    ends = ["\n" if i % 7 == 0 else "\r\n" for i in range(len(body))]
+    path = tmp_path / "crlf.log"
+    path.write_bytes("".join(line + end for line, end in zip(body, ends, strict=True)).encode())
+    copies: list[str] = []
+    real_copy = tables.copy_for_duckdb
+    monkeypatch.setattr(tables, "copy_for_duckdb", lambda *a: copies.append(a[0]) or real_copy(*a))
+    profile, rows = _rows(path, tmp_path / "c", "SELECT line_no, line, status FROM log ORDER BY line_no")
+    assert copies == []
+    assert [r[:2] for r in rows] == list(enumerate(body, 1))
+    assert profile.table["parsed"] == 598 and rows[5][2] is None and rows[6][2] is not None
+
+    body[450] = body[450].replace(" HTTP/1.1", "\r HTTP/1.1")  # a stray CR: read as a space
+    stray = tmp_path / "stray-crlf.log"
+    stray.write_bytes("".join(line + end for line, end in zip(body, ends, strict=True)).encode())
+    profile, rows = _rows(stray, tmp_path / "c2", "SELECT line_no, line FROM log ORDER BY line_no")
+    assert copies == [str(stray)]
+    assert [r[1] for r in rows] == [line.replace("\r", " ") for line in body]
+
+
 @pytest.mark.parametrize(
     "path",
     [DATA / "elastic" / "apache_logs", LOGHUB / "Linux_2k.log", LOGHUB / "HDFS_2k.log", AUTH],

@@ -12,13 +12,14 @@ process's memory.
 
 from __future__ import annotations
 
+import mmap
 import os
 import shutil
 from typing import Any
 
 from rlm.text.textfile import MappedText
 
-__all__ = ["copy_for_duckdb", "cut_long_lines", "has_cr", "head_has_cr"]
+__all__ = ["copy_for_duckdb", "crlf_only", "cut_long_lines", "has_cr", "head_has_cr"]
 
 
 def copy_for_duckdb(path: str, work: str, encoding: str | None) -> str:
@@ -74,6 +75,36 @@ def has_cr(path: str) -> bool:
             if b"\r" in block:
                 return True
     return False
+
+
+def crlf_only(path: str) -> bool:
+    """Whether every carriage return of the file ends a line (is followed by '\n'): CRLF endings,
+    some LF ones among them maybe, no stray CR. Blocks of the mapping are looked through by
+    numpy on every processor (its comparisons leave the GIL free)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    block = 16 << 20  # each thread's comparisons hold three arrays of its size at once
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            return True
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            # Each block reads one byte past its end, so a CR at its last byte is judged too.
+            spans = [(off, min(block + 1, size - off)) for off in range(0, size, block)]
+            with ThreadPoolExecutor(max_workers=min(len(spans), os.cpu_count() or 1)) as pool:
+                strays = list(pool.map(lambda span: _has_stray_cr(mm, *span), spans))
+    return not any(strays)
+
+
+def _has_stray_cr(mm: Any, off: int, n: int) -> bool:
+    """A CR not followed by '\n' in the n bytes from `off`, its last byte only as what follows.
+    The views of the mapping end with the call, so the mapping can be closed."""
+    import numpy as np
+
+    chunk = np.frombuffer(mm, dtype=np.uint8, count=n, offset=off)
+    if off + n == len(mm) and chunk[-1] == 13:
+        return True  # a CR that ends the file ends no line
+    return bool(np.count_nonzero((chunk[:-1] == 13) & (chunk[1:] != 10)))
 
 
 def _strip_cr(src: str, dest: str) -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlm.input.mixedformat import Segment
-from rlm.input.tablecopy import copy_for_duckdb, cut_long_lines, has_cr, head_has_cr
+from rlm.input.tablecopy import copy_for_duckdb, crlf_only, cut_long_lines, has_cr, head_has_cr
 from rlm.privatefiles import private_workdir, publish_private, read_private, write_private
 from rlm.text.sqltext import sql_name, sql_string
 from rlm.text.tabledb import NO_EXTENSION_LOADING, first_line, settle_connection
@@ -256,6 +256,12 @@ def _with_cut_note(note: str | None, cut: list[tuple[int, int]] | None) -> str |
     return f"{note}; {said}" if note else said
 
 
+# The line end the build's readers split at (SQL text): '\n', or '\r\n' for a file whose every
+# carriage return ends a line (tablecopy.crlf_only). DuckDB splits at a lone '\r' either way; told
+# '\r\n', it reads "a\r\n" and "b\n" as the lines a and b, as context_lines does.
+_NEW_LINE: contextvars.ContextVar[str] = contextvars.ContextVar("rlm_table_new_line", default="\\n")
+
+
 def _raw_source(path: str, numbered: bool = True, *, skip: int = 0, limit: int | None = None) -> str:
     """A DuckDB scan of `path` as one VARCHAR column, one row per '\\n'-terminated line, in file order.
 
@@ -270,7 +276,7 @@ def _raw_source(path: str, numbered: bool = True, *, skip: int = 0, limit: int |
     return (
         f"SELECT {number} AS line_no, coalesce(line, '') AS line FROM read_csv({lit}, "
         "columns={'line': 'VARCHAR'}, header=false, delim='\\x1f', quote='', escape='', auto_detect=false, "
-        f"new_line='\\n', strict_mode=false, max_line_size={_MAX_LINE_BYTES}, buffer_size={_READ_BUFFER_BYTES}, "
+        f"new_line='{_NEW_LINE.get()}', strict_mode=false, max_line_size={_MAX_LINE_BYTES}, buffer_size={_READ_BUFFER_BYTES}, "
         f"skip={int(skip)})" + (f" LIMIT {int(limit)}" if limit is not None else "")
     )
 
@@ -313,14 +319,18 @@ def build_table(
         # Parts of different formats are read a run of lines each (a skip and a limit): a stray
         # '\r' anywhere would shift every later run, and the limits would hide it from the
         # count below, so a text of several formats is looked through for one first.
+        # A file whose every '\r' ends a line (CRLF endings, some LF among them) needs no copy:
+        # DuckDB is told '\r\n' ends a line (_NEW_LINE). Looking for a stray '\r' costs a
+        # fraction of a second a GB; the copy, 7-9 s (1 GB syslog with CRLF endings).
+        new_line = "\\n"
         if not utf8:
             source = copy_for_duckdb(path, work, encoding)
         elif head_has_cr(path) or (fmt.kind == "mixed" and has_cr(path)):
-            source = copy_for_duckdb(path, work, None)
+            source, new_line = _without_stray_cr(path, work)
         else:
             source = path
         try:
-            built = _build(duckdb, fmt, source, tmp_db, work, n_lines, parts=parts)
+            built = _build(duckdb, fmt, source, tmp_db, work, n_lines, parts=parts, new_line=new_line)
         except duckdb.OutOfMemoryException:
             # Wide rows (JSON objects with hundreds of nested fields: a row group holds a
             # buffer per field) need more than the cap: once more at four times it, with as
@@ -339,11 +349,17 @@ def build_table(
                 parts=parts,
                 # the first attempt's threads: more would buy ordered batches that run out again
                 threads=_build_threads(_build_memory_mb()),
+                new_line=new_line,
             )
-        if built.lines != n_lines and source == path and has_cr(path):
+        # Lines more than the file's: a '\r' past the first lines that DuckDB read as a line end.
+        # Built again as its carriage returns call for, and from a copy if that still differs.
+        while built.lines != n_lines and source == path and has_cr(path):
             _remove_db(tmp_db)
-            source = copy_for_duckdb(path, work, None)
-            built = _build(duckdb, fmt, source, tmp_db, work, n_lines, parts=parts)
+            if new_line == "\\n":
+                source, new_line = _without_stray_cr(path, work)
+            else:
+                source, new_line = copy_for_duckdb(path, work, None), "\\n"
+            built = _build(duckdb, fmt, source, tmp_db, work, n_lines, parts=parts, new_line=new_line)
         if built.lines != n_lines:
             raise TableError(f"the table has {built.lines:,} lines but the file {n_lines:,}")
         publish_private(tmp_db, db_path)  # 0600 before it has its name
@@ -372,6 +388,14 @@ def build_table(
         "values": values,
         "build_s": round(time.perf_counter() - started, 3),
     }
+
+
+def _without_stray_cr(path: str, work: str) -> tuple[str, str]:
+    """What DuckDB reads of a UTF-8 file with carriage returns, and the line end it splits at:
+    the file itself at '\r\n' when every '\r' ends a line, else a '\n'-only copy."""
+    if crlf_only(path):
+        return path, "\\r\\n"
+    return copy_for_duckdb(path, work, None), "\\n"
 
 
 def _stop_if_asked(exc: BaseException) -> None:
@@ -424,8 +448,9 @@ def _build(
     memory_mb: int = 0,
     parts: int | None = None,
     threads: int = 0,
+    new_line: str = "\\n",
 ) -> _Built:
-    """Create `log` in a new database `tmp_db`."""
+    """Create `log` in a new database `tmp_db`, its lines ending at `new_line` (_NEW_LINE)."""
     memory_mb = memory_mb or _build_memory_mb()
     # A log's parts are single-threaded queries run side by side (each client thread runs its
     # own query); CSV and JSON lines use DuckDB's threads.
@@ -452,7 +477,11 @@ def _build(
             # with DuckDB's own choice (its `line` is zstd all the same: _create_csv).
             con.execute("SET force_compression = 'zstd'")
         note = fmt.note
-        columns, parsed = _create_log(con, fmt, source, n_lines, n_parts)
+        told = _NEW_LINE.set(new_line)
+        try:
+            columns, parsed = _create_log(con, fmt, source, n_lines, n_parts)
+        finally:
+            _NEW_LINE.reset(told)
         if isinstance(parsed, str):  # the format's columns could not be parsed: say why
             note, parsed = parsed, 0
         lines = con.execute("SELECT count(*) FROM log").fetchone()[0]
