@@ -1,8 +1,9 @@
 """The bytes DuckDB reads when the input itself will not do, copied into the build's work folder.
 
 DuckDB reads UTF-8 only and splits lines at a carriage return too. A table
-build (rlm.input.tables) reads the input as it is when it can; otherwise one
-of these copies: line feeds alone ending lines (a line's final carriage return
+build (rlm.input.tables) reads the input as it is when it can (a file whose
+every carriage return ends a line included: `crlf_only`); otherwise one of
+these copies: line feeds alone ending lines (a line's final carriage return
 dropped, as context_lines does; any other read as a space), another encoding
 transcoded with invalid bytes as U+FFFD (exactly as peek and context_lines
 show them), lines over the table's limit cut at a character boundary. Every

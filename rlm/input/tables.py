@@ -311,17 +311,17 @@ def build_table(
             path = cut_long_lines(path, work, cut, LINE_CUT_BYTES)  # built from a copy with those lines cut
         # DuckDB reads UTF-8 only, and splits lines at a carriage return too. Most files
         # are '\n'-only UTF-8: the table is built straight from them, no pass over the
-        # file beforehand. Otherwise DuckDB gets a copy with '\n' endings (a line's final
-        # '\r' dropped, as context_lines does; any other '\r' read as a space) and invalid
-        # bytes as U+FFFD, exactly as peek and context_lines show them: made at once when
-        # the encoding or the first lines call for it, after the build when a stray '\r'
-        # further on made DuckDB's lines more than the file's.
+        # file beforehand. A file whose every '\r' ends a line (CRLF endings, some LF among
+        # them) is read as it is too, DuckDB told '\r\n' ends a line (_NEW_LINE): looking
+        # for a stray '\r' costs about a second a GB, the copy below 7-9 s (1 GB syslog with
+        # CRLF endings). Otherwise DuckDB gets a copy with '\n' endings (a line's final '\r'
+        # dropped, as context_lines does; any other '\r' read as a space) and invalid bytes
+        # as U+FFFD, exactly as peek and context_lines show them: made at once when the
+        # encoding or the first lines call for it, after the build when a '\r' further on
+        # made DuckDB's lines more than the file's.
         # Parts of different formats are read a run of lines each (a skip and a limit): a stray
         # '\r' anywhere would shift every later run, and the limits would hide it from the
         # count below, so a text of several formats is looked through for one first.
-        # A file whose every '\r' ends a line (CRLF endings, some LF among them) needs no copy:
-        # DuckDB is told '\r\n' ends a line (_NEW_LINE). Looking for a stray '\r' costs a
-        # fraction of a second a GB; the copy, 7-9 s (1 GB syslog with CRLF endings).
         new_line = "\\n"
         if not utf8:
             source = copy_for_duckdb(path, work, encoding)
