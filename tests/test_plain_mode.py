@@ -239,6 +239,19 @@ def test_a_prompt_the_model_counts_over_its_window_is_shown_again_with_fewer_lin
     assert "the model counted 52,000 tokens where 32,000 fit" in proc.stderr
     assert "Traceback" not in proc.stderr
 
+    # Refused every time: the last refusal is the run's error, exit 5, nothing on stdout.
+    (tmp_path / "always").mkdir()
+    always = write_script(
+        tmp_path / "always" / "s.json",
+        {"replies": [{"error": "bad_request", "message": too_many}] * 3, "log": "calls.jsonl"},
+    )
+    refused = run_cli(["ask", str(ACCESS), "q?", "-m", always, "--mode", "plain"], cwd=tmp_path / "always")
+    assert refused.returncode == 5 and refused.stdout == "", refused.stderr
+    assert len(script_log(tmp_path / "always" / "calls.jsonl")) == 3
+    record = latest_trace(tmp_path / "always")["plain"]
+    assert record["error"].endswith(too_many) and len(record["overflows"]) == 2
+    assert refused.stderr.count("shown again with fewer lines") == 2
+
     # Any other refusal is the provider's failure, as before: no second call.
     (tmp_path / "other").mkdir()
     other = write_script(

@@ -60,9 +60,9 @@ _MAX_LINE_BYTES = 4 << 20
 _READ_BUFFER_BYTES = 4 * _MAX_LINE_BYTES
 # The build's DuckDB memory (RLM_TABLE_BUILD_MB to change it); past it, DuckDB spills beside the
 # cache. At least this, and what a thread per processor needs (_MB_PER_THREAD each, plus
-# _MB_HEADROOM), as long as that is at most 1/_RAM_SHARE of the machine's memory: at 160 MB on
-# two cores a CSV's parallel reader had one thread (1 GB CSV: its records and lines stored in
-# 21.2 s; at 576 MB, two threads, 16.1 s).
+# _MB_HEADROOM), as long as that is at most 1/_RAM_SHARE of the memory this process may use
+# (_ram_mb): at 160 MB on two cores a CSV's parallel reader had one thread (1 GB CSV: its records
+# and lines stored in 21.2 s; at 576 MB, two threads, 11.9-16.1 s).
 BUILD_MEMORY_MB = 160
 _MB_HEADROOM = 64
 _RAM_SHARE = 8

@@ -235,16 +235,18 @@ class PlainRun:
         reply_tokens = sizing_for(self.settings, window).reply_tokens
         self.progress(Phase("reading what fits the window"))
         scale = 1.0
-        for _ in range(OVERFLOW_RETRIES):
+        for attempt in range(OVERFLOW_RETRIES):
             excerpt, messages = self._excerpt(window, reply_tokens, scale)
             outcome = self._ask(excerpt, messages, window, reply_tokens, started)
             if not isinstance(outcome, _Overflow):
                 return outcome
+            if attempt == OVERFLOW_RETRIES - 1:
+                break  # refused each time: the last refusal is the run's error (_ask recorded it)
             # The model's own count of the prompt was over its window: shown again, cut to the
             # share its count leaves room for (a tokenizer that splits digits one by one needs
-            # half as many tokens again as cl100k on a log).
+            # half as many tokens again as cl100k on a log). Recorded as a refusal answered by
+            # showing less, not as the run's error.
             scale *= outcome.share
-            # Recorded as a refusal that was answered by showing less, not as the run's error.
             self._update(error=None, overflows=[*self.record.get("overflows", []), outcome.message])
             note = f"plain mode: the model counted {outcome.detail}; shown again with fewer lines"
             self.trace.warn(note)
