@@ -4,10 +4,13 @@ goes (the live status line, `--jsonl` events), and stops at once when asked to."
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
+from typing import Any
 
 import bigfiles
-from conftest import run_cli, write_script
+import pytest
+from conftest import FIXTURES, run_cli, traces_in, write_script
 
 MB = 1 << 20
 
@@ -43,3 +46,61 @@ def test_jsonl_tells_the_table_build_as_it_goes(tmp_path: Path) -> None:
     step = events[first_step]
     assert step["ok"] and step["shown"] == str(records)
     assert events[-2]["event"] == "answer" and events[-2]["answer"] == str(records)
+    [trace] = traces_in(tmp_path)
+    # The table was built while the run started: the first turn did not wait for it.
+    assert trace["table_build"]["background"] is True and trace["table_build"]["seconds"] > 0
+
+
+def test_the_first_turn_does_not_wait_for_the_table_and_sql_waits_for_it(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The table's build is held until the model's first step has ended: that step (peek and a
+    cell that does not query) ran while there was no table; the second step's sql() waited for
+    the build and counted over the whole table; the model was told of the table once, with its
+    columns. The real worker, locked down, reads the table placed after its lock-down."""
+    import rlm.input.source as source_mod
+    from rlm.run.events import Step
+    from rlm.run.settings import load_settings
+    from rlm.run.wiring import run_ask
+
+    log = isolated / "access.log"
+    log.write_bytes((FIXTURES / "access.log").read_bytes())
+    expected = sum(1 for line in log.read_text().splitlines() if '" 404 ' in line)
+    monkeypatch.setattr(source_mod, "BACKGROUND_TABLE_BYTES", 0)  # this small file as a big one
+    gate = threading.Event()
+    real_build = source_mod.ensure_table
+
+    def held_build(*args: Any, **kwargs: Any) -> Any:
+        assert gate.wait(60), "the first step never ended"
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr(source_mod, "ensure_table", held_build)
+    first_step_ended_before_the_table: list[bool] = []
+
+    def progress(event: object) -> None:
+        if isinstance(event, Step) and event.step == 1:
+            first_step_ended_before_the_table.append(not gate.is_set())
+            gate.set()
+
+    model = write_script(
+        isolated / "s.json",
+        [
+            {"tool": "execute", "args": {"code": "print(peek(1, 1)[:20]); print(len(context_lines))"}},
+            {"tool": "execute", "args": {"code": 'print(sql("SELECT count(*) FROM log WHERE status = 404")[0][0])'}},
+            {"tool": "final", "args": {"answer": str(expected)}},
+            json.dumps({"answer": str(expected), "explanation": "Counted by SQL.", "citations": ["F2"]}),
+        ],
+    )
+    settings = load_settings({"model": model, "retry_base_delay": 0.01})
+    result = run_ask(settings, str(log), "How many requests returned 404?", progress=progress)
+    assert first_step_ended_before_the_table == [True]
+    assert result.answer == str(expected)
+    [trace] = traces_in(isolated)
+    first, second = trace["steps"][:2]
+    assert first["observation"]["ok"] and "2000" in first["observation"]["preview"]
+    assert second["observation"]["ok"], second["observation"]
+    assert second["observation"]["preview"].startswith(f"{expected}\n[the table is built]\nTable `log`")
+    told = [s for s in trace["steps"] if "[the table is built]" in s["observation"]["preview"]]
+    assert len(told) == 1
+    assert trace["table_build"]["background"] is True
+    assert trace["input"]["table_error"] is None

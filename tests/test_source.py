@@ -281,11 +281,15 @@ def test_a_hash_thread_that_dies_ends_the_digest_instead_of_hanging(tmp_path: Pa
     def store_fails(value: str) -> None:
         raise RuntimeError("facts store broke")
 
-    digest = source_mod._hash_in_background(str(data), None, store_fails)
+    digest, run = source_mod._hasher(str(data), None, store_fails)
+    assert run is not None
+    run()
     with pytest.raises(RuntimeError, match="facts store broke"):
         digest.result(timeout=10)
     stored: list[str] = []
-    ok = source_mod._hash_in_background(str(data), None, stored.append)
+    ok, run = source_mod._hasher(str(data), None, stored.append)
+    assert run is not None
+    run()
     assert ok.result(timeout=10) == hashlib.sha256(data.read_bytes()).hexdigest() == stored[0]
 
 

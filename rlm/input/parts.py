@@ -105,6 +105,7 @@ def open_inputs(
     names: dict[str, str] | None = None,
     walk: WalkRules | None = None,
     time_range: TimeRange | None = None,
+    background_table: bool = False,
 ) -> Source:
     """One input as today (rlm.input.source.open_source); several, or any with a `time_range`,
     as one view whose profile carries `parts` and `skipped` (each part named by `names`,
@@ -119,7 +120,7 @@ def open_inputs(
         and unsupported_scheme(args[0]) is None
         and not os.path.isdir(args[0])
     ):
-        return open_source(args[0], cache_dir=cache_dir, stdin=stdin)
+        return open_source(args[0], cache_dir=cache_dir, stdin=stdin, background_table=background_table)
     if order not in ORDERS:
         raise UsageError(f"--order must be one of {', '.join(ORDERS)}, not {order!r}")
     owned: list[str] = []  # remote objects' private copies when the cache cannot keep them

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import codecs
+import functools
 import hashlib
 import json
 import mmap
@@ -25,7 +26,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, BinaryIO
 
 from rlm.errors import InputError
@@ -35,12 +36,14 @@ from rlm.input.detect import FORMAT_HINTS, detect_format
 from rlm.input.mixedformat import Segment
 from rlm.input.snapshot import Identity, change_of
 from rlm.input.snapshot import fingerprint as snapshot_fingerprint
+from rlm.input.tablejob import TableJob, TableOutcome
 from rlm.input.tables import (
     BUILD_PREFIX,
     LINE_CUT_BYTES,
     TableError,
     describe_table,
     ensure_table,
+    table_cached,
     table_paths,
 )
 from rlm.privatefiles import private_workdir, publish_private, read_private, replace_private, sweep_workdirs
@@ -69,6 +72,10 @@ TAIL_LINES = 5
 SAMPLE_LINE_CHARS = 200  # each head/tail line is cut to this many characters
 # Bytes of a line the profile reads: a 100 MB single-line JSON costs 64 KB, not its size.
 PROFILE_LINE_BYTES = 64 * 1024
+# From this size on, a table the cache does not hold is built while the run starts, when the
+# caller asks for that (rlm.input.tablejob): below it a build takes about a second.
+BACKGROUND_TABLE_BYTES = 64 << 20
+
 # Lines longer than this are cut to it in the table (rlm.input.tables); a file most of whose
 # lines are longer gets no table.
 TABLE_LINE_MAX_BYTES = LINE_CUT_BYTES
@@ -109,6 +116,9 @@ class Profile:
     table: dict[str, Any] | None = field(default=None, compare=False)
     table_path: str | None = None
     table_error: str | None = None  # why no table was built, when its build failed
+    # The table still being built in the background (rlm.input.tablejob): `table` is None until
+    # `with_table()` takes the outcome.
+    table_job: TableJob | None = field(default=None, compare=False, repr=False)
     # What the run says once about its cache (a damaged entry rebuilt, a folder not used).
     warnings: list[str] = field(default_factory=list, compare=False)
     # The file's identity when the run opened it (rlm.input.snapshot), and whether the run reads
@@ -138,6 +148,15 @@ class Profile:
             return f"unavailable ({exc.strerror or exc})"
         except Exception as exc:  # noqa: BLE001 (said in the trace, never a hang or a crash)
             return f"unavailable ({type(exc).__name__}: {exc})"
+
+    def with_table(self) -> Profile:
+        """This profile with its table's outcome: waits for a table still being built."""
+        if self.table_job is None:
+            return self
+        table, error = self.table_job.result()
+        return replace(
+            self, table=table, table_path=table["path"] if table else None, table_error=error, table_job=None
+        )
 
     def to_dict(self, *, wait: bool = True) -> dict[str, Any]:
         """The profile as JSON; with wait=False, sha256 is None while it is still being computed."""
@@ -182,6 +201,8 @@ class Profile:
             out.append(f"{self.invalid_lines:,} lines hold invalid bytes (shown as U+FFFD).")
         if self.table:
             out.append(describe_table(self.table))
+        elif self.table_job is not None:
+            out.append(TABLE_BUILDING)
         if self.summary:
             out.append(visible(self.summary))
         budget = max_chars - sum(len(x) + 1 for x in out)
@@ -210,6 +231,12 @@ class Profile:
             parts.append(("Last lines:", tail))
         return parts
 
+
+# What the prompt says of a table still being built (rlm.input.tablejob).
+TABLE_BUILDING = (
+    "Table: being built in the background. sql() over `log` waits for it (its columns are "
+    "named once it is ready); peek, grep and code that does not query run now."
+)
 
 # Parts listed one a line up to this many; more are summed up by their first and last.
 PARTS_LISTED = 8
@@ -249,6 +276,7 @@ _NOT_RECORDED = (
     "work_encoding",
     "table",
     "table_path",
+    "table_job",
     "warnings",
     "identity",
     "summary",
@@ -268,6 +296,8 @@ class Source:
         self._owned = list(owned_paths or [])
 
     def close(self) -> None:
+        if self.profile.table_job is not None:
+            self.profile.table_job.stop()  # before its files go
         for p in self._owned:
             _remove_quietly(p)
             _PENDING.discard(p)
@@ -308,11 +338,14 @@ def open_source(
     stdin: BinaryIO | None = None,
     display: str | None = None,
     owned: list[str] | None = None,
+    background_table: bool = False,
 ) -> Source:
     """Open a path, or stdin for "-", and profile it. Raises InputError in one line.
 
     `display` names the input where it is not its path (a remote object's local copy is named
-    by its URL: rlm.input.remote); `owned` are temp files the Source removes with its own."""
+    by its URL: rlm.input.remote); `owned` are temp files the Source removes with its own.
+    `background_table`: a big file's table is built while the caller goes on (the profile's
+    `table_job`; rlm.input.tablejob), the Source stopping it when closed."""
     owned = list(owned or [])
     try:
         if arg == "-":
@@ -326,7 +359,7 @@ def open_source(
         else:
             path, digest = _open_path(arg, owned)
             display = display or arg
-        profile = _profile(path, display, digest, cache_dir, owned)
+        profile = _profile(path, display, digest, cache_dir, owned, background_table=background_table)
     except BaseException:
         _remove_owned(owned)
         raise
@@ -488,7 +521,10 @@ def _profile(
     *,
     key: str | None = None,
     parts: Sequence[tuple[int, int, str]] = (),
+    background_table: bool = False,
 ) -> Profile:
+    """The input's profile; its table built now, or with `background_table` (a big file whose
+    table is not cached) in a thread of its own, the profile's `table_job`."""
     st = os.stat(path)
     opened = Identity(
         st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, snapshot_fingerprint(path, st.st_size)
@@ -561,7 +597,13 @@ def _profile(
         except TableError as exc:
             return None, str(exc)  # the investigation goes on without sql(), and says why
 
-    if wanted:
+    background = (
+        wanted
+        and background_table
+        and indexed_bytes >= BACKGROUND_TABLE_BYTES
+        and not table_cached(cache.base)
+    )
+    if wanted and not background:
         table, table_error = table_of(work_path)
     # One snapshot per run (rlm.input.snapshot): the index, the table and every worker's view
     # are of the same bytes. A file rewritten while it was read is refused; a log appended to
@@ -579,24 +621,44 @@ def _profile(
     snapshot = changed is not None and work_path == path
     if snapshot:
         work_path = _snapshot(path, indexed_bytes, owned)
-        if wanted and table is None:
+        if wanted and table is None and not background:
             table, table_error = table_of(work_path)
         if table is not None:
-            grown = f"the file grew while it was read: the table holds its first {n:,} lines, as indexed"
-            table = {**table, "note": "; ".join(x for x in (table.get("note"), grown) if x)}
+            table = _grown(table, n)
     # The sha256 starts once the table is built: hashing beside the build's threads took a core
     # from it (1 GB access log, 2 cores, back to back: 10.7 s against 7.3 s), and nothing waits
     # for the digest before the model's first turn unless a memory may match.
+    job: TableJob | None = None
     if "sha256" in facts:
         sha: Future[str] = Future()
         sha.set_result(facts["sha256"])
+        hashing = None
     else:
         known = facts
-        sha = _hash_in_background(
+        sha, hashing = _hasher(
             work_path if snapshot else path,
             digest,
             lambda value: cache.store_facts({**known, "sha256": value}),
         )
+    if background:
+        job = TableJob(
+            functools.partial(
+                _table_while_run_starts,
+                table_of,
+                work_path,
+                path,
+                opened,
+                indexed_bytes,
+                n,
+                owned,
+                grown=snapshot,
+                cache_base=cache.base,
+                display=display,
+            ),
+            then=hashing,
+        )
+    elif hashing is not None:
+        threading.Thread(target=hashing, name="rlm-sha256", daemon=True).start()
     return Profile(
         path=os.path.abspath(path),
         display_name=display,
@@ -615,6 +677,7 @@ def _profile(
         table=table,
         table_path=table["path"] if table else None,
         table_error=table_error,
+        table_job=job,
         warnings=cache.warnings,
         identity=opened,
         snapshot=snapshot,
@@ -657,15 +720,16 @@ def _long_lines(index_path: str, size: int) -> list[tuple[int, int]] | None:
     return spans
 
 
-def _hash_in_background(path: str, known: str | None, on_done: Any) -> Future[str]:
-    """The file's sha256 from a thread of its own (hashlib drops the GIL on big buffers);
-    the facts are cached once it is known, so a second question skips the scan. Whatever
-    the thread meets ends the future (a value or an exception): nobody waits forever."""
+def _hasher(path: str, known: str | None, on_done: Any) -> tuple[Future[str], Callable[[], None] | None]:
+    """The file's sha256 as a future, and what computes it (None when it is `known`), run by
+    the caller in a thread of its own (hashlib drops the GIL on big buffers); the facts are
+    cached once it is known, so a second question skips the scan. Whatever the computation
+    meets ends the future (a value or an exception): nobody waits forever."""
     digest: Future[str] = Future()
     if known is not None:
         on_done(known)
         digest.set_result(known)
-        return digest
+        return digest, None
 
     def run() -> None:
         try:
@@ -680,8 +744,47 @@ def _hash_in_background(path: str, known: str | None, on_done: Any) -> Future[st
             return
         digest.set_result(value)
 
-    threading.Thread(target=run, name="rlm-sha256", daemon=True).start()
-    return digest
+    return digest, run
+
+
+def _grown(table: dict[str, Any], n_lines: int) -> dict[str, Any]:
+    """The table of a file that grew as it was read, its note saying so."""
+    grown = f"the file grew while it was read: the table holds its first {n_lines:,} lines, as indexed"
+    return {**table, "note": "; ".join(x for x in (table.get("note"), grown) if x)}
+
+
+def _table_while_run_starts(
+    table_of: Callable[[str], TableOutcome],
+    work_path: str,
+    path: str,
+    opened: Identity,
+    indexed_bytes: int,
+    n_lines: int,
+    owned: list[str],
+    *,
+    grown: bool,
+    cache_base: str | None,
+    display: str,
+) -> TableOutcome:
+    """The table of a big file, built while the run starts (rlm.input.tablejob). The file was
+    checked unchanged once indexed; one appended to during the build is built again from a
+    private copy of the bytes indexed (its lines then differ from the index); one rewritten or
+    replaced ends the run (InputError, exit 3) and its table goes, as when that is seen before
+    the run starts."""
+    table, error = table_of(work_path)
+    if work_path == path:
+        changed = change_of(path, opened)
+        if changed is not None and changed.how != "appended to":
+            if cache_base is not None:
+                for built in table_paths(cache_base):
+                    _remove_quietly(built)
+            raise InputError(
+                f"{display} was {changed.how} while it was being read: ask again once it is stable"
+            )
+        if changed is not None and table is None:
+            table, error = table_of(_snapshot(path, indexed_bytes, owned))
+            grown = True
+    return (_grown(table, n_lines) if grown else table) if table is not None else None, error
 
 
 def _scan(path: str) -> tuple[dict[str, Any], tuple[Any, int, int]]:

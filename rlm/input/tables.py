@@ -97,6 +97,28 @@ _PROGRESS: contextvars.ContextVar[ProgressSink | None] = contextvars.ContextVar(
 _PROGRESS_EVERY = 0.5  # seconds between two reports
 
 
+# Set while a table is built in a thread of its own (rlm.input.tablejob): the build's waiting
+# loop stops its queries within half a second of it, as a Ctrl-C stops a build in the main thread.
+_CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "rlm_build_cancel", default=None
+)
+
+
+class BuildCancelled(Exception):
+    """The build was stopped from outside (the run ended while its table was still building)."""
+
+
+def build_cancel(event: threading.Event | None) -> contextvars.Token[threading.Event | None]:
+    """Make builds in this context stop when `event` is set (the caller resets the token)."""
+    return _CANCEL.set(event)
+
+
+def _check_cancel() -> None:
+    event = _CANCEL.get()
+    if event is not None and event.is_set():
+        raise BuildCancelled("the table's build was stopped")
+
+
 @contextlib.contextmanager
 def build_progress(sink: ProgressSink | None) -> Iterator[None]:
     """Report the progress of every table built inside this block to `sink`."""
@@ -110,6 +132,13 @@ def build_progress(sink: ProgressSink | None) -> Iterator[None]:
 def table_paths(cache_base: str) -> tuple[str, str]:
     """(database, description) paths for a cache key path like `<dir>/<key>`."""
     return f"{cache_base}.t{TABLE_VERSION}.duckdb", f"{cache_base}.t{TABLE_VERSION}.json"
+
+
+def table_cached(cache_base: str | None) -> bool:
+    """Whether the cache holds a sound table under this key (ensure_table would only load it)."""
+    if cache_base is None:
+        return False
+    return _load_info(*table_paths(cache_base))[0] is not None
 
 
 def ensure_table(
@@ -362,6 +391,7 @@ def build_table(
             built = _build(duckdb, fmt, source, tmp_db, work, n_lines, parts=parts, new_line=new_line)
         if built.lines != n_lines:
             raise TableError(f"the table has {built.lines:,} lines but the file {n_lines:,}")
+        _check_cancel()
         publish_private(tmp_db, db_path)  # 0600 before it has its name
         columns = built.columns
         values, examples = _what_columns_hold(duckdb, db_path, columns, fmt)
@@ -666,7 +696,9 @@ def _run_side_by_side(
     file from its start and works on its `spans` share of it (a log's part skips to its lines;
     default: all of it), so the share done is what its reader has passed of its span."""
     sink = _PROGRESS.get()
-    if len(statements) == 1 and sink is None:
+    cancel = _CANCEL.get()
+    _check_cancel()
+    if len(statements) == 1 and sink is None and cancel is None:
         con.execute(statements[0])
         return
     spans = spans or [(0.0, 1.0)] * len(statements)
@@ -701,6 +733,7 @@ def _run_side_by_side(
         for thread in threads:
             while thread.is_alive():
                 thread.join(_PROGRESS_EVERY)
+                _check_cancel()
                 if sink is not None and thread.is_alive():
                     shown = max(shown, _share_done(cursors, threads, spans))
                     sink(shown, size, time.monotonic() - started)

@@ -70,7 +70,8 @@ class Children:
         it runs beside (a share of the budget each, when they run on a cluster)."""
         if asker.depth >= self.run.settings.max_depth:
             raise self.too_deep(asker, tokens)
-        spec = dataclasses.replace(asker.scope.spec, start_line=a, end_line=b)
+        # A child's worker opens the table as it starts: one still being built is waited for.
+        spec = dataclasses.replace(self.host.settled_spec(asker.scope.spec), start_line=a, end_line=b)
         with asker.scope.window(a, b) as window:
             block = slice_profile(window, f"lines {a:,}-{b:,} of {self.run.profile.display_name}")
             size = window.window_bytes

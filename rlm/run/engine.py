@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from rlm.errors import ExitCode, ProviderError
+from rlm.errors import ExitCode, InputError, ProviderError
 from rlm.input.source import Profile
+from rlm.input.tables import describe_table
 from rlm.memory.store import MemoryStore
 from rlm.model.budget import Budget, BudgetExceeded
 from rlm.model.client import ModelClient, Reply
 from rlm.model.tokens import count_message
+from rlm.run import prompts
 from rlm.run.actions import Action, ParseError
 from rlm.run.children import Children
 from rlm.run.events import Progress, Restart, RunWarning, Step, no_progress
@@ -64,6 +66,16 @@ class RunResult:
     # the ids of those that hold them (rlm.run.grounding); None when there is no answer.
     grounded: bool | None = None
     supporting: list[str] = field(default_factory=list)
+
+
+def _summary(profile: Profile) -> str | None:
+    """What `rlm stats` says of the input's table (rlm.input.summary); None when it cannot."""
+    from rlm.input.summary import first_turn_summary
+
+    try:
+        return first_turn_summary(profile)
+    except Exception:  # noqa: BLE001 (the table's columns are told all the same)
+        return None
 
 
 def budget_for(settings: Settings) -> Budget:
@@ -129,6 +141,8 @@ class Engine:
         self.children = Children(self.services, self, self.node_synthesis, self.cluster)
         self.subcalls = Subcalls(self.services, self.children, subcall_cache, self.cluster)
         self._lock = threading.Lock()
+        self._table_lock = threading.Lock()
+        self._input_changed: InputError | None = None  # found by a table built as the run went
         self._protocols: dict[int, str] = {}
         self.sandbox_report: dict[str, Any] = {}
         self.cell_seconds = cell_seconds_for(settings, profile.size)
@@ -153,6 +167,53 @@ class Engine:
     @property
     def table(self) -> dict[str, Any] | None:
         return self.profile.table
+
+    # -- a table still being built as the run started (rlm.input.tablejob) -----------------
+    def table_wait(self) -> tuple[str | None, str | None]:
+        """(path, error) of the input's table, waiting for one still being built: a worker's
+        first sql(), a child about to start. Its outcome is taken once: a failed build is said
+        on stderr and in the trace, as a table that could not be built before the run."""
+        with self._table_lock:
+            job = self.profile.table_job
+            if job is not None:
+                try:
+                    self.profile = self.profile.with_table()
+                except InputError as exc:  # the file changed: the root's turn ends the run (table_news)
+                    self._input_changed = exc
+                    self.profile = replace(self.profile, table_job=None, table_error=exc.message)
+                self.services.profile = self.profile
+                took = (job.finished or time.monotonic()) - job.started
+                self.trace.update(table_build={"background": True, "seconds": round(took, 3)})
+                if self.profile.table_error and self._input_changed is None:
+                    note = (
+                        f"no table for {self.profile.display_name}: {self.profile.table_error}; "
+                        "sql() is unavailable in this run"
+                    )
+                    self.trace.warn(note)
+                    self.progress(RunWarning(note))
+        return self.profile.table_path, self.profile.table_error
+
+    def settled_spec(self, spec: WorkerSpec) -> WorkerSpec:
+        """`spec` with the input's table once built (waiting for it): a child's worker opens it
+        as it starts, as every worker of a run whose table was ready did."""
+        if not spec.table_pending:
+            return spec
+        path, error = self.table_wait()
+        return replace(spec, table_path=path, table_error=error, table_pending=False)
+
+    def table_news(self) -> str | None:
+        """What the next observation tells of a table that was being built as the run started,
+        once it is built (its columns and common values, or why there is none); None while it
+        is still building. Raises InputError when the file changed as the table was built."""
+        job = self.profile.table_job
+        if job is not None and not job.done():
+            return None
+        self.table_wait()  # built: nothing to wait for
+        if self._input_changed is not None:
+            raise self._input_changed
+        if self.profile.table is None:
+            return prompts.table_not_built(self.profile.table_error or "no table was built")
+        return prompts.table_ready(describe_table(self.profile.table), _summary(self.profile))
 
     def model_for(self, depth: int) -> ModelClient:
         return self.services.model_for(depth)
@@ -200,7 +261,7 @@ class Engine:
         return self.subcalls.partition_map(asker, args)
 
     def launch_sandbox(self, spec: WorkerSpec, bridge: Bridge) -> Sandbox:
-        sandbox = Sandbox(spec, bridge=bridge)
+        sandbox = Sandbox(spec, bridge=bridge, table=self.table_wait if spec.table_pending else None)
         sandbox.launch()
         return sandbox
 
@@ -290,6 +351,8 @@ class Engine:
     def run(self) -> RunResult:
         started = time.monotonic()
         self._warn_unpriced()
+        if self.protocol_for(self.root_model) == "typed":
+            self.table_wait()  # typed actions are written on the table's columns: they wait for it
         root_scope = NodeScope(
             spec=worker_spec_for(self.profile, self.settings),
             profile_block=self.profile.prompt_block(),

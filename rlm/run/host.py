@@ -108,6 +108,14 @@ class NodeHost(ActionHost, FindingsView, Protocol):
         """Charge a model reply to the run's budget and to the node's usage."""
         ...
 
+    def settled_spec(self, spec: WorkerSpec) -> WorkerSpec:
+        """`spec` with the input's table, waiting for one still being built (rlm.input.tablejob)."""
+        ...
+
+    def table_news(self) -> str | None:
+        """Once a table that was being built as the run started is built, what to tell of it."""
+        ...
+
     def launch_sandbox(self, spec: WorkerSpec, bridge: Bridge) -> Sandbox:
         """Start a worker over `spec` without waiting for it; calls made by its code go to `bridge`."""
         ...

@@ -70,6 +70,8 @@ class Node:
         # The step being run: what the worker's code asks for while it runs belongs to it.
         self.step = 0
         self.largest_prompt = 0
+        # A table still being built as the node started is told of once built (rlm.input.tablejob).
+        self.table_untold = scope.spec.table_pending
         self.repeats = 0  # refused repeats in a row
         self.empties = 0  # empty replies in a row
 
@@ -127,6 +129,11 @@ class Node:
             outcome = Outcome(f"stopped: {exc.detail}", ok=False)
         if skipped:
             outcome.observation = prompts.ran_a_later_block(skipped) + outcome.observation
+        if self.table_untold and (news := host.table_news()) is not None:
+            self.table_untold = False
+            self.runner.table_values = (host.table or {}).get("values") or {}
+            # After what the action showed: the step's own result stays its first line.
+            outcome.observation = outcome.observation.rstrip("\n") + "\n" + news
         self.prompt.remember(
             reply, action, outcome.observation, step, max_steps - step, tools=self.protocol == "tools"
         )

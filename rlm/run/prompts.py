@@ -179,6 +179,21 @@ FIRST_FINAL_REFUSED = (
 NO_OUTPUT = "(no output — did you forget to print?)"
 
 
+def table_ready(description: str, summary: str | None) -> str:
+    """The note before an observation once the table that was being built is ready."""
+    return (
+        "[the table is built]\n"
+        + description
+        + (f"\n{summary}" if summary else "")
+        + "\n[end of table note]\n"
+    )
+
+
+def table_not_built(why: str) -> str:
+    """The note before an observation once the table's build failed."""
+    return f"[no table could be built: {why}; sql() is unavailable, use peek, grep and code]\n"
+
+
 def grep_for_a_table_value(value: str, column: str) -> str:
     """After a grep that matched nothing for a value the table's parse gives, not the file's text."""
     literal = "'" + value.replace("'", "''") + "'"

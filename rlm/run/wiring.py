@@ -273,11 +273,14 @@ def run_ask(
                 skip_bad=settings.skip_bad,
                 walk=WalkRules.parse(settings.include, settings.exclude, settings.max_file_mb),
                 time_range=time_range,
+                # A big file's table builds while the model's first turn starts: sql() waits
+                # for it, nothing else does (rlm.input.tablejob).
+                background_table=True,
             ) as source,
         ):
-            profile = source.profile = replace(
-                source.profile, summary=_first_turn_summary(source.profile, trace)
-            )
+            profile = source.profile
+            if profile.table_job is None:  # else the summary comes with the table (Engine.table_news)
+                profile = source.profile = replace(profile, summary=_first_turn_summary(profile, trace))
             summary = read_summary(profile)  # several inputs: what was read, what was skipped
             if summary is not None and profile.skipped:  # a part left out is the user's to know
                 trace.warn(summary)
@@ -333,6 +336,7 @@ def run_ask(
                     if settings.batch and not plain and cassette is None:
                         check_batch_api(sub)  # a provider without a Batch API: exit 4, nothing sent
                     if plain:
+                        profile = profile.with_table()  # a plain call is one prompt: it has no later turn
                         # A plain call reads no memory and leaves none: it has no findings to cite.
                         # rlm's own trace folder is still kept bounded, as _recall does it.
                         sweep_if_due(default_trace_dir())
@@ -374,6 +378,8 @@ def run_ask(
                         report(RunWarning(note))
                     if memory is not None:
                         memory.store.close()
+                if isinstance(engine, Engine):  # a table built as the run went says how that went
+                    recorded["table_error"] = engine.profile.table_error
                 trace.update(input={**recorded, "sha256": profile.sha256})
             finally:
                 if engine is not None:

@@ -31,6 +31,7 @@ def worker_spec_for(
         # The parsed table of the input (rlm.input.tables), opened by the worker before lock-down.
         table_path=profile.table_path,
         table_error=profile.table_error,
+        table_pending=profile.table_job is not None,  # the worker asks for it at its first sql()
         # [name, first line, last line] of each part, and under a time range the runs of the
         # part's own line numbers its lines are (rlm.sandbox.worker.files.part_locator).
         parts=[

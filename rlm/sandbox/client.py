@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import selectors
 import shutil
 import signal
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import rlm
+from rlm.sandbox.oslimits import NOBODY_UID
 
 # Kept equal to the worker's MAX_MESSAGE_BYTES: the worker never sends more.
 MAX_REPLY_BYTES = 64_000_000
@@ -32,6 +34,9 @@ START_TIMEOUT = 120.0
 WALL_GRACE = 2.0
 
 Bridge = Callable[[str, dict[str, Any]], Any]
+# What a worker whose table is still being built is given at its first sql(): waits for the
+# build, then (the table's path, or None and why there is none).
+TableWait = Callable[[], tuple[str | None, str | None]]
 
 
 class WorkerLost(Exception):
@@ -57,6 +62,9 @@ class WorkerSpec:
     os_limits: bool = True
     table_path: str | None = None  # the input's DuckDB table (rlm.input.tables), opened before lock-down
     table_error: str | None = None  # why the input has no table, for sql() to say
+    # The table is still being built (rlm.input.tablejob): the worker's first sql() asks for it,
+    # and the Sandbox places it in a folder of the worker's, the one Landlock leaves readable.
+    table_pending: bool = False
     # Several inputs read as one (rlm.input.parts): [name, first line, last line] of each file.
     parts: list[list[Any]] | None = None
 
@@ -82,9 +90,12 @@ def _worker_env() -> dict[str, str]:
 
 
 class Sandbox:
-    def __init__(self, spec: WorkerSpec, bridge: Bridge | None = None) -> None:
+    def __init__(
+        self, spec: WorkerSpec, bridge: Bridge | None = None, table: TableWait | None = None
+    ) -> None:
         self.spec = spec
         self.bridge = bridge
+        self.table = table
         self.proc: subprocess.Popen[bytes] | None = None
         self.workdir: str | None = None
         self.ready: dict[str, Any] = {}
@@ -119,7 +130,13 @@ class Sandbox:
         )
         log.close()
         self._buf = b""
-        self._send(asdict(self.spec))
+        sent = asdict(self.spec)
+        if self.spec.table_pending and self.table is not None:
+            # Nobody (a worker that drops root) may pass through, not list: the table's name is random.
+            sent["table_dir"] = os.path.join(self.workdir, "table")
+            os.mkdir(sent["table_dir"])
+            os.chmod(sent["table_dir"], 0o711 if self._drops_root() else 0o700)
+        self._send(sent)
 
     def wait_ready(self) -> dict[str, Any]:
         """Wait for a launched worker's ready message; raises WorkerLost (the worker killed)."""
@@ -196,6 +213,9 @@ class Sandbox:
 
     def _serve_bridge(self, msg: dict[str, Any]) -> None:
         name, args = msg.get("bridge"), msg.get("args")
+        if name == "table" and self.table is not None and self.spec.table_pending:
+            self._send(self._place_table())
+            return
         if self.bridge is None or not isinstance(name, str) or not isinstance(args, dict):
             self._send({"bridge_error": f"{name} is not available here"})
             return
@@ -207,6 +227,36 @@ class Sandbox:
             self._send({"bridge_error": getattr(exc, "message", None) or str(exc)})
             return
         self._send({"bridge_result": result})
+
+    def _place_table(self) -> dict[str, Any]:
+        """The built table, put where the worker may read it: a hard link in its table folder
+        (the same file, no copy), or a copy where the folder is on another filesystem or the
+        worker drops root for nobody (a link would hand nobody the cached file's inode).
+        Answered once: a worker asks at its first sql() only."""
+        assert self.table is not None and self.workdir is not None
+        path, error = self.table()
+        if path is None:
+            return {"bridge_error": error or "no table was built"}
+        name = f"{secrets.token_hex(16)}.duckdb"
+        dest = os.path.join(self.workdir, "table", name)
+        try:
+            if self._drops_root():
+                shutil.copyfile(path, dest)
+                os.chown(dest, self.spec.drop_to_uid or NOBODY_UID, -1)
+                os.chmod(dest, 0o400)
+            else:
+                try:
+                    os.link(path, dest)
+                except OSError:
+                    shutil.copyfile(path, dest)
+                    os.chmod(dest, 0o400)
+        except OSError as exc:
+            return {"bridge_error": f"the table could not be handed to the sandbox ({exc.strerror or exc})"}
+        return {"bridge_result": {"name": name}}
+
+    def _drops_root(self) -> bool:
+        """Whether the worker starts as root and becomes another user (rlm.sandbox.oslimits)."""
+        return os.geteuid() == 0 and self.spec.drop_to_uid != 0
 
     def _send(self, message: dict[str, Any]) -> None:
         assert self.proc is not None and self.proc.stdin is not None

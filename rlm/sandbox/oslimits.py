@@ -20,6 +20,7 @@ import resource
 import signal
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = [
     "CpuTimeExceeded",
@@ -261,7 +262,11 @@ def _die_with_parent_again(libc: ctypes.CDLL, parent: int) -> None:
         os._exit(1)
 
 
-def _landlock(libc: ctypes.CDLL) -> tuple[str, str | None]:
+_LANDLOCK_RULE_PATH_BENEATH = 1
+_LANDLOCK_ACCESS_FS_READ_FILE = 1 << 2
+
+
+def _landlock(libc: ctypes.CDLL, readable_dir: str | None = None) -> tuple[str, str | None]:
     arch = _ARCHES.get(platform.machine().lower())
     if arch is None:
         return "landlock", f"unknown architecture {platform.machine()!r}"
@@ -277,7 +282,9 @@ def _landlock(libc: ctypes.CDLL) -> tuple[str, str | None]:
     if abi < 1:
         return "landlock", f"not supported by this kernel: {_errno_text()}"
     # Every filesystem right the ABI knows, and no rule granting any: no path
-    # can be opened, created, executed or renamed afterwards.
+    # can be opened, created, executed or renamed afterwards; with `readable_dir`, one rule:
+    # a file beneath that folder may be opened for reading (the input's table, placed there
+    # once built: rlm.sandbox.client), nothing else of it (no listing, no writing).
     fs_bits = 13 + (1 if abi >= 2 else 0) + (1 if abi >= 3 else 0) + (1 if abi >= 5 else 0)
     handled_fs = (1 << fs_bits) - 1
     fields = [handled_fs]
@@ -293,11 +300,38 @@ def _landlock(libc: ctypes.CDLL) -> tuple[str, str | None]:
     if fd < 0:
         return "landlock", f"landlock_create_ruleset failed: {_errno_text()}"
     try:
+        if readable_dir is not None:
+            why = _landlock_read_beneath(syscall, nr["landlock_add_rule"], fd, readable_dir)
+            if why is not None:
+                return "landlock", why
         if syscall(ctypes.c_long(nr["landlock_restrict_self"]), ctypes.c_int(fd), ctypes.c_uint32(0)) != 0:
             return "landlock", f"landlock_restrict_self failed: {_errno_text()}"
     finally:
         os.close(fd)
     return f"landlock(abi {abi})", None
+
+
+def _landlock_read_beneath(syscall: Any, add_rule: int, ruleset: int, folder: str) -> str | None:
+    """Add to `ruleset` the right to read the files beneath `folder`; None, or why it failed
+    (the caller then applies no Landlock layer at all, and says so)."""
+    try:
+        dir_fd = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        return f"the table's folder could not be opened: {exc.strerror}"
+    try:
+        # struct landlock_path_beneath_attr { __u64 allowed_access; __s32 parent_fd; } packed
+        attr = struct.pack("<Qi", _LANDLOCK_ACCESS_FS_READ_FILE, dir_fd)
+        buf = ctypes.create_string_buffer(attr, len(attr))
+        rc = syscall(
+            ctypes.c_long(add_rule),
+            ctypes.c_int(ruleset),
+            ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH),
+            buf,
+            ctypes.c_uint32(0),
+        )
+        return None if rc == 0 else f"landlock_add_rule failed: {_errno_text()}"
+    finally:
+        os.close(dir_fd)
 
 
 def _seccomp_program(arch: _Arch, pid: int) -> list[tuple[int, int, int, int]]:
@@ -409,7 +443,11 @@ def _seccomp(libc: ctypes.CDLL) -> tuple[str, str | None]:
 
 
 def apply_os_limits(
-    *, memory_bytes: int, open_files: int = 64, drop_to_uid: int | None = None
+    *,
+    memory_bytes: int,
+    open_files: int = 64,
+    drop_to_uid: int | None = None,
+    readable_dir: str | None = None,
 ) -> OsLimitsReport:
     """Lock the current process down; returns what is active and what is missing.
 
@@ -417,6 +455,8 @@ def apply_os_limits(
     (the caller passes the input size plus a headroom; 0 = no limit).
     drop_to_uid: the uid to become when running as root (default 65534, nobody);
     0 keeps root (and says so in the report).
+    readable_dir: a folder whose files stay readable (Landlock's one rule), for a table placed
+    there after lock-down.
     """
     report = OsLimitsReport()
     libc = _libc()
@@ -434,7 +474,7 @@ def apply_os_limits(
     report.add("rlimit-nproc(0)", _no_new_processes())
     report.add("no-new-privs", _prctl(libc, _PR_SET_NO_NEW_PRIVS, ctypes.c_ulong(1)))
     report.add("not-dumpable", _prctl(libc, _PR_SET_DUMPABLE, ctypes.c_ulong(0)))
-    report.add(*_landlock(libc))
+    report.add(*_landlock(libc, readable_dir))
     report.add(*_seccomp(libc))
     return report
 

@@ -285,6 +285,7 @@ class TraceDoc(TypedDict, total=False):
     question: str | None
     mode: str  # how the run answered: rlm (the investigation) or plain (one direct call)
     sandbox: dict[str, Any]
+    table_build: dict[str, Any]  # a table built while the run went (rlm.input.tablejob): background, seconds
     warnings: list[str]
     nodes: list[NodeRecord]
     steps: list[StepRecord]

@@ -96,7 +96,9 @@ class Worker:
         self.part_of = part_locator(
             spec.get("parts"), spec.get("start_line")
         )  # peek and grep name each line's file
-        self.sql = sql_helper(spec)  # opens the table now: after lock-down no file can be opened
+        # Opens the table now (after lock-down no other file can be opened); one still being built
+        # is asked of the parent at the first sql() and read from the one folder Landlock leaves.
+        self.sql = sql_helper(spec, ask=self._bridge)
         self.notes: list[str] = []
         self.final_answer: str | None = None
         self.interpreter = Interpreter(self._protected())
@@ -478,6 +480,7 @@ def _apply_os_limits(spec: dict[str, Any]) -> dict[str, Any]:
     report = apply_os_limits(
         memory_bytes=int(spec.get("memory_bytes") or 0),
         drop_to_uid=spec.get("drop_to_uid"),
+        readable_dir=spec.get("table_dir") or None,
     )
     return {"active": list(report.active), "missing": [list(m) for m in report.missing]}
 

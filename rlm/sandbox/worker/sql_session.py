@@ -19,6 +19,7 @@ import re
 import signal
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rlm.sandbox.worker.files import file_case
@@ -110,17 +111,25 @@ def _fetch_all(cur: Any, n_columns: int) -> list[tuple[Any, ...]]:
 
 
 class SqlSession:
-    """A read-only, confined DuckDB connection to one table file, opened before lock-down."""
+    """A read-only, confined DuckDB connection to one table file, opened before lock-down.
+
+    With `table_dir` and no `db_path` the table is still being built: the connection is an
+    empty in-memory one, warmed up on a stand-in `log` before lock-down; the first sql()
+    asks the parent for the table (`ask("table", {})`, which waits for the build and places
+    the file in `table_dir`, the one folder Landlock leaves readable), attaches it read-only
+    and only then turns external access off and locks the configuration."""
 
     def __init__(
         self,
-        db_path: str,
+        db_path: str | None,
         *,
         start_line: int | None = None,
         end_line: int | None = None,
         memory_bytes: int = 0,
         default_seconds: float = 30.0,
         files: list[Any] | None = None,
+        table_dir: str | None = None,
+        ask: Callable[[str, dict[str, Any]], Any] | None = None,
     ) -> None:
         import duckdb
 
@@ -128,8 +137,8 @@ class SqlSession:
         limit_mb = max(64, int(memory_bytes * 0.5) >> 20) if memory_bytes else 1024
         self.default_seconds = default_seconds
         self.con = duckdb.connect(
-            db_path,
-            read_only=True,
+            db_path or ":memory:",
+            read_only=db_path is not None,
             config={
                 **NO_EXTENSION_LOADING,
                 "threads": 1,
@@ -143,30 +152,15 @@ class SqlSession:
         )
         con = self.con
         settle_connection(con, duckdb.Error)
-        # The file's table by its full name: a bare `main.log` inside a temp view is the view itself.
-        self._table = (
-            sql_name((con.execute("SELECT current_database()").fetchone() or ("",))[0]) + ".main.log"
-        )
-        # Named in the error of a query that asks for a column the table does not have.
-        described = con.execute(f"DESCRIBE {self._table}").fetchall()
-        self.columns = [str(r[0]) for r in described]
-        self._text_columns = {str(r[0]).lower(): str(r[0]) for r in described if r[1] == "VARCHAR"}
         self._absent_said: set[tuple[str, str]] = set()
-        self._view: tuple[int, int] | None = None
-        # Several inputs read as one (rlm.sandbox.worker.files): a column naming each row's file,
-        # `file` unless the table has one of its own.
-        self._file_column: str | None = None
         self._files = list(files or [])
-        if self._files:
-            self._file_column = next(
-                n for n in ("file", "source_file", "input_file") if n not in self.columns
-            )
-            self.columns.append(self._file_column)
-        if start_line is not None or end_line is not None or self._files:
-            a = max(1, int(start_line or 1))
-            b = int(end_line) if end_line is not None else (1 << 62)
-            self._view = (a, b)
-            self._restore_log()
+        self._window = (start_line, end_line)
+        self._pending = (table_dir, ask) if db_path is None and table_dir and ask else None
+        self._unavailable: str | None = None
+        if self._pending is not None:
+            # A stand-in of the table's first columns, so the warm-up below runs every path now.
+            con.execute("CREATE TABLE log AS SELECT 1::BIGINT AS line_no, 'x' AS line")
+        self._open_table()
         for name in ("python_enable_replacements", "python_scan_all_frames"):
             try:
                 con.execute(f"SET {name} = false")
@@ -179,25 +173,84 @@ class SqlSession:
             "TIME '01:02:03', INTERVAL 1 DAY, 1.5::DECIMAL(4,1), uuid(), {'a': 1}, [1, 2], "
             "'x'::BLOB, 1::HUGEINT, '{}'::JSON, MAP {'k': 1}"
         ).fetchall()
-        con.execute("SET enable_external_access = false")
-        con.execute("SET lock_configuration = true")
+        if self._pending is None:
+            self._lock()
         self.watchdog = _Watchdog(con)
+        self._warming = True  # sql() runs on the stand-in, if any
         self._warm_up()
+        self._warming = False
+        if self._pending is not None:
+            con.execute("DROP VIEW IF EXISTS temp.main.log")
+            con.execute("DROP TABLE log")
+            self._absent_said.clear()
+
+    def _open_table(self) -> None:
+        """Name the table's columns and make `log` the rows of this worker's window."""
+        con = self.con
+        # The file's table by its full name: a bare `main.log` inside a temp view is the view itself.
+        self._table = (
+            sql_name((con.execute("SELECT current_database()").fetchone() or ("",))[0]) + ".main.log"
+        )
+        # Named in the error of a query that asks for a column the table does not have.
+        described = con.execute(f"DESCRIBE {self._table}").fetchall()
+        self.columns = [str(r[0]) for r in described]
+        self._text_columns = {str(r[0]).lower(): str(r[0]) for r in described if r[1] == "VARCHAR"}
+        self._view: tuple[int, int] | None = None
+        # Several inputs read as one (rlm.sandbox.worker.files): a column naming each row's file,
+        # `file` unless the table has one of its own.
+        self._file_column: str | None = None
+        if self._files:
+            self._file_column = next(
+                n for n in ("file", "source_file", "input_file") if n not in self.columns
+            )
+            self.columns.append(self._file_column)
+        start_line, end_line = self._window
+        if start_line is not None or end_line is not None or self._files:
+            a = max(1, int(start_line or 1))
+            b = int(end_line) if end_line is not None else (1 << 62)
+            self._view = (a, b)
+            self._restore_log()
+
+    def _lock(self) -> None:
+        """No file, network or setting for the queries from now on."""
+        self.con.execute("SET enable_external_access = false")
+        self.con.execute("SET lock_configuration = true")
+
+    def _attach(self) -> None:
+        """The table once built: asked of the parent, attached read-only, then locked down."""
+        assert self._pending is not None
+        table_dir, ask = self._pending
+        self._pending = None
+        try:
+            placed = ask("table", {})
+        except Exception as exc:  # noqa: BLE001 (the parent's word: the build failed)
+            self._unavailable = f"no table could be built for this input ({exc})"
+            self._lock()
+            return
+        name = placed.get("name") if isinstance(placed, dict) else None
+        if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+            self._unavailable = "the table could not be opened (the parent named no file)"
+            self._lock()
+            return
+        try:
+            self.con.execute(f"ATTACH {sql_string(table_dir + '/' + name)} AS rlm_input (READ_ONLY)")
+            self.con.execute("USE rlm_input")
+            self._open_table()
+        except self._duckdb.Error as exc:
+            self._unavailable = f"the table could not be opened ({first_line(exc)})"
+        self._lock()
 
     def _warm_up(self) -> None:
         """Run sql() itself once through each path a model's first query takes: rows of the
         table (its own column types), an empty result, and the errors DuckDB raises (binder,
         parser, conversion, a refused setting), so nothing on those paths is imported or
-        initialised lazily after lock-down, when it could not be."""
+        initialised lazily after lock-down, when it could not be. A session whose table is
+        still being built is not locked yet: the refused setting and file would be obeyed (a
+        read of '/' takes seconds), so those two wait for the real refusal."""
         self.sql("SELECT * FROM log LIMIT 3")
         self.sql("SELECT * FROM log WHERE false")
-        for bad in (
-            "SELECT no_such_column FROM log",
-            "SELEC 1",
-            "SELECT 'x'::INTEGER",
-            "SET threads = 2",
-            "SELECT * FROM read_csv('/')",
-        ):
+        refused = ("SET threads = 2", "SELECT * FROM read_csv('/')") if self._pending is None else ()
+        for bad in ("SELECT no_such_column FROM log", "SELEC 1", "SELECT 'x'::INTEGER", *refused):
             try:
                 self.sql(bad)
             except SqlError:
@@ -238,6 +291,10 @@ class SqlSession:
         if not isinstance(query, str):
             raise TypeError('sql(query): the query is a string of SQL, e.g. sql("SELECT count(*) FROM log")')
         duckdb = self._duckdb
+        if self._pending is not None and not self._warming:
+            self._attach()
+        if self._unavailable is not None:
+            raise SqlError(f"sql() is not available here: {self._unavailable}")
         try:
             self._restore_log()
         except duckdb.Error:
@@ -370,13 +427,15 @@ def _unavailable(reason: str) -> Any:
     return sql
 
 
-def sql_helper(spec: dict[str, Any]) -> Any:
+def sql_helper(spec: dict[str, Any], ask: Callable[[str, dict[str, Any]], Any] | None = None) -> Any:
     """The `sql` callable for a worker spec: a session over spec['table_path'], or one that explains.
 
-    Called before lock-down (it opens the database and starts the watchdog thread).
+    Called before lock-down (it opens the database and starts the watchdog thread). A table
+    still being built (spec['table_dir'] and no path) is asked of the parent through `ask`.
     """
     table_path = spec.get("table_path")
-    if not table_path:
+    pending = not table_path and spec.get("table_dir") and ask is not None
+    if not table_path and not pending:
         if spec.get("table_error"):
             return _unavailable(f"no table could be built for this input ({spec['table_error']})")
         return _unavailable(
@@ -384,11 +443,13 @@ def sql_helper(spec: dict[str, Any]) -> Any:
         )
     try:
         session = SqlSession(
-            table_path,
+            table_path or None,
             start_line=spec.get("start_line"),
             end_line=spec.get("end_line"),
             memory_bytes=int(spec.get("memory_bytes") or 0),
             files=spec.get("parts"),
+            table_dir=spec.get("table_dir") if pending else None,
+            ask=ask if pending else None,
         )
     except Exception as exc:  # noqa: BLE001 (the worker still serves everything else)
         return _unavailable(f"the table could not be opened ({first_line(exc)})")

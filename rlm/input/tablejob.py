@@ -1,0 +1,83 @@
+"""An input's table built in a thread of its own, while the run starts its model's first turn.
+
+A big file's table takes seconds (12-15 s for a 1 GB CSV on two cores), and
+only `sql()` needs it: `peek`, `grep` and cells that do not query run
+meanwhile. `TableJob` runs the build (rlm.input.tables) with the caller's
+context (the run's progress sink), hands back (description, error) once, and
+stops the build when asked: its waiting loop checks the job's event twice a
+second and interrupts DuckDB's queries (rlm.input.tables._CANCEL), so a
+stopped run does not keep building a table it will not use.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from rlm.errors import InputError
+from rlm.input.tables import BuildCancelled, build_cancel
+
+__all__ = ["TableJob", "TableOutcome"]
+
+# (the table's description, or None; why there is none, when its build failed)
+TableOutcome = tuple[dict[str, Any] | None, str | None]
+
+# How long a stop waits for the build's thread to end: its waiting loop checks twice a second;
+# a copy of the input in progress (a stray carriage return, another encoding) does not check,
+# and its thread (a daemon) is left to the process's exit.
+_STOP_WAIT_S = 1.5
+
+
+class TableJob:
+    """One table build in a daemon thread: `result()` waits for it, `stop()` ends it."""
+
+    def __init__(self, build: Callable[[], TableOutcome], *, then: Callable[[], None] | None = None) -> None:
+        """Start `build` now, in a copy of the caller's context; `then` runs after it in the
+        same thread, whatever the outcome (the input's sha256, which would slow the build if
+        it ran beside it)."""
+        self._future: Future[TableOutcome] = Future()
+        self._stop = threading.Event()
+        self.started = time.monotonic()
+        self.finished: float | None = None
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(
+            target=context.run, args=(self._run, build, then), name="rlm-table-build", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, build: Callable[[], TableOutcome], then: Callable[[], None] | None) -> None:
+        build_cancel(self._stop)  # in this thread's own copy of the context
+        try:
+            outcome = build()
+        except BuildCancelled:
+            outcome = (None, "the run ended before its table was built")
+        except InputError as exc:  # the file changed under the build: the run cannot go on
+            self.finished = time.monotonic()
+            self._future.set_exception(exc)
+            if then is not None:
+                then()
+            return
+        except BaseException as exc:  # noqa: BLE001 (a bug in the build costs the run its sql(), said)
+            outcome = (None, f"the table's build failed ({type(exc).__name__}: {exc})")
+        self.finished = time.monotonic()
+        self._future.set_result(outcome)
+        if then is not None:
+            then()
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def result(self, timeout: float | None = None) -> TableOutcome:
+        """(description, error), waiting up to `timeout` seconds (None: until it is built).
+        Raises TimeoutError when it is still building at the timeout, InputError when the file
+        was rewritten or replaced while it was built."""
+        return self._future.result(timeout)
+
+    def stop(self) -> None:
+        """Stop the build (the run is ending) and wait a moment for its thread."""
+        self._stop.set()
+        self._thread.join(_STOP_WAIT_S)
