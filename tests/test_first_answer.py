@@ -86,7 +86,10 @@ def test_the_first_turn_does_not_wait_for_the_table_and_sql_waits_for_it(
         isolated / "s.json",
         [
             {"tool": "execute", "args": {"code": "print(peek(1, 1)[:20]); print(len(context_lines))"}},
-            {"tool": "execute", "args": {"code": 'print(sql("SELECT count(*) FROM log WHERE status = 404")[0][0])'}},
+            {
+                "tool": "execute",
+                "args": {"code": 'print(sql("SELECT count(*) FROM log WHERE status = 404")[0][0])'},
+            },
             {"tool": "final", "args": {"answer": str(expected)}},
             json.dumps({"answer": str(expected), "explanation": "Counted by SQL.", "citations": ["F2"]}),
         ],
