@@ -102,8 +102,8 @@ def test_the_first_turn_does_not_wait_for_the_table_and_sql_waits_for_it(
     first, second = trace["steps"][:2]
     assert first["observation"]["ok"] and "2000" in first["observation"]["preview"]
     assert second["observation"]["ok"], second["observation"]
-    assert second["observation"]["preview"].startswith(f"{expected}\n[the table is built]\nTable `log`")
-    told = [s for s in trace["steps"] if "[the table is built]" in s["observation"]["preview"]]
-    assert len(told) == 1
+    assert second["observation"]["preview"] == f"{expected}\n"
+    assert second["told"].startswith("[the table is built]\nTable `log`")
+    assert [s["index"] for s in trace["steps"] if "told" in s] == [2]
     assert trace["table_build"]["background"] is True
     assert trace["input"]["table_error"] is None

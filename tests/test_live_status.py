@@ -94,3 +94,28 @@ def test_no_color_and_a_dumb_terminal_are_respected(tmp_path: Path) -> None:
 def test_quiet_shows_nothing(tmp_path: Path) -> None:
     out, shown, first = _run_on_a_terminal(tmp_path, {}, "-q")
     assert out == "7\n" and first is None and shown.strip() == ""
+
+
+def test_a_table_built_while_the_model_works_is_a_part_of_the_line_not_its_whole() -> None:
+    """Before the model's first turn the build is the line's text; once the run has moved on
+    (a table built in the background), the line says what the run does and, beside it, the
+    table's share built, as long as its progress keeps coming."""
+    import io
+
+    from rich.console import Console
+
+    from rlm.cli.render import LiveStatus
+    from rlm.run.events import Phase, TableBuild
+
+    status = LiveStatus(Console(file=io.StringIO(), force_terminal=False))
+    status.update(Phase("reading the input"))
+    status.update(TableBuild.of(0.2, 1_000_000_000, 2.0))
+    assert status._text().startswith("building the table: 20% of 1,000 MB")
+    status.update(Phase("waiting for the model (n0, step 1)"))
+    status.update(TableBuild.of(0.45, 1_000_000_000, 4.5))
+    text = status._text()
+    assert text.startswith("waiting for the model (n0, step 1) · 0 s · table 45% built"), text
+    assert status.table is not None
+    status.table = (status.table[0], time.monotonic() - 5)  # no progress since: the build ended
+    assert "table" not in status._text()
+    status.stop()

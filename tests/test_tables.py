@@ -1081,3 +1081,78 @@ def test_the_build_memory_grows_with_the_processors_within_the_machine_or_contai
     assert tables._build_memory_mb() == min(576, max(160, machine // 8))
     monkeypatch.setenv("RLM_TABLE_BUILD_MB", "300")  # the user's word wins
     assert tables._build_memory_mb() == 300
+
+
+# The escapes most dangerous as a worker's first query, when its table is attached only then.
+FIRST_ESCAPES = [
+    e
+    for e in ESCAPES
+    if e[0]
+    in (
+        "read_csv_secret",
+        "attach_file",
+        "copy_to",
+        "replacement_scan_secret",
+        "set_external_access",
+        "attach_memory_read_secret",
+    )
+]
+
+
+@pytest.mark.parametrize("name, query, says", FIRST_ESCAPES, ids=[e[0] for e in FIRST_ESCAPES])
+def test_a_table_still_being_built_is_attached_and_locked_before_the_first_query(
+    world: dict, name: str, query: str, says: str
+) -> None:
+    """A worker started while its table was being built (rlm.input.tablejob) opens it at its
+    first sql(), after lock-down: the escape as that very first query is refused as in any
+    other worker, the table is then counted right, nothing is imported late, and the file the
+    parent placed for it is the worker's alone (a copy owned by nobody, mode 0400, in a folder
+    nobody can pass through but not list, when the worker drops root)."""
+    import dataclasses
+
+    spec = dataclasses.replace(world["spec"], table_path=None, table_pending=True)
+    asked: list[float] = []
+
+    def table() -> tuple[str | None, str | None]:
+        asked.append(time.monotonic())
+        return world["spec"].table_path, None
+
+    sandbox = Sandbox(spec, table=table)
+    sandbox.start()
+    try:
+        marker = world["base"] / f"pwned-first-{name}"
+        q = query.replace("SECRET", str(world["secret"])).replace("MARKER", str(marker))
+        kind, reply = _exec(sandbox, f"print(sql({q!r}))")
+        assert kind == "reply" and reply["error"] and "SqlError" in reply["error"], reply
+        assert says in reply["error"]
+        assert world["secret_text"] not in f"{reply.get('output')}{reply['error']}" and not marker.exists()
+        assert not reply.get("late_imports"), reply
+        kind, reply = _exec(sandbox, 'print(sql("SELECT count(*) FROM log WHERE status = 404")[0][0])')
+        assert kind == "reply" and reply["output"] == "35\n", reply
+        assert len(asked) == 1
+        assert sandbox.workdir is not None
+        folder = Path(sandbox.workdir) / "table"
+        [placed] = list(folder.iterdir())
+        if os.geteuid() == 0:
+            assert placed.stat().st_uid == 65534 and placed.stat().st_mode & 0o777 == 0o400
+            assert folder.stat().st_mode & 0o777 == 0o711
+    finally:
+        sandbox.kill()
+
+
+def test_a_table_whose_build_failed_is_said_by_sql(world: dict) -> None:
+    import dataclasses
+
+    spec = dataclasses.replace(world["spec"], table_path=None, table_pending=True)
+    sandbox = Sandbox(spec, table=lambda: (None, "DuckDB could not build the table: broken"))
+    sandbox.start()
+    try:
+        kind, reply = _exec(sandbox, 'print(peek(1, 1)[:10]); sql("SELECT count(*) FROM log")')
+        assert kind == "reply", reply
+        assert reply["output"].startswith("lines 1-1")
+        assert (
+            "no table could be built for this input (DuckDB could not build the table: broken)"
+            in reply["error"]
+        )
+    finally:
+        sandbox.kill()

@@ -52,6 +52,8 @@ class LiveStatus:
         self.step = ""
         self.tokens = 0
         self.cost: float | None = None
+        # A table built while the run goes on (rlm.input.tablejob): its share done, and when told.
+        self.table: tuple[float, float] | None = None
         self._status = console.status(self._renderable(), spinner="dots")
         self._done = threading.Event()
         self._ticker = threading.Thread(target=self._tick, name="rlm-status", daemon=True)
@@ -68,6 +70,10 @@ class LiveStatus:
     def update(self, event: Event) -> None:
         if isinstance(event, Phase):
             self.phase, self.since = event.what, time.monotonic()
+        elif isinstance(event, TableBuild) and not (
+            self.phase in _BEFORE_THE_MODEL or self.phase.startswith("building the table")
+        ):
+            self.table = (event.done, time.monotonic())  # beside what the run does meanwhile
         elif isinstance(event, TableBuild):  # the same phase, told again as it goes: its seconds run on
             if not self.phase.startswith("building the table"):
                 self.since = time.monotonic()
@@ -96,13 +102,22 @@ class LiveStatus:
         return Text(visible(self._text()))
 
     def _text(self) -> str:
-        parts = [f"{self.phase} · {time.monotonic() - self.since:.0f} s"]
+        now = time.monotonic()
+        parts = [f"{self.phase} · {now - self.since:.0f} s"]
+        if self.table is not None and now - self.table[1] < _TABLE_TOLD_S:
+            parts.append(f"table {self.table[0]:.0%} built")
         if self.step:
             parts.append(f"step {self.step}")
         parts.append(f"{self.tokens:,} tokens")
         if self.cost is not None:
             parts.append(f"${self.cost:.4f}")
         return " · ".join(parts)
+
+
+# The phases of a run before its model's first turn: a table's build is the line's whole text
+# then; afterwards it is a part of it, shown while its progress keeps coming (twice a second).
+_BEFORE_THE_MODEL = ("starting", "reading the input")
+_TABLE_TOLD_S = 1.5
 
 
 class StderrReporter:

@@ -78,6 +78,8 @@ class TableJob:
         return self._future.result(timeout)
 
     def stop(self) -> None:
-        """Stop the build (the run is ending) and wait a moment for its thread."""
+        """Stop the build (the run is ending) and wait a moment for its thread; not for the
+        hash that follows a finished build (it stops with the process)."""
         self._stop.set()
-        self._thread.join(_STOP_WAIT_S)
+        if not self._future.done():
+            self._thread.join(_STOP_WAIT_S)

@@ -326,6 +326,8 @@ class Engine:
         }
         if reply.deployment is not None:
             entry["model_call"]["deployment"] = reply.deployment
+        if done.told is not None:
+            entry["told"] = preview(done.told)
         self.trace.add_step(entry)
         self.progress(
             Step(

@@ -43,6 +43,7 @@ class StepDone:
     duration: float
     dropped_turns: int  # turns left out of the prompt for room so far
     context: dict[str, Any]  # the prompt's assembled context (rlm.run.routing.Payload.to_dict)
+    told: str | None = None  # what the run told the model after the observation (a table built meanwhile)
 
 
 @dataclass(frozen=True)

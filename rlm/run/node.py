@@ -129,14 +129,14 @@ class Node:
             outcome = Outcome(f"stopped: {exc.detail}", ok=False)
         if skipped:
             outcome.observation = prompts.ran_a_later_block(skipped) + outcome.observation
-        if self.table_untold and (news := host.table_news()) is not None:
+        told = None
+        if self.table_untold and (told := host.table_news()) is not None:
             self.table_untold = False
             self.runner.table_values = (host.table or {}).get("values") or {}
-            # After what the action showed: the step's own result stays its first line.
-            outcome.observation = outcome.observation.rstrip("\n") + "\n" + news
-        self.prompt.remember(
-            reply, action, outcome.observation, step, max_steps - step, tools=self.protocol == "tools"
-        )
+        # The model reads the table's news after what the action showed; the trace keeps the
+        # two apart (`rlm replay --verify` compares the action's own output).
+        seen = outcome.observation if told is None else outcome.observation.rstrip("\n") + "\n" + told
+        self.prompt.remember(reply, action, seen, step, max_steps - step, tools=self.protocol == "tools")
         payload = self.prompt.payload
         host.record_step(
             StepDone(
@@ -151,6 +151,7 @@ class Node:
                 time.monotonic() - started,
                 dropped_turns=self.prompt.dropped,
                 context=payload.to_dict() if payload else {},
+                told=told,
             )
         )
         return self._ended(step, reply, outcome, stopped)

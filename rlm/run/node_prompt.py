@@ -71,7 +71,7 @@ class NodePrompt:
                 shape.sizing.observation_chars,
                 shape.cell_seconds,
                 settings.memory_headroom_mb,
-                has_table=scope.spec.table_path is not None,
+                has_table=scope.spec.table_path is not None or scope.spec.table_pending,
                 typed_actions=shape.typed_actions,
             ),
         }

@@ -90,6 +90,7 @@ class StepRecord(TypedDict, total=False):
     action: ActionRecord | None
     parse_error: str | None
     observation: ObservationRecord
+    told: str  # the run's note after the observation: the table built while the run went
     duration_s: float
 
 
