@@ -107,3 +107,53 @@ def test_the_first_turn_does_not_wait_for_the_table_and_sql_waits_for_it(
     assert [s["index"] for s in trace["steps"] if "told" in s] == [2]
     assert trace["table_build"]["background"] is True
     assert trace["input"]["table_error"] is None
+
+
+def test_sql_in_the_first_turn_waits_for_the_table_still_building(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model's very first cell queries: the build is held until the worker has asked for
+    the table (its sql() is waiting), then let go; the cell's count is over the whole table,
+    and the model is told of the table once, after that first step."""
+    import rlm.input.source as source_mod
+    from rlm.run.engine import Engine
+    from rlm.run.settings import load_settings
+    from rlm.run.wiring import run_ask
+
+    log = isolated / "access.log"
+    log.write_bytes((FIXTURES / "access.log").read_bytes())
+    expected = sum(1 for line in log.read_text().splitlines() if '" 404 ' in line)
+    monkeypatch.setattr(source_mod, "BACKGROUND_TABLE_BYTES", 0)  # this small file as a big one
+    asked, gate = threading.Event(), threading.Event()
+    real_build, real_wait = source_mod.ensure_table, Engine.table_wait
+
+    def held_build(*args: Any, **kwargs: Any) -> Any:
+        assert asked.wait(60), "sql() never asked for the table"
+        gate.set()
+        return real_build(*args, **kwargs)
+
+    def table_wait(self: Engine) -> tuple[str | None, str | None]:
+        if not gate.is_set():
+            asked.set()  # the build is still held: the cell waits below
+        return real_wait(self)
+
+    monkeypatch.setattr(source_mod, "ensure_table", held_build)
+    monkeypatch.setattr(Engine, "table_wait", table_wait)
+    count = 'print(sql("SELECT count(*) FROM log WHERE status = 404")[0][0])'
+    model = write_script(
+        isolated / "s.json",
+        [
+            {"tool": "execute", "args": {"code": count}},
+            {"tool": "final", "args": {"answer": str(expected)}},
+            json.dumps({"answer": str(expected), "explanation": "Counted by SQL.", "citations": ["F1"]}),
+        ],
+    )
+    settings = load_settings({"model": model, "retry_base_delay": 0.01})
+    result = run_ask(settings, str(log), "How many requests returned 404?")
+    assert asked.is_set() and gate.is_set()
+    assert result.answer == str(expected)
+    [trace] = traces_in(isolated)
+    first = trace["steps"][0]
+    assert first["observation"]["ok"] and first["observation"]["preview"] == f"{expected}\n", first
+    assert first["told"].startswith("[the table is built]\nTable `log`")
+    assert trace["table_build"]["background"] is True

@@ -117,4 +117,6 @@ def test_a_log_written_to_while_it_is_read_still_gets_a_table_of_the_indexed_lin
     steps = json.dumps(trace)
     assert f"rows {lines}" in steps, "sql() did not answer over the indexed lines"
     # Seen as the file was profiled (a snapshot of its indexed bytes), or as the run ended.
-    assert "was written to while it was read" in err or "growing.log was appended to during the run" in err, err
+    assert "was written to while it was read" in err or "growing.log was appended to during the run" in err, (
+        err
+    )
