@@ -49,6 +49,12 @@ def test_jsonl_tells_the_table_build_as_it_goes(tmp_path: Path) -> None:
     [trace] = traces_in(tmp_path)
     # The table was built while the run started: the first turn did not wait for it.
     assert trace["table_build"]["background"] is True and trace["table_build"]["seconds"] > 0
+    # The second question finds it cached: nothing is built, in the background or before.
+    again = run_cli(["ask", str(path), "how many trips?", "-m", model, "--jsonl"], cwd=tmp_path, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert not [line for line in again.stdout.splitlines() if '"table_build"' in line]
+    second = traces_in(tmp_path)[-1]
+    assert "table_build" not in second and second["steps"][0]["observation"]["preview"] == f"{records}\n"
 
 
 def test_the_first_turn_does_not_wait_for_the_table_and_sql_waits_for_it(

@@ -138,7 +138,8 @@ def table_cached(cache_base: str | None) -> bool:
     """Whether the cache holds a sound table under this key (ensure_table would only load it)."""
     if cache_base is None:
         return False
-    return _load_info(*table_paths(cache_base))[0] is not None
+    db_path, info_path = table_paths(cache_base)
+    return _load_info(info_path, db_path)[0] is not None
 
 
 def ensure_table(
