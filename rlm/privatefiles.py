@@ -130,10 +130,10 @@ def read_private(path: str) -> bytes:
         return fh.read()
 
 
-def publish_private(src: str, dest: str) -> None:
+def publish_private(src: str, dest: str, mode: int = FILE_MODE) -> None:
     """Move a finished file another library wrote (with its own mode) to `dest`, made 0600
-    first, so it is never readable by others at its final name. Raises OSError."""
-    os.chmod(src, FILE_MODE, follow_symlinks=False)
+    (or `mode`) first, so it is never readable by others at its final name. Raises OSError."""
+    os.chmod(src, mode, follow_symlinks=False)
     os.replace(src, dest)
 
 

@@ -163,3 +163,30 @@ def test_sql_in_the_first_turn_waits_for_the_table_still_building(
     assert first["observation"]["ok"] and first["observation"]["preview"] == f"{expected}\n", first
     assert first["told"].startswith("[the table is built]\nTable `log`")
     assert trace["table_build"]["background"] is True
+
+
+def test_a_first_question_that_never_queries_still_leaves_the_table_cached(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run answered by grep alone ends once its table is built, and the next question finds
+    it in the cache instead of building it again."""
+    import rlm.input.source as source_mod
+    from rlm.input.tables import table_cached
+    from rlm.run.settings import load_settings
+    from rlm.run.wiring import run_ask
+
+    log = isolated / "access.log"
+    log.write_bytes((FIXTURES / "access.log").read_bytes())
+    monkeypatch.setattr(source_mod, "BACKGROUND_TABLE_BYTES", 0)  # this small file as a big one
+    model = write_script(
+        isolated / "s.json",
+        [
+            {"tool": "grep", "args": {"pattern": "HEAD"}},
+            {"tool": "final", "args": {"answer": "7"}},
+            json.dumps({"answer": "7", "explanation": "Counted by grep.", "citations": ["F1"]}),
+        ],
+    )
+    settings = load_settings({"model": model, "retry_base_delay": 0.01})
+    assert run_ask(settings, str(log), "How many HEAD requests?").answer == "7"
+    [description] = (isolated / ".cache").glob("*.t*.json")
+    assert table_cached(str(description).rsplit(".t", 1)[0])

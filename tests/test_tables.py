@@ -1156,3 +1156,32 @@ def test_a_table_whose_build_failed_is_said_by_sql(world: dict) -> None:
         )
     finally:
         sandbox.kill()
+
+
+def test_a_pending_worker_cannot_write_the_table_it_was_given(world: dict) -> None:
+    """The one path DuckDB may open in a worker whose table came late is that table's: a model
+    that detaches it and attaches it again read-write finds the file read-only (0400), so the
+    table, and the cached file it may be a link of, keep their rows."""
+    import dataclasses
+
+    spec = dataclasses.replace(world["spec"], table_path=None, table_pending=True)
+    sandbox = Sandbox(spec, table=lambda: (world["spec"].table_path, None))
+    sandbox.start()
+    try:
+        code = (
+            'print(sql("SELECT count(*) FROM log")[0][0])\n'
+            "path = sql(\"SELECT path FROM duckdb_databases() WHERE database_name = 'rlm_input'\")[0][0]\n"
+            "for q in ['USE memory', 'DETACH rlm_input', f\"ATTACH '{path}' AS w\", 'DELETE FROM w.main.log_data']:\n"
+            "    try:\n"
+            "        sql(q)\n"
+            "        print('ran', q[:6])\n"
+            "    except Exception as e:\n"
+            "        print('refused', q[:6], str(e)[:80])\n"
+        )
+        kind, reply = _exec(sandbox, code)
+        assert kind == "reply" and reply["output"].startswith("2000\n"), reply
+        assert "ran DELETE" not in reply["output"], reply["output"]
+    finally:
+        sandbox.kill()
+    with duckdb.connect(world["spec"].table_path, read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM log").fetchone() == (2000,)

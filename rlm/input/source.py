@@ -306,8 +306,16 @@ class Source:
     def __enter__(self) -> Source:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        job = self.profile.table_job
+        try:
+            if job is not None and exc_type is None:
+                # A run that ended well without needing its table still leaves it built, cached
+                # for the next question: no later than when the table was built before the run.
+                # (A file changed under the build is then said, exit 3, as it was then.)
+                job.result()
+        finally:
+            self.close()
 
 
 # Spooled files still on disk; removed at interpreter exit if close() never ran.

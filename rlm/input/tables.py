@@ -393,7 +393,9 @@ def build_table(
         if built.lines != n_lines:
             raise TableError(f"the table has {built.lines:,} lines but the file {n_lines:,}")
         _check_cancel()
-        publish_private(tmp_db, db_path)  # 0600 before it has its name
+        # 0400 before it has its name: read-only, even to the user's own processes, and to a
+        # worker handed a hard link of it (rlm.sandbox.client), Landlock or not.
+        publish_private(tmp_db, db_path, mode=0o400)
         columns = built.columns
         values, examples = _what_columns_hold(duckdb, db_path, columns, fmt)
     except Exception as exc:

@@ -103,6 +103,8 @@ class Sandbox:
         self.startup_s = 0.0
         self._launched = 0.0
         self._buf = b""
+        self._table_file = ""  # the name the table is placed under in the worker's table folder
+        self._table_placed = False
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> dict[str, Any]:
@@ -132,10 +134,15 @@ class Sandbox:
         self._buf = b""
         sent = asdict(self.spec)
         if self.spec.table_pending and self.table is not None:
-            # Nobody (a worker that drops root) may pass through, not list: the table's name is random.
+            # Nobody (a worker that drops root) may pass through, not list: the table's name is
+            # random, chosen now, so that the worker's DuckDB is told that one path (and its
+            # write-ahead log's) before it locks itself, and can reach no other.
             sent["table_dir"] = os.path.join(self.workdir, "table")
+            sent["table_file"] = f"{secrets.token_hex(16)}.duckdb"
             os.mkdir(sent["table_dir"])
             os.chmod(sent["table_dir"], 0o711 if self._drops_root() else 0o700)
+            self._table_file = sent["table_file"]
+            self._table_placed = False
         self._send(sent)
 
     def wait_ready(self) -> dict[str, Any]:
@@ -232,27 +239,20 @@ class Sandbox:
         """The built table, put where the worker may read it: a hard link in its table folder
         (the same file, no copy), or a copy where the folder is on another filesystem or the
         worker drops root for nobody (a link would hand nobody the cached file's inode).
-        Answered once: a worker asks at its first sql() only."""
+        Placed once: a worker asking again (its first sql() interrupted) gets the same name."""
         assert self.table is not None and self.workdir is not None
         path, error = self.table()
         if path is None:
             return {"bridge_error": error or "no table was built"}
-        name = f"{secrets.token_hex(16)}.duckdb"
-        dest = os.path.join(self.workdir, "table", name)
+        dest = os.path.join(self.workdir, "table", self._table_file)
         try:
-            if self._drops_root():
-                shutil.copyfile(path, dest)
-                os.chown(dest, self.spec.drop_to_uid or NOBODY_UID, -1)
-                os.chmod(dest, 0o400)
-            else:
-                try:
-                    os.link(path, dest)
-                except OSError:
-                    shutil.copyfile(path, dest)
-                    os.chmod(dest, 0o400)
+            if not self._table_placed:
+                owner = (self.spec.drop_to_uid or NOBODY_UID) if self._drops_root() else None
+                _place(path, dest, owner)
+                self._table_placed = True
         except OSError as exc:
             return {"bridge_error": f"the table could not be handed to the sandbox ({exc.strerror or exc})"}
-        return {"bridge_result": {"name": name}}
+        return {"bridge_result": {"name": self._table_file}}
 
     def _drops_root(self) -> bool:
         """Whether the worker starts as root and becomes another user (rlm.sandbox.oslimits)."""
@@ -311,6 +311,24 @@ class Sandbox:
 
     def __exit__(self, *exc: object) -> None:
         self.kill()
+
+
+def _place(src: str, dest: str, owner: int | None) -> None:
+    """`src` at `dest`, read-only (0400): a hard link (the cached table is 0400 itself), or a
+    copy where linking is not possible; with `owner` (the uid a worker drops root for), always
+    a copy, made 0400 and root's until it is whole, then handed to that uid."""
+    if owner is None:
+        try:
+            os.link(src, dest)
+            return
+        except OSError:
+            pass
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
+    with os.fdopen(fd, "wb") as out, open(src, "rb") as fh:
+        shutil.copyfileobj(fh, out, 16 << 20)
+        os.fchmod(out.fileno(), 0o400)
+        if owner is not None:
+            os.fchown(out.fileno(), owner, -1)
 
 
 def _describe_exit(code: int | None) -> str:

@@ -299,16 +299,17 @@ def _landlock(libc: ctypes.CDLL, readable_dir: str | None = None) -> tuple[str, 
     )
     if fd < 0:
         return "landlock", f"landlock_create_ruleset failed: {_errno_text()}"
+    no_rule = None
     try:
         if readable_dir is not None:
-            why = _landlock_read_beneath(syscall, nr["landlock_add_rule"], fd, readable_dir)
-            if why is not None:
-                return "landlock", why
+            # Without its rule the ruleset still applies, granting nothing: sql() then cannot
+            # open the table, and says so; the layer is never lost for it.
+            no_rule = _landlock_read_beneath(syscall, nr["landlock_add_rule"], fd, readable_dir)
         if syscall(ctypes.c_long(nr["landlock_restrict_self"]), ctypes.c_int(fd), ctypes.c_uint32(0)) != 0:
             return "landlock", f"landlock_restrict_self failed: {_errno_text()}"
     finally:
         os.close(fd)
-    return f"landlock(abi {abi})", None
+    return f"landlock(abi {abi})" + (f", the table's folder not readable: {no_rule}" if no_rule else ""), None
 
 
 def _landlock_read_beneath(syscall: Any, add_rule: int, ruleset: int, folder: str) -> str | None:

@@ -113,11 +113,13 @@ def _fetch_all(cur: Any, n_columns: int) -> list[tuple[Any, ...]]:
 class SqlSession:
     """A read-only, confined DuckDB connection to one table file, opened before lock-down.
 
-    With `table_dir` and no `db_path` the table is still being built: the connection is an
-    empty in-memory one, warmed up on a stand-in `log` before lock-down; the first sql()
-    asks the parent for the table (`ask("table", {})`, which waits for the build and places
-    the file in `table_dir`, the one folder Landlock leaves readable), attaches it read-only
-    and only then turns external access off and locks the configuration."""
+    With `table_file` and no `db_path` the table is still being built: the connection is an
+    empty in-memory one, warmed up on a stand-in `log`, and locked like any other before
+    lock-down, DuckDB told the one path it may open (`allowed_paths`: that file and its
+    write-ahead log's, in the one folder Landlock leaves readable). The first sql() asks the
+    parent for the table (`ask("table", {})`, which waits for the build and places the file
+    there) and attaches it read-only. No model query ever runs on an unlocked connection.
+    (The placed file is 0400: a read-write ATTACH of it after a DETACH fails, Landlock or not.)"""
 
     def __init__(
         self,
@@ -128,7 +130,7 @@ class SqlSession:
         memory_bytes: int = 0,
         default_seconds: float = 30.0,
         files: list[Any] | None = None,
-        table_dir: str | None = None,
+        table_file: str | None = None,
         ask: Callable[[str, dict[str, Any]], Any] | None = None,
     ) -> None:
         import duckdb
@@ -155,11 +157,13 @@ class SqlSession:
         self._absent_said: set[tuple[str, str]] = set()
         self._files = list(files or [])
         self._window = (start_line, end_line)
-        self._pending = (table_dir, ask) if db_path is None and table_dir and ask else None
+        self._pending = (table_file, ask) if db_path is None and table_file and ask else None
         self._unavailable: str | None = None
+        self._attaching = False
         if self._pending is not None:
             # A stand-in of the table's first columns, so the warm-up below runs every path now.
             con.execute("CREATE TABLE log AS SELECT 1::BIGINT AS line_no, 'x' AS line")
+            con.execute(f"SET allowed_paths = [{sql_string(table_file)}, {sql_string(table_file + '.wal')}]")
         self._open_table()
         for name in ("python_enable_replacements", "python_scan_all_frames"):
             try:
@@ -173,8 +177,9 @@ class SqlSession:
             "TIME '01:02:03', INTERVAL 1 DAY, 1.5::DECIMAL(4,1), uuid(), {'a': 1}, [1, 2], "
             "'x'::BLOB, 1::HUGEINT, '{}'::JSON, MAP {'k': 1}"
         ).fetchall()
-        if self._pending is None:
-            self._lock()
+        # No file, network or setting for the queries from now on (a pending table's one path aside).
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
         self.watchdog = _Watchdog(con)
         self._warming = True  # sql() runs on the stand-in, if any
         self._warm_up()
@@ -211,46 +216,55 @@ class SqlSession:
             self._view = (a, b)
             self._restore_log()
 
-    def _lock(self) -> None:
-        """No file, network or setting for the queries from now on."""
-        self.con.execute("SET enable_external_access = false")
-        self.con.execute("SET lock_configuration = true")
-
     def _attach(self) -> None:
-        """The table once built: asked of the parent, attached read-only, then locked down."""
+        """The table once built: asked of the parent, attached read-only. Interrupted (the
+        cell's time ran out), it is done again at the next sql(): the parent answers with the
+        same file. The connection was locked before lock-down: nothing here unlocks it."""
         assert self._pending is not None
-        table_dir, ask = self._pending
-        self._pending = None
+        table_file, ask = self._pending
+        if self._attaching:  # a generator's `finally` run by the collector inside this call
+            raise SqlError("sql() was called while the table was being opened; call it again")
+        self._attaching = True
         try:
-            placed = ask("table", {})
-        except Exception as exc:  # noqa: BLE001 (the parent's word: the build failed)
-            self._unavailable = f"no table could be built for this input ({exc})"
-            self._lock()
-            return
-        name = placed.get("name") if isinstance(placed, dict) else None
-        if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
-            self._unavailable = "the table could not be opened (the parent named no file)"
-            self._lock()
-            return
-        try:
-            self.con.execute(f"ATTACH {sql_string(table_dir + '/' + name)} AS rlm_input (READ_ONLY)")
-            self.con.execute("USE rlm_input")
-            self._open_table()
-        except self._duckdb.Error as exc:
-            self._unavailable = f"the table could not be opened ({first_line(exc)})"
-        self._lock()
+            try:
+                placed = ask("table", {})
+            except Exception as exc:  # noqa: BLE001 (the parent's word: the build failed)
+                self._pending, self._unavailable = None, f"no table could be built for this input ({exc})"
+                return
+            if not isinstance(placed, dict) or placed.get("name") != table_file.rsplit("/", 1)[-1]:
+                self._pending, self._unavailable = (
+                    None,
+                    "the table could not be opened (the parent named no file)",
+                )
+                return
+            con = self.con
+            try:
+                con.execute("USE memory")
+                con.execute("DETACH DATABASE IF EXISTS rlm_input")
+                con.execute(f"ATTACH {sql_string(table_file)} AS rlm_input (READ_ONLY)")
+                con.execute("USE rlm_input")
+                self._open_table()
+            except self._duckdb.Error as exc:
+                self._pending, self._unavailable = None, f"the table could not be opened ({first_line(exc)})"
+                return
+            self._pending = None
+        finally:
+            self._attaching = False
 
     def _warm_up(self) -> None:
         """Run sql() itself once through each path a model's first query takes: rows of the
         table (its own column types), an empty result, and the errors DuckDB raises (binder,
         parser, conversion, a refused setting), so nothing on those paths is imported or
-        initialised lazily after lock-down, when it could not be. A session whose table is
-        still being built is not locked yet: the refused setting and file would be obeyed (a
-        read of '/' takes seconds), so those two wait for the real refusal."""
+        initialised lazily after lock-down, when it could not be."""
         self.sql("SELECT * FROM log LIMIT 3")
         self.sql("SELECT * FROM log WHERE false")
-        refused = ("SET threads = 2", "SELECT * FROM read_csv('/')") if self._pending is None else ()
-        for bad in ("SELECT no_such_column FROM log", "SELEC 1", "SELECT 'x'::INTEGER", *refused):
+        for bad in (
+            "SELECT no_such_column FROM log",
+            "SELEC 1",
+            "SELECT 'x'::INTEGER",
+            "SET threads = 2",
+            "SELECT * FROM read_csv('/')",
+        ):
             try:
                 self.sql(bad)
             except SqlError:
@@ -434,7 +448,12 @@ def sql_helper(spec: dict[str, Any], ask: Callable[[str, dict[str, Any]], Any] |
     still being built (spec['table_dir'] and no path) is asked of the parent through `ask`.
     """
     table_path = spec.get("table_path")
-    pending = not table_path and spec.get("table_dir") and ask is not None
+    table_file = (
+        f"{spec['table_dir']}/{spec['table_file']}"
+        if spec.get("table_dir") and spec.get("table_file")
+        else None
+    )
+    pending = not table_path and table_file is not None and ask is not None
     if not table_path and not pending:
         if spec.get("table_error"):
             return _unavailable(f"no table could be built for this input ({spec['table_error']})")
@@ -448,7 +467,7 @@ def sql_helper(spec: dict[str, Any], ask: Callable[[str, dict[str, Any]], Any] |
             end_line=spec.get("end_line"),
             memory_bytes=int(spec.get("memory_bytes") or 0),
             files=spec.get("parts"),
-            table_dir=spec.get("table_dir") if pending else None,
+            table_file=table_file if pending else None,
             ask=ask if pending else None,
         )
     except Exception as exc:  # noqa: BLE001 (the worker still serves everything else)
