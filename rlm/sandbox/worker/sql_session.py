@@ -157,10 +157,11 @@ class SqlSession:
         self._absent_said: set[tuple[str, str]] = set()
         self._files = list(files or [])
         self._window = (start_line, end_line)
-        self._pending = (table_file, ask) if db_path is None and table_file and ask else None
+        self._pending: tuple[str, Callable[[str, dict[str, Any]], Any]] | None = None
         self._unavailable: str | None = None
         self._attaching = False
-        if self._pending is not None:
+        if db_path is None and table_file and ask is not None:
+            self._pending = (table_file, ask)
             # A stand-in of the table's first columns, so the warm-up below runs every path now.
             con.execute("CREATE TABLE log AS SELECT 1::BIGINT AS line_no, 'x' AS line")
             con.execute(f"SET allowed_paths = [{sql_string(table_file)}, {sql_string(table_file + '.wal')}]")
