@@ -51,20 +51,20 @@ class TableJob:
 
     def _run(self, build: Callable[[], TableOutcome], then: Callable[[], None] | None) -> None:
         build_cancel(self._stop)  # in this thread's own copy of the context
+        changed: InputError | None = None
         try:
             outcome = build()
         except BuildCancelled:
             outcome = (None, "the run ended before its table was built")
         except InputError as exc:  # the file changed under the build: the run cannot go on
-            self.finished = time.monotonic()
-            self._future.set_exception(exc)
-            if then is not None:
-                then()
-            return
+            outcome, changed = (None, None), exc
         except BaseException as exc:  # noqa: BLE001 (a bug in the build costs the run its sql(), said)
             outcome = (None, f"the table's build failed ({type(exc).__name__}: {exc})")
-        self.finished = time.monotonic()
-        self._future.set_result(outcome)
+        self.finished = time.monotonic()  # before anyone waiting reads it
+        if changed is not None:
+            self._future.set_exception(changed)
+        else:
+            self._future.set_result(outcome)
         if then is not None:
             then()
 
