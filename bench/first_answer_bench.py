@@ -13,12 +13,15 @@ one run measures, on the same machine and back to back:
     `sql()` count, then FINAL, then the synthesis;
   * the time from the CLI's start to the model's first request (when the server
     received it);
-  * the second question (the cache warm), the same way.
+  * the second question (the cache warm), the same way;
+  * with --warm, the first and second question again with a warm process running
+    (`rlm warm start`: litellm imported once, a process forked per run), its own cache
+    cleared first: what a user who keeps one running waits.
 
 Medians of --repeats runs (the file and the page cache are warm for every
 contender). Usage:
 
-    python bench/first_answer_bench.py [--size-mb 1024] [--repeats 3] [--dir /tmp] [--shapes access,syslog,csv]
+    python bench/first_answer_bench.py [--size-mb 1024] [--repeats 3] [--dir /tmp] [--shapes access,syslog,csv] [--warm]
 """
 
 from __future__ import annotations
@@ -115,10 +118,7 @@ def _duckdb_alone(path: Path, create: str, work: Path) -> float:
     return took
 
 
-def _ask(path: Path, query: str, work: Path, cache: Path) -> tuple[float, float]:
-    """One CLI question: (its whole wall time, seconds from its start to the model's first request)."""
-    cell = f'```python\nprint(sql("{query}"))\n```'
-    replies = [cell, 'FINAL("see the count")', "the count is in F1 [F1]"]
+def _env(work: Path, cache: Path, warm: Path | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RLM_")}
     env.update(
         {
@@ -126,8 +126,18 @@ def _ask(path: Path, query: str, work: Path, cache: Path) -> tuple[float, float]
             "XDG_CONFIG_HOME": str(work / ".config"),
             "XDG_DATA_HOME": str(work / ".data"),
             "OPENAI_API_KEY": "bench",
+            # No warm process unless one is asked for: a folder of its own, empty otherwise.
+            "RLM_WARM_DIR": str(warm or work / "no-warm"),
         }
     )
+    return env
+
+
+def _ask(path: Path, query: str, work: Path, cache: Path, warm: Path | None = None) -> tuple[float, float]:
+    """One CLI question: (its whole wall time, seconds from its start to the model's first request)."""
+    cell = f'```python\nprint(sql("{query}"))\n```'
+    replies = [cell, 'FINAL("see the count")', "the count is in F1 [F1]"]
+    env = _env(work, cache, warm)
     with OpenAIStub(replies) as stub:
         t0 = time.monotonic()
         proc = subprocess.run(
@@ -154,6 +164,9 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="where the files are built (default: a temp folder)")
     ap.add_argument("--shapes", default="access,syslog,csv")
     ap.add_argument("--keep", action="store_true", help="keep the built files")
+    ap.add_argument(
+        "--warm", action="store_true", help="also ask with a warm process running (`rlm warm start`)"
+    )
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="rlm-first-", dir=args.dir))
     results = []
@@ -166,9 +179,13 @@ def main() -> None:
             work = root / f"work-{shape}"
             work.mkdir(exist_ok=True)
             _wall(["cat", str(path)])  # the page cache warm for every contender
-            row: dict[str, list[float]] = {
-                k: [] for k in ("awk", "duckdb", "first", "first_request", "second")
-            }
+            arms = ("awk", "duckdb", "first", "first_request", "second")
+            arms += ("warm_first", "warm_first_request", "warm_second") if args.warm else ()
+            row: dict[str, list[float]] = {k: [] for k in arms}
+            warm = work / "warm"
+            if args.warm:
+                rlm = [sys.executable, "-m", "rlm", "warm"]
+                subprocess.run([*rlm, "start"], env=_env(work, work / "cache", warm), check=True)
             for _ in range(args.repeats):
                 row["awk"].append(_wall([*awk, str(path)]))
                 row["duckdb"].append(_duckdb_alone(path, create, work))  # type: ignore[arg-type]
@@ -179,6 +196,15 @@ def main() -> None:
                 row["first"].append(took)
                 row["first_request"].append(first)
                 row["second"].append(_ask(path, query, work, cache)[0])
+                if args.warm:
+                    shutil.rmtree(cache, ignore_errors=True)
+                    shutil.rmtree(work / ".data", ignore_errors=True)
+                    took, first = _ask(path, query, work, cache, warm)
+                    row["warm_first"].append(took)
+                    row["warm_first_request"].append(first)
+                    row["warm_second"].append(_ask(path, query, work, cache, warm)[0])
+            if args.warm:
+                subprocess.run([*rlm, "stop"], env=_env(work, work / "cache", warm), check=True)
             med = {k: _median(v) for k, v in row.items()}
             results.append(
                 {
@@ -203,6 +229,17 @@ def main() -> None:
             f"| {r['shape']} | {r['bytes'] / 1e6:,.0f} | {r['awk_s']} | {r['duckdb_s']} | "
             f"{r['first_s']} ({r['first_x_duckdb']}x) | {r['first_request_s']} | {r['second_s']} |"
         )
+    if args.warm:
+        print()
+        print(
+            "| input, a warm process running | first question s (x DuckDB) | first request s | second question s |"
+        )
+        print("|---|---|---|---|")
+        for r in results:
+            print(
+                f"| {r['shape']} | {r['warm_first_s']} ({r['warm_first_s'] / r['duckdb_s']:.2f}x) | "
+                f"{r['warm_first_request_s']} | {r['warm_second_s']} |"
+            )
 
 
 if __name__ == "__main__":

@@ -1,3 +1,3 @@
-from rlm.cli.app import main
+from rlm.cli.entry import main
 
 main()

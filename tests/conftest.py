@@ -92,6 +92,8 @@ def cli_env(cwd: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
             "RLM_TRACE_DIR": "traces",
             "XDG_DATA_HOME": str(cwd / ".data"),
             "RLM_CACHE_DIR": str(cwd / ".cache"),
+            # No warm process of the user's serves a test's run (tests/test_warm.py starts its own).
+            "RLM_WARM_DIR": str(cwd / ".warm"),
         }
     )
     env.update(extra or {})

@@ -24,6 +24,7 @@ from rlm.cli.plainhelp import PlainHelp
 from rlm.cli.replay_cmd import logs_command, replay_command
 from rlm.cli.settings_flags import with_settings_flags
 from rlm.cli.stats_cmd import stats_command
+from rlm.cli.warm_cmd import warm_app
 from rlm.errors import ExitCode, InternalError, Interrupted, RlmError
 from rlm.local.cli import app as local_app
 from rlm.text.visible import visible
@@ -48,6 +49,7 @@ app.command("stats", cls=PlainHelp)(stats_command)
 app.command("eval", cls=PlainHelp)(eval_command)
 app.add_typer(memory_app, name="memory")
 app.command("feedback", cls=PlainHelp)(feedback_command)
+app.add_typer(warm_app, name="warm")
 
 
 def _version(value: bool) -> None:

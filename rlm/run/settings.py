@@ -292,9 +292,10 @@ _TABLES = ("model_list", "fallbacks")
 
 def _read_config_file() -> tuple[Path, dict[str, Any]]:
     path = _config_file()
-    if not path.is_file():
-        return path, {}
     try:
+        # Inside the try: a folder on the path the user cannot enter makes is_file() raise.
+        if not path.is_file():
+            return path, {}
         return path, tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None

@@ -1,0 +1,174 @@
+"""Handing `rlm ask` to a warm process, and what the two sides share: where its socket is, the
+key of the code it runs, the messages they exchange.
+
+Every `rlm ask` spends seconds importing litellm (5 s on two cores) before its first model
+request. A warm process (`rlm warm start`, rlm.cli.warm_server) has done that once; it forks a
+child per run that runs `rlm` with this process's arguments, working directory, environment,
+umask and standard streams (passed as file descriptors), so the run writes to the same
+terminal or pipe and its exit status comes back here as this process's own. Ctrl-C and
+SIGTERM are sent on to the child, which stops as a run stops (exit 130 or 143).
+
+Nothing here may cost what it saves: the standard library only, and rlm.privatefiles (no
+rlm import beyond it). When anything is off (no server, a folder another user could write to,
+a server of other code or of another user, a refusal) the run goes on in this process as if
+there were no warm process; nothing is said, so a script sees no difference but the time.
+
+Trust: the socket lives in a folder that must be the user's own and 0700 (`unsafe_dir`), and
+each side checks the other's uid (SO_PEERCRED) before it trusts a message; the server also
+refuses messages of another shape (rlm.cli.warm_server).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+from typing import Any
+
+from rlm.privatefiles import unsafe_dir
+
+# The commands a warm process runs: those that call a model, and so import litellm.
+WARM_COMMANDS = frozenset({"ask"})
+# The longest message either side accepts: an environment and arguments fit many times over.
+MAX_MESSAGE = 1 << 20
+# sockaddr_un's path is 108 bytes with its terminating zero.
+_MAX_SOCKET_PATH = 107
+_PEERCRED = struct.Struct("3i")  # pid, uid, gid
+
+
+def warm_dir() -> str:
+    """The folder of the warm process's socket: `$RLM_WARM_DIR`, else `$XDG_RUNTIME_DIR/rlm`,
+    else `/tmp/rlm-<uid>`. Whichever it is, it is used only if it is the user's own, 0700."""
+    named = os.environ.get("RLM_WARM_DIR")
+    if named:
+        return os.path.abspath(named)
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isabs(runtime):
+        return os.path.join(runtime, "rlm")
+    return f"/tmp/rlm-{os.getuid()}"
+
+
+def code_key() -> str:
+    """What identifies the code a warm process runs: rlm's source files (path, size, mtime),
+    the interpreter, and the folder its libraries are installed in. Code edited or a library
+    installed since the server started gives another key, so the server's socket, named by
+    it, is not found and the run goes on here with the new code. About a millisecond."""
+    digest = hashlib.sha256()
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    digest.update(f"{os.path.realpath(sys.executable)}\0{sys.prefix}\0{sys.version}\0{package}\0".encode())
+    for folder, subfolders, files in os.walk(package):
+        subfolders[:] = sorted(d for d in subfolders if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                st = os.stat(os.path.join(folder, name))
+                digest.update(f"{folder}/{name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    for entry in sys.path:
+        if entry.endswith("site-packages") and os.path.isdir(entry):
+            digest.update(f"{entry}\0{os.stat(entry).st_mtime_ns}\0".encode())
+    return digest.hexdigest()[:16]
+
+
+def socket_path(key: str | None = None) -> str:
+    """The socket of the warm process of this code (`code_key`)."""
+    return os.path.join(warm_dir(), f"warm-{key or code_key()}.sock")
+
+
+def unusable(path: str) -> str | None:
+    """Why the socket `path` cannot be used, or None: its folder must be private, the path short
+    enough for a socket address."""
+    if len(os.fsencode(path)) > _MAX_SOCKET_PATH:
+        return (
+            f"its path is longer than a socket address allows ({path}); set RLM_WARM_DIR to a shorter folder"
+        )
+    why = unsafe_dir(os.path.dirname(path))
+    return f"{os.path.dirname(path)} {why}" if why else None
+
+
+def peer_uid(sock: socket.socket) -> int:
+    """The uid of the process at the other end of a Unix socket, as the kernel knows it."""
+    _, uid, _ = _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    return int(uid)
+
+
+def send(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
+    """One message: a JSON object in one datagram of the SOCK_SEQPACKET socket, with `fds`."""
+    data = json.dumps(message).encode()
+    if fds:
+        socket.send_fds(sock, [data], fds)
+    else:
+        sock.send(data)
+
+
+def receive(sock: socket.socket) -> dict[str, Any] | None:
+    """The next message, or None at the end of the connection or for anything but a JSON object."""
+    data = sock.recv(MAX_MESSAGE)
+    if not data:
+        return None
+    try:
+        message = json.loads(data)
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def connect(path: str, timeout: float | None = None) -> socket.socket | None:
+    """A connection to the warm process at `path`, checked to be the user's own, or None."""
+    if unusable(path) is not None:
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(path)
+        if peer_uid(sock) == os.getuid():
+            return sock
+    except OSError:
+        pass
+    sock.close()
+    return None
+
+
+def forward(argv: list[str]) -> int | None:
+    """Run `rlm ARGV` in the warm process, if one runs this code; its exit status, or None when
+    it is not run there (nothing has been written then, and the caller runs it itself)."""
+    if not argv or argv[0] not in WARM_COMMANDS or os.environ.get("RLM_NO_WARM"):
+        return None
+    sock = connect(socket_path())
+    if sock is None:
+        return None
+    umask = os.umask(0)
+    os.umask(umask)
+    run = {"run": ["rlm", *argv], "cwd": os.getcwd(), "env": dict(os.environ), "umask": umask}
+    try:
+        send(sock, run, [0, 1, 2])
+        first = receive(sock)
+    except OSError:
+        first = None
+    if first is None or not isinstance(first.get("pid"), int):
+        sock.close()  # refused (other code, a malformed request) or gone: not started
+        return None
+
+    def pass_on(signum: int, frame: Any) -> None:
+        try:
+            send(sock, {"signal": signum})
+        except OSError:
+            pass
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, pass_on)
+    while True:
+        try:
+            message = receive(sock)
+        except InterruptedError:
+            continue
+        except OSError:
+            message = None
+        if message is None:
+            os.write(2, b"rlm: the warm process ended during the run: what it printed is all there is\n")
+            return 1
+        code = message.get("exit")
+        if isinstance(code, int):
+            return code

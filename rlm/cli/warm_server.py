@@ -1,0 +1,361 @@
+"""The warm process: litellm and the run's modules imported once, a child forked per `rlm ask`.
+
+`python -m rlm.cli.warm_server [IDLE_SECONDS]`, started by `rlm warm start`. It imports what
+every run imports (litellm, the engine, DuckDB, numpy, the tokenizer's tables), then listens on
+its socket (rlm.cli.warm_client) until it has been idle for IDLE_SECONDS, is told to stop, or
+gets SIGTERM. For each run it forks: the child takes the client's standard streams, working
+directory, environment, umask and arguments, and runs the CLI's `main()` as a fresh process
+would from there on; the server waits for it (a pidfd) and sends its exit status back. A
+signal the client passes on is sent to the child; a client that goes away has its run stopped
+(SIGTERM: the run ends as interrupted, its trace finished). Stopping the server stops its runs.
+
+The fork is why this process keeps no thread: it holds none when it forks (checked at start),
+so the child has no lock held by a thread that does not exist in it.
+
+What a run reads from its environment is read in the child, after the client's environment
+replaced the server's; what litellm read at its import (its own LITELLM_* settings) is the
+server's. A message is trusted only from a process of the same uid (SO_PEERCRED), and only in
+the shape written here; anything else is refused, and the client then runs in-process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import io
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from rlm.cli import warm_client as wire
+from rlm.privatefiles import make_private_dirs
+
+DEFAULT_IDLE_S = 30 * 60
+_STOP_GRACE_S = 5.0
+
+
+@dataclass
+class _Run:
+    pid: int
+    conn: socket.socket
+    pidfd: int
+
+
+def preload() -> None:
+    """Import and warm what every run needs, so that a forked child finds it done."""
+    import rlm.cli.app  # noqa: F401  (the CLI, typer and the settings)
+    import rlm.run.wiring  # noqa: F401  (the engine, the input's modules, DuckDB, numpy)
+    from rlm.model.client import import_ahead
+    from rlm.model.tokens import count_text
+
+    import_ahead()
+    count_text("warm")  # the tokenizer's tables
+
+
+def _valid_run(message: dict[str, Any]) -> bool:
+    """A run request in the one shape the client sends: argv, cwd and env as strings, a umask."""
+    argv, cwd, env, umask = message.get("run"), message.get("cwd"), message.get("env"), message.get("umask")
+    return (
+        isinstance(argv, list)
+        and len(argv) >= 2
+        and all(isinstance(a, str) for a in argv)
+        and argv[1] in wire.WARM_COMMANDS
+        and isinstance(cwd, str)
+        and isinstance(env, dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+        and isinstance(umask, int)
+        and 0 <= umask <= 0o777
+    )
+
+
+def _become_the_run(message: dict[str, Any], fds: list[int], closing: list[int]) -> None:
+    """In the forked child: take the client's streams, place, environment and arguments, run
+    the CLI, and never return (main() ends the process with the run's exit status)."""
+    try:
+        for fd in closing:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        os.setpgid(0, 0)  # its own group: a signal for the server's group is not for the run
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _die_with_parent()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.umask(message["umask"])
+        os.chdir(message["cwd"])
+        os.environ.clear()
+        os.environ.update(message["env"])
+        sys.argv = list(message["run"])
+        _fresh_streams()
+        from rlm.cli.app import main
+
+        main()
+    except BaseException as exc:  # noqa: BLE001 - anything here ends this child, said on its stderr
+        with contextlib.suppress(OSError):
+            os.write(2, f"rlm: the warm process could not start the run: {exc}\n".encode())
+    os._exit(1)
+
+
+_server_streams: list[Any] = []
+
+
+def _fresh_streams() -> None:
+    """sys.stdin/stdout/stderr on descriptors 0-2 as the interpreter makes them at start, so
+    that buffering follows what they are now (a terminal or a pipe), not what the server's were."""
+    encoding = os.environ.get("PYTHONIOENCODING", "utf-8").split(":")[0] or "utf-8"
+    # The server's own stream objects close their descriptor when collected: kept, never closed.
+    _server_streams.extend([sys.stdin, sys.stdout, sys.stderr])
+    stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding=encoding)
+    stdout = io.TextIOWrapper(
+        io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding=encoding, line_buffering=os.isatty(1)
+    )
+    stderr = io.TextIOWrapper(
+        io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
+        encoding=encoding,
+        errors="backslashreplace",
+        line_buffering=True,
+    )
+    sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
+    for name, stream in (("__stdin__", stdin), ("__stdout__", stdout), ("__stderr__", stderr)):
+        setattr(sys, name, stream)  # what a library falls back on is the run's too
+
+
+def _die_with_parent() -> None:
+    """The run ends (SIGTERM) if the server dies: `rlm warm stop`, or the server killed."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+
+
+class _Stop(Exception):
+    """SIGTERM or SIGINT reached the server while it waited: it stops."""
+
+
+class Server:
+    """The listening socket, the runs in progress, and the idle clock."""
+
+    def __init__(self, path: str, idle_s: float) -> None:
+        self.path = path
+        self.idle_s = idle_s
+        self.selector = selectors.DefaultSelector()
+        self.runs: dict[int, _Run] = {}
+        self.served = 0
+        self.started = time.time()
+        self.last_active = time.monotonic()
+        self.stopping = False
+        self.waiting = False
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+
+    def listen(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)  # a dead server's socket: the lock said none runs
+        previous = os.umask(0o177)
+        try:
+            self.listener.bind(self.path)  # 0600 from the umask, in a 0700 folder
+        finally:
+            os.umask(previous)
+        self.listener.listen(16)
+        self.selector.register(self.listener, selectors.EVENT_READ, "accept")
+
+    def serve(self) -> None:
+        while not self.stopping:
+            timeout = None if self.runs else max(0.0, self.idle_s - (time.monotonic() - self.last_active))
+            if timeout == 0.0:
+                break
+            try:
+                self.waiting = True
+                ready = self.selector.select(timeout)
+            except _Stop:
+                break
+            finally:
+                self.waiting = False
+            for key, _ in ready:
+                kind = key.data
+                if kind == "accept":
+                    self._accept()
+                elif isinstance(kind, tuple) and kind[0] == "client":
+                    self._from_client(kind[1])
+                elif isinstance(kind, tuple) and kind[0] == "ended":
+                    self._ended(kind[1])
+        self.close()
+
+    def stop(self, signum: int, frame: Any) -> None:
+        """The handler of SIGTERM and SIGINT: stop now if waiting, else once this event is handled."""
+        self.stopping = True
+        if self.waiting:
+            raise _Stop
+
+    def _accept(self) -> None:
+        try:
+            conn, _ = self.listener.accept()
+        except OSError:
+            return
+        self.last_active = time.monotonic()
+        try:
+            conn.settimeout(5)
+            if wire.peer_uid(conn) != os.getuid():
+                conn.close()
+                return
+            data, fds, _, _ = socket.recv_fds(conn, wire.MAX_MESSAGE, 3)
+        except OSError:
+            conn.close()
+            return
+        try:
+            message = json.loads(data) if data else None
+        except ValueError:
+            message = None
+        if not isinstance(message, dict):
+            self._refuse(conn, fds)
+        elif message.get("status"):
+            wire.send(conn, self.status())
+            conn.close()
+        elif message.get("stop"):
+            wire.send(conn, {"stopping": True})
+            conn.close()
+            self.stopping = True
+        elif len(fds) == 3 and _valid_run(message):
+            self._start(conn, message, fds)
+        else:
+            self._refuse(conn, fds)
+
+    def _refuse(self, conn: socket.socket, fds: list[int]) -> None:
+        for fd in fds:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            wire.send(conn, {"refused": "not a request this server takes"})
+        conn.close()
+
+    def _start(self, conn: socket.socket, message: dict[str, Any], fds: list[int]) -> None:
+        closing = [self.listener.fileno(), conn.fileno()] + [r.conn.fileno() for r in self.runs.values()]
+        closing += [r.pidfd for r in self.runs.values()] + [self.selector.fileno()]
+        pid = os.fork()
+        if pid == 0:
+            _become_the_run(message, fds, closing)
+        for fd in fds:
+            os.close(fd)
+        self.served += 1
+        pidfd = os.pidfd_open(pid)
+        run = _Run(pid, conn, pidfd)
+        self.runs[pid] = run
+        conn.settimeout(None)
+        self.selector.register(conn, selectors.EVENT_READ, ("client", pid))
+        self.selector.register(pidfd, selectors.EVENT_READ, ("ended", pid))
+        with contextlib.suppress(OSError):
+            wire.send(conn, {"pid": pid})
+
+    def _from_client(self, pid: int) -> None:
+        run = self.runs[pid]
+        try:
+            message = wire.receive(run.conn)
+        except OSError:
+            message = None
+        if message is None:  # the client is gone: its run is stopped, as a closed terminal would
+            self.selector.unregister(run.conn)
+            run.conn.close()
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            return
+        signum = message.get("signal")
+        if signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+        elif signum == signal.SIGHUP:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    def _ended(self, pid: int) -> None:
+        run = self.runs.pop(pid)
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if code < 0:
+            code = 128 - code  # killed by a signal: the shell's way of saying it
+        self.selector.unregister(run.pidfd)
+        os.close(run.pidfd)
+        if run.conn.fileno() >= 0:
+            self.selector.unregister(run.conn)
+            with contextlib.suppress(OSError):
+                wire.send(run.conn, {"exit": code})
+            run.conn.close()
+        self.last_active = time.monotonic()
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "served": self.served,
+            "running": len(self.runs),
+            "started": self.started,
+            "idle_s": self.idle_s,
+        }
+
+    def close(self) -> None:
+        """Stop the runs still going (SIGTERM, then SIGKILL after a grace), remove the socket."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        self.listener.close()
+        for pid in self.runs:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + _STOP_GRACE_S
+        while self.runs and time.monotonic() < deadline:
+            for key, _ in self.selector.select(0.1):
+                if isinstance(key.data, tuple) and key.data[0] == "ended":
+                    self._ended(key.data[1])
+        for pid in self.runs:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def main(argv: list[str]) -> int:
+    """Serve until idle for argv[0] seconds (default 30 min); exit 0, or 4 when it cannot
+    (its folder is not private, or another server of this code runs)."""
+    idle_s = float(argv[0]) if argv else DEFAULT_IDLE_S
+    path = wire.socket_path()
+    folder = os.path.dirname(path)
+    try:
+        make_private_dirs(folder)
+    except OSError as exc:
+        print(f"rlm: warm: cannot make {folder}: {exc.strerror or exc}", file=sys.stderr)
+        return 4
+    why = wire.unusable(path)
+    if why:
+        print(f"rlm: warm: the socket cannot be used: {why}", file=sys.stderr)
+        return 4
+    lock = os.open(
+        path[: -len(".sock")] + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+    )
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        print("rlm: warm: a warm process of this code already runs", file=sys.stderr)
+        return 4
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (OSError, AttributeError):
+        print("rlm: warm: this system has no pidfd (Linux 5.3 or later is needed)", file=sys.stderr)
+        return 4
+    preload()
+    if threading.active_count() != 1:
+        # A fork copies only the thread that forks: a lock another thread held would stay held.
+        print("rlm: warm: the preload left threads running; forking now is not safe", file=sys.stderr)
+        return 4
+    server = Server(path, idle_s)
+    signal.signal(signal.SIGTERM, server.stop)
+    signal.signal(signal.SIGINT, server.stop)
+    server.listen()
+    print(f"rlm: warm process {os.getpid()} serving {path}", file=sys.stderr, flush=True)
+    server.serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

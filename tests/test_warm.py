@@ -1,0 +1,173 @@
+"""A warm process (`rlm warm start`) as a user runs it: `rlm ask` answers through it exactly as
+it answers alone (stdout, stderr, exit status, its working directory and environment), Ctrl-C
+stops the run it serves, a client that dies takes its run with it, and nobody else can use it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, cli_env, run_cli, start_cli, traces_in, wait_for, write_script
+
+SPIN = "x = 0\nwhile True:\n    x += 1"
+COUNT_404 = 'print(sql("SELECT count(*) FROM log WHERE status = 404"))'
+
+
+@pytest.fixture(scope="module")
+def warm_dir() -> Iterator[Path]:
+    """A warm process for this module's tests, in a short folder of its own (a socket's path is
+    at most 107 bytes), stopped at the end."""
+    folder = Path(tempfile.mkdtemp(prefix="w", dir="/tmp")) / "warm"
+    home = folder.parent
+    proc = run_cli(["warm", "start", "--idle", "10"], cwd=home, env={"RLM_WARM_DIR": str(folder)})
+    assert proc.returncode == 0, proc.stderr
+    assert "ready" in proc.stderr and proc.stdout == ""
+    yield folder
+    run_cli(["warm", "stop"], cwd=home, env={"RLM_WARM_DIR": str(folder)})
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def _status(folder: Path, cwd: Path) -> dict[str, int]:
+    proc = run_cli(["warm", "status"], cwd=cwd, env={"RLM_WARM_DIR": str(folder)})
+    assert proc.returncode == 0, proc.stderr
+    words = proc.stdout.replace(",", "").split()
+    return {"pid": int(words[2]), "served": int(words[3]), "running": int(words[6])}
+
+
+def test_a_question_through_the_warm_process_is_answered_as_alone(warm_dir: Path, tmp_path: Path) -> None:
+    before = _status(warm_dir, tmp_path)["served"]
+    shutil.copy(FIXTURES / "access.log", tmp_path / "access.log")
+    script = [
+        {"tool": "execute", "args": {"code": COUNT_404}},
+        {"tool": "final", "args": {"answer": "35"}},
+        "35 [F1]",
+    ]
+    model = write_script(tmp_path / "s.json", script)
+    env = {"RLM_WARM_DIR": str(warm_dir)}
+    # A relative path and a relative trace folder: the run works where the user is.
+    warm = run_cli(
+        ["ask", "access.log", "How many requests returned 404?", "-m", model, "--json"], cwd=tmp_path, env=env
+    )
+    assert warm.returncode == 0, warm.stderr
+    assert json.loads(warm.stdout)["answer"] == "35"
+    assert "Traceback" not in warm.stderr
+    assert _status(warm_dir, tmp_path)["served"] == before + 1
+    (trace,) = traces_in(tmp_path)  # RLM_TRACE_DIR=traces, read in the user's folder
+    assert trace["status"] == "final"
+    # The same question without it: the same answer, the same kind of stderr.
+    alone = run_cli(
+        ["ask", "access.log", "How many requests returned 404?", "-m", model, "--json"],
+        cwd=tmp_path,
+        env={**env, "RLM_NO_WARM": "1"},
+    )
+    assert json.loads(alone.stdout)["answer"] == "35"
+    assert _status(warm_dir, tmp_path)["served"] == before + 1
+    # Bad input: the one-line error and exit 3 the user gets without it, nothing on stdout.
+    missing = run_cli(["ask", "nothing-here.log", "q", "-m", model], cwd=tmp_path, env=env)
+    assert missing.returncode == 3 and missing.stdout == ""
+    assert missing.stderr.startswith("rlm: ") and len(missing.stderr.strip().splitlines()) == 1
+    assert _status(warm_dir, tmp_path)["served"] == before + 2
+
+
+def test_ctrl_c_stops_the_run_it_serves(warm_dir: Path, tmp_path: Path) -> None:
+    model = write_script(tmp_path / "s.json", [{"tool": "execute", "args": {"code": SPIN}}, "x"])
+    args = ["ask", str(FIXTURES / "access.log"), "q", "-m", model, "--timeout", "60"]
+    proc = start_cli(args, cwd=tmp_path, env={"RLM_WARM_DIR": str(warm_dir)})
+    wait_for(lambda: _status(warm_dir, tmp_path)["running"] == 1, proc, seconds=30, poll=0.2)
+    time.sleep(1.5)  # the cell is spinning
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "rlm: stopping… (Ctrl-C again to quit at once)" in err and "Traceback" not in err
+    (trace,) = traces_in(tmp_path)
+    assert trace["status"] == "interrupted"
+    assert _status(warm_dir, tmp_path)["running"] == 0
+
+
+def test_a_client_killed_outright_takes_its_run_with_it(warm_dir: Path, tmp_path: Path) -> None:
+    model = write_script(tmp_path / "s.json", [{"tool": "execute", "args": {"code": SPIN}}, "x"])
+    args = ["ask", str(FIXTURES / "access.log"), "q", "-m", model, "--timeout", "60"]
+    proc = start_cli(args, cwd=tmp_path, env={"RLM_WARM_DIR": str(warm_dir)})
+    wait_for(lambda: _status(warm_dir, tmp_path)["running"] == 1, proc, seconds=30, poll=0.2)
+    proc.kill()
+    proc.wait(timeout=10)
+    deadline = time.monotonic() + 15
+    while _status(warm_dir, tmp_path)["running"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _status(warm_dir, tmp_path)["running"] == 0
+    (trace,) = traces_in(tmp_path)  # the run was stopped, not lost: its trace is finished
+    assert trace["status"] in ("interrupted", "terminated")
+
+
+def test_a_request_of_another_shape_is_refused_and_the_server_goes_on(warm_dir: Path, tmp_path: Path) -> None:
+    path = next(warm_dir.glob("warm-*.sock"))
+    for message in ({"run": ["rlm", "replay", "last"], "cwd": "/", "env": {}, "umask": 0o22}, [1, 2], "x"):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
+            sock.settimeout(10)
+            sock.connect(str(path))
+            socket.send_fds(sock, [json.dumps(message).encode()], [0, 1, 2])
+            assert "refused" in json.loads(sock.recv(4096))
+    assert _status(warm_dir, tmp_path)["running"] == 0
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs a second user: runs as root to become nobody")
+def test_another_user_can_neither_use_nor_see_it(warm_dir: Path, tmp_path: Path) -> None:
+    served = _status(warm_dir, tmp_path)["served"]
+    assert warm_dir.stat().st_mode & 0o777 == 0o700
+    tmp_path = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's own folders are root's, 0700
+    tmp_path.chmod(0o777)
+    shutil.copy(FIXTURES / "access.log", tmp_path / "access.log")
+    model = write_script(tmp_path / "s.json", ["done", "done"])
+    for name in ("access.log", "s.json"):
+        (tmp_path / name).chmod(0o644)
+    as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    env = cli_env(tmp_path, {"RLM_WARM_DIR": str(warm_dir), "HOME": str(tmp_path)})
+    status = subprocess.run(
+        [*as_nobody, sys.executable, "-m", "rlm", "warm", "status"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert status.returncode == 1 and status.stdout.strip() == "not running"
+    # Its question is answered in its own process (one plain call: the sandbox's worker needs
+    # what nobody may not read here): the warm one served nobody.
+    ask = subprocess.run(
+        [*as_nobody, sys.executable, "-m", "rlm", "ask", "access.log", "q", "-m", model, "--mode", "plain"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert ask.returncode == 0 and ask.stdout.strip() == "done", ask.stderr
+    assert _status(warm_dir, tmp_path)["served"] == served
+    # A config folder it cannot enter (root's, 0700): the one-line config error, exit 4.
+    private = tmp_path / "root-only"
+    private.mkdir(mode=0o700)
+    env["XDG_CONFIG_HOME"] = str(private)
+    ask = subprocess.run(
+        [*as_nobody, sys.executable, "-m", "rlm", "ask", "access.log", "q", "-m", model],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert ask.returncode == 4 and ask.stdout == "", ask.stderr
+    assert ask.stderr.startswith("rlm: cannot read config file") and len(ask.stderr.splitlines()) == 1
+    shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_a_folder_others_can_write_to_is_refused_in_one_line(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    proc = run_cli(["warm", "start"], cwd=tmp_path, env={"RLM_WARM_DIR": str(shared)})
+    assert proc.returncode == 4 and proc.stdout == ""
+    assert (
+        proc.stderr.startswith("rlm: warm: the socket cannot be used") and len(proc.stderr.splitlines()) == 1
+    )
+    assert not list(shared.iterdir())
