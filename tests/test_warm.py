@@ -171,3 +171,36 @@ def test_a_folder_others_can_write_to_is_refused_in_one_line(tmp_path: Path) -> 
         proc.stderr.startswith("rlm: warm: the socket cannot be used") and len(proc.stderr.splitlines()) == 1
     )
     assert not list(shared.iterdir())
+
+
+def test_an_mcp_run_is_served_by_it_too(warm_dir: Path, tmp_path: Path) -> None:
+    import anyio
+    from mcp import Client, types
+    from mcp.client.stdio import StdioServerParameters
+
+    served = _status(warm_dir, tmp_path)["served"]
+    shutil.copy(FIXTURES / "access.log", tmp_path / "access.log")
+    script = [
+        {"tool": "execute", "args": {"code": COUNT_404}},
+        {"tool": "final", "args": {"answer": "35"}},
+        "35 [F1]",
+    ]
+    model = write_script(tmp_path / "s.json", script)
+    env = cli_env(tmp_path, {"RLM_WARM_DIR": str(warm_dir)})
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "rlm", "mcp", "-m", model, "--allow", str(tmp_path)],
+        env=env,
+        cwd=str(tmp_path),
+    )
+
+    async def go() -> str:
+        async with Client(server, mode="legacy") as client:
+            done = await client.call_tool(
+                "ask", {"path": str(tmp_path / "access.log"), "question": "How many 404s?"}
+            )
+            assert not done.is_error
+            return "".join(c.text for c in done.content if isinstance(c, types.TextContent))
+
+    assert json.loads(anyio.run(go))["answer"] == "35"
+    assert _status(warm_dir, tmp_path)["served"] == served + 1

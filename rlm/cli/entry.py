@@ -1,13 +1,30 @@
 """The `rlm` program: a run handed to the warm process when one serves this code, else run here.
 
 Kept apart from rlm.cli.app so that a run the warm process takes imports nothing but the
-standard library here (rlm.cli.warm_client): the point is the seconds not spent.
+standard library here (rlm.cli.warm_client): the point is the seconds not spent. The MCP
+server's runs come this way too (`python -m rlm _mcp-run`, rlm.mcp.runs), so that a warm
+process spares each of them the same seconds.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+
+# The MCP server's run in a process of its own (rlm.mcp.child), not a command of the CLI's.
+MCP_RUN = "_mcp-run"
+
+
+def run_here() -> None:
+    """Run the command sys.argv names in this process (the warm process's child calls this)."""
+    if sys.argv[1:2] == [MCP_RUN]:
+        from rlm.mcp.child import main as run_for_mcp
+
+        run_for_mcp()
+        return
+    from rlm.cli.app import main as run_cli
+
+    run_cli()
 
 
 def main() -> None:
@@ -16,8 +33,6 @@ def main() -> None:
     code = forward(sys.argv[1:])
     if code is not None:
         os._exit(code)
-    from rlm.cli.app import main as run_here
-
     run_here()
 
 

@@ -8,10 +8,11 @@ umask and standard streams (passed as file descriptors), so the run writes to th
 terminal or pipe and its exit status comes back here as this process's own. Ctrl-C and
 SIGTERM are sent on to the child, which stops as a run stops (exit 130 or 143).
 
-Nothing here may cost what it saves: the standard library only, and rlm.privatefiles (no
-rlm import beyond it). When anything is off (no server, a folder another user could write to,
-a server of other code or of another user, a refusal) the run goes on in this process as if
-there were no warm process; nothing is said, so a script sees no difference but the time.
+Nothing here may cost what it saves: the standard library only, rlm.privatefiles and
+rlm.cli.entry (which import nothing else). When anything is off (no server, a folder another
+user could write to, a server of other code or of another user, a refusal) the run goes on in
+this process as if there were no warm process; nothing is said, so a script sees no
+difference but the time.
 
 Trust: the socket lives in a folder that must be the user's own and 0700 (`unsafe_dir`), and
 each side checks the other's uid (SO_PEERCRED) before it trusts a message; the server also
@@ -29,10 +30,12 @@ import struct
 import sys
 from typing import Any
 
+from rlm.cli.entry import MCP_RUN
 from rlm.privatefiles import unsafe_dir
 
-# The commands a warm process runs: those that call a model, and so import litellm.
-WARM_COMMANDS = frozenset({"ask"})
+# The commands a warm process runs: those that call a model, and so import litellm (`ask`, and
+# the MCP server's run).
+WARM_COMMANDS = frozenset({"ask", MCP_RUN})
 # The longest message either side accepts: an environment and arguments fit many times over.
 MAX_MESSAGE = 1 << 20
 # sockaddr_un's path is 108 bytes with its terminating zero.
@@ -142,6 +145,19 @@ def forward(argv: list[str]) -> int | None:
     umask = os.umask(0)
     os.umask(umask)
     run = {"run": ["rlm", *argv], "cwd": os.getcwd(), "env": dict(os.environ), "umask": umask}
+    # Signals are passed on from before the request leaves: one that arrives before the run
+    # starts waits in the socket and reaches it once it does.
+    caught: list[int] = []
+
+    def pass_on(signum: int, frame: Any) -> None:
+        caught.append(signum)
+        try:
+            send(sock, {"signal": signum})
+        except OSError:
+            pass
+
+    passed = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {signum: signal.signal(signum, pass_on) for signum in passed}
     try:
         send(sock, run, [0, 1, 2])
         first = receive(sock)
@@ -149,21 +165,15 @@ def forward(argv: list[str]) -> int | None:
         first = None
     if first is None or not isinstance(first.get("pid"), int):
         sock.close()  # refused (other code, a malformed request) or gone: not started
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if caught:  # stopped before any run started: the stop's exit status (130, 143, 129)
+            os.write(2, b"rlm: stopped before the run started\n")
+            return 128 + caught[0]
         return None
-
-    def pass_on(signum: int, frame: Any) -> None:
-        try:
-            send(sock, {"signal": signum})
-        except OSError:
-            pass
-
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, pass_on)
     while True:
         try:
             message = receive(sock)
-        except InterruptedError:
-            continue
         except OSError:
             message = None
         if message is None:

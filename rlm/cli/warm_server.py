@@ -51,6 +51,7 @@ class _Run:
 def preload() -> None:
     """Import and warm what every run needs, so that a forked child finds it done."""
     import rlm.cli.app  # noqa: F401  (the CLI, typer and the settings)
+    import rlm.mcp.child  # noqa: F401  (the MCP server's runs)
     import rlm.run.wiring  # noqa: F401  (the engine, the input's modules, DuckDB, numpy)
     from rlm.model.client import import_ahead
     from rlm.model.tokens import count_text
@@ -75,13 +76,11 @@ def _valid_run(message: dict[str, Any]) -> bool:
     )
 
 
-def _become_the_run(message: dict[str, Any], fds: list[int], closing: list[int]) -> None:
-    """In the forked child: take the client's streams, place, environment and arguments, run
-    the CLI, and never return (main() ends the process with the run's exit status)."""
+def _become_the_run(message: dict[str, Any], fds: list[int]) -> None:
+    """In the forked child, the server's descriptors closed: take the client's streams, place,
+    environment and arguments, run the CLI, and never return (main() ends the process with the
+    run's exit status)."""
     try:
-        for fd in closing:
-            with contextlib.suppress(OSError):
-                os.close(fd)
         os.setpgid(0, 0)  # its own group: a signal for the server's group is not for the run
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(signum, signal.SIG_DFL)
@@ -96,9 +95,9 @@ def _become_the_run(message: dict[str, Any], fds: list[int], closing: list[int])
         os.environ.update(message["env"])
         sys.argv = list(message["run"])
         _fresh_streams()
-        from rlm.cli.app import main
+        from rlm.cli.entry import run_here
 
-        main()
+        run_here()
     except BaseException as exc:  # noqa: BLE001 - anything here ends this child, said on its stderr
         with contextlib.suppress(OSError):
             os.write(2, f"rlm: the warm process could not start the run: {exc}\n".encode())
@@ -144,8 +143,9 @@ class _Stop(Exception):
 class Server:
     """The listening socket, the runs in progress, and the idle clock."""
 
-    def __init__(self, path: str, idle_s: float) -> None:
+    def __init__(self, path: str, idle_s: float, lock_fd: int) -> None:
         self.path = path
+        self.lock_fd = lock_fd
         self.idle_s = idle_s
         self.selector = selectors.DefaultSelector()
         self.runs: dict[int, _Run] = {}
@@ -214,33 +214,25 @@ class Server:
             message = json.loads(data) if data else None
         except ValueError:
             message = None
-        if not isinstance(message, dict):
-            self._refuse(conn, fds)
-        elif message.get("status"):
-            wire.send(conn, self.status())
-            conn.close()
-        elif message.get("stop"):
-            wire.send(conn, {"stopping": True})
-            conn.close()
-            self.stopping = True
-        elif len(fds) == 3 and _valid_run(message):
+        if isinstance(message, dict) and len(fds) == 3 and _valid_run(message):
             self._start(conn, message, fds)
-        else:
-            self._refuse(conn, fds)
-
-    def _refuse(self, conn: socket.socket, fds: list[int]) -> None:
+            return
         for fd in fds:
             os.close(fd)
+        reply: dict[str, Any] = {"refused": "not a request this server takes"}
+        if isinstance(message, dict) and not fds and message.get("status"):
+            reply = self.status()
+        elif isinstance(message, dict) and not fds and message.get("stop"):
+            reply, self.stopping = {"stopping": True}, True
         with contextlib.suppress(OSError):
-            wire.send(conn, {"refused": "not a request this server takes"})
+            wire.send(conn, reply)
         conn.close()
 
     def _start(self, conn: socket.socket, message: dict[str, Any], fds: list[int]) -> None:
-        closing = [self.listener.fileno(), conn.fileno()] + [r.conn.fileno() for r in self.runs.values()]
-        closing += [r.pidfd for r in self.runs.values()] + [self.selector.fileno()]
         pid = os.fork()
         if pid == 0:
-            _become_the_run(message, fds, closing)
+            self._close_in_child(conn)
+            _become_the_run(message, fds)
         for fd in fds:
             os.close(fd)
         self.served += 1
@@ -252,6 +244,19 @@ class Server:
         self.selector.register(pidfd, selectors.EVENT_READ, ("ended", pid))
         with contextlib.suppress(OSError):
             wire.send(conn, {"pid": pid})
+
+    def _close_in_child(self, conn: socket.socket) -> None:
+        """Close what is the server's, through the objects that own it (a descriptor closed
+        behind its object's back would be closed again when the object goes, by then perhaps
+        a file of the run's). The lock too: a run must not keep a new server from starting."""
+        for sock in [self.listener, conn, *(run.conn for run in self.runs.values())]:
+            sock.close()
+        for run in self.runs.values():
+            with contextlib.suppress(OSError):
+                os.close(run.pidfd)
+        self.runs.clear()
+        self.selector.close()
+        os.close(self.lock_fd)
 
     def _from_client(self, pid: int) -> None:
         run = self.runs[pid]
@@ -348,7 +353,7 @@ def main(argv: list[str]) -> int:
         # A fork copies only the thread that forks: a lock another thread held would stay held.
         print("rlm: warm: the preload left threads running; forking now is not safe", file=sys.stderr)
         return 4
-    server = Server(path, idle_s)
+    server = Server(path, idle_s, lock)
     signal.signal(signal.SIGTERM, server.stop)
     signal.signal(signal.SIGINT, server.stop)
     server.listen()

@@ -1,4 +1,5 @@
-"""One run for the MCP server, in a process of its own: `python -m rlm.mcp.child`.
+"""One run for the MCP server, in a process of its own: `python -m rlm _mcp-run` (which is
+handed to a warm process when one runs, rlm.cli.warm_server), or `python -m rlm.mcp.child`.
 
 The server writes one JSON request on this process's stdin (`path`, `question`, `settings`:
 the server's flags with the client's lowered limits; `allowed` and `file_id`: the directories

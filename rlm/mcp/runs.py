@@ -30,7 +30,9 @@ async def run_in_child(
 ) -> dict[str, Any]:
     """The child's last line: `{"result": ...}` or `{"error": ..., "result"?: ...}`."""
     process = await anyio.open_process(
-        [sys.executable, "-m", "rlm.mcp.child"],
+        # rlm.mcp.child by way of the program's entry, which hands it to a warm process when
+        # one runs (`rlm warm start`): the run then starts without importing litellm again.
+        [sys.executable, "-m", "rlm", "_mcp-run"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=None,  # the server's own stderr: the client's log, never the protocol's channel
