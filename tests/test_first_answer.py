@@ -190,3 +190,38 @@ def test_a_first_question_that_never_queries_still_leaves_the_table_cached(
     assert run_ask(settings, str(log), "How many HEAD requests?").answer == "7"
     [description] = (isolated / ".cache").glob("*.t*.json")
     assert table_cached(str(description).rsplit(".t", 1)[0])
+
+
+def test_a_log_s_columns_are_named_while_its_table_builds(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first prompt of a log whose table is still building names the columns its format
+    gives, the same the built table has; a CSV's are left to its header line, shown below."""
+    import rlm.input.source as source_mod
+
+    monkeypatch.setattr(source_mod, "BACKGROUND_TABLE_BYTES", 0)  # these small files as big ones
+    built = threading.Event()
+    real_build = source_mod.ensure_table
+
+    def held_build(*args: Any, **kwargs: Any) -> Any:
+        assert built.wait(60)
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr(source_mod, "ensure_table", held_build)
+    log = isolated / "access.log"
+    log.write_bytes((FIXTURES / "access.log").read_bytes())
+    with source_mod.open_source(str(log), cache_dir=str(isolated / "c1"), background_table=True) as src:
+        building = src.profile.prompt_block(4000)
+        built.set()
+        table = src.profile.with_table().table
+    assert table is not None
+    named = ", ".join(f"{name} {typ}" for name, typ in table["columns"])
+    assert f"Its columns, as the format of the first lines gives them: {named} (" in building
+    assert "ip VARCHAR" in named and "status INTEGER" in named
+    built.clear()
+    csv = isolated / "t.csv"
+    csv.write_text("when,city,amount\n2024-01-01,Oslo,3\n2024-01-02,Rome,4\n")
+    with source_mod.open_source(str(csv), cache_dir=str(isolated / "c2"), background_table=True) as src:
+        building = src.profile.prompt_block(4000)
+        built.set()
+    assert "its columns are named once it is ready" in building and "when,city,amount" in building

@@ -41,6 +41,7 @@ from rlm.input.tables import (
     BUILD_PREFIX,
     LINE_CUT_BYTES,
     TableError,
+    columns_ahead,
     describe_table,
     ensure_table,
     table_cached,
@@ -119,6 +120,8 @@ class Profile:
     # The table still being built in the background (rlm.input.tablejob): `table` is None until
     # `with_table()` takes the outcome.
     table_job: TableJob | None = field(default=None, compare=False, repr=False)
+    # The columns that table will have, where its format names them before the build (a log's).
+    columns_ahead: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     # What the run says once about its cache (a damaged entry rebuilt, a folder not used).
     warnings: list[str] = field(default_factory=list, compare=False)
     # The file's identity when the run opened it (rlm.input.snapshot), and whether the run reads
@@ -190,7 +193,8 @@ class Profile:
             out.extend(_parts_block(self.parts, self.skipped, self.table))
         hint = FORMAT_HINTS.get(self.format)
         # A table with parsed fields names them: a split() hint would only compete with it.
-        if hint and not (self.table and len(self.table["columns"]) > 2):
+        columns = self.table["columns"] if self.table else self.columns_ahead
+        if hint and len(columns) <= 2:
             out.append(f"Hint: {hint}")
         if self.binary:
             out.append(
@@ -202,7 +206,7 @@ class Profile:
         if self.table:
             out.append(describe_table(self.table))
         elif self.table_job is not None:
-            out.append(TABLE_BUILDING)
+            out.append(table_building(self.columns_ahead))
         if self.summary:
             out.append(visible(self.summary))
         budget = max_chars - sum(len(x) + 1 for x in out)
@@ -232,11 +236,21 @@ class Profile:
         return parts
 
 
-# What the prompt says of a table still being built (rlm.input.tablejob).
-TABLE_BUILDING = (
-    "Table: being built in the background. sql() over `log` waits for it (its columns are "
-    "named once it is ready); peek, grep and code that does not query run now."
-)
+def table_building(columns: Sequence[tuple[str, str]] = ()) -> str:
+    """What the prompt says of a table still being built (rlm.input.tablejob), with the
+    columns its format gives where they are known before the build."""
+    said = "Table: being built in the background. sql() over `log` waits for it"
+    if not columns:
+        return (
+            said
+            + " (its columns are named once it is ready); peek, grep and code that does not query run now."
+        )
+    names = ", ".join(f"{name} {typ}" for name, typ in columns)
+    return (
+        f"{said}; peek, grep and code that does not query run now. Its columns, as the format of the "
+        f"first lines gives them: {names} (what each holds is said once it is ready)."
+    )
+
 
 # Parts listed one a line up to this many; more are summed up by their first and last.
 PARTS_LISTED = 8
@@ -277,6 +291,7 @@ _NOT_RECORDED = (
     "table",
     "table_path",
     "table_job",
+    "columns_ahead",
     "warnings",
     "identity",
     "summary",
@@ -686,6 +701,7 @@ def _profile(
         table_path=table["path"] if table else None,
         table_error=table_error,
         table_job=job,
+        columns_ahead=tuple(columns_ahead(fmt, table_sample)) if job is not None else (),
         warnings=cache.warnings,
         identity=opened,
         snapshot=snapshot,

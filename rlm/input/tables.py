@@ -207,6 +207,26 @@ def ensure_table(
     )
 
 
+def columns_ahead(profile_format: str, sample: list[str]) -> list[tuple[str, str]]:
+    """The columns a log's table will have, known from its format before it is built (the
+    build reads the format from the same leading lines): line_no, line and what the format
+    parses out. Empty for a CSV or JSON lines, whose columns the build's reader decides (their
+    header or keys are among the first lines the prompt shows), and for unparsed text."""
+    try:
+        import duckdb
+    except ImportError:
+        return []  # no table will be built either (ensure_table)
+    from rlm.input.logformats import recognize
+
+    fmt = recognize(profile_format, sample[:_FIRST_LINES])
+    if fmt.kind != "lines" or not fmt.columns:
+        return []
+    # Each type as DuckDB names it in the built table's description (TIMESTAMPTZ is
+    # TIMESTAMP WITH TIME ZONE there): the model is told one name for one type.
+    parsed = [(name, str(duckdb.sqltype(typ))) for name, typ in fmt.columns]
+    return [("line_no", "BIGINT"), ("line", "VARCHAR"), *parsed]
+
+
 def _load_info(info_path: str, db_path: str) -> tuple[dict[str, Any] | None, str | None]:
     """(the cached description, None); (None, None) when none is cached; (None, why) when the
     cached one is damaged: a description that is not rlm's, or a database that does not open
