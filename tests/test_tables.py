@@ -497,6 +497,18 @@ def test_each_csv_record_sits_beside_its_own_line(tmp_path: Path) -> None:
     assert counted == [(300_003, 300_003)]
 
 
+def test_a_csv_ending_in_more_blank_lines_than_the_tail_first_looked_at(tmp_path: Path) -> None:
+    """The last record is looked for among the last lines first; past them, in the whole text."""
+    from rlm.input.tables import _TAIL_ROWS
+
+    path = tmp_path / "tail.csv"
+    blanks = _TAIL_ROWS + 10
+    path.write_text("id,name\n" + "".join(f"{i},n{i}\n" for i in range(500)) + "\n" * blanks)
+    profile, counted = _rows(path, tmp_path / "c", "SELECT count(*), max(line_no), sum(id) FROM log")
+    assert counted == [(500, 501, sum(range(500)))]
+    assert f"{blanks:,} blank lines after the last record" in profile.table["not_rows"]
+
+
 def test_a_csv_whose_quoted_fields_span_lines_is_stored_as_lines(tmp_path: Path) -> None:
     path = tmp_path / "notes.csv"
     records = [f'{i},"note {i}\ngoes on"' if i % 5 == 0 else f"{i},note {i}" for i in range(1, 40)]

@@ -838,9 +838,14 @@ def _create_csv(con: Any, fmt: Any, source: str, n_lines: int) -> tuple[list[tup
         _create_text(con, source)
         return [], f"the CSV columns could not be parsed: {first_line(exc)}"
     records = con.execute("SELECT count(*) FROM log_fields").fetchone()[0]
-    lines, last_text = con.execute(
-        "SELECT count(*), coalesce(max(rowid) FILTER (WHERE line <> ''), 0) FROM log_text"
-    ).fetchone()
+    lines = con.execute("SELECT count(*) FROM log_text").fetchone()[0]
+    # The last line with text, looked for among the last lines first: DuckDB skips the row
+    # groups before them by rowid (2 ms against 1 s for the whole text of a 1 GB CSV).
+    last_text = con.execute(
+        f"SELECT max(rowid) FROM log_text WHERE rowid >= {max(0, lines - _TAIL_ROWS)} AND line <> ''"
+    ).fetchone()[0]
+    if last_text is None:
+        last_text = con.execute("SELECT coalesce(max(rowid), 0) FROM log_text WHERE line <> ''").fetchone()[0]
     if records != last_text or lines != n_lines:  # the last record is the last line with text
         con.execute("DROP TABLE log_fields")
         con.execute("ALTER TABLE log_text RENAME TO log_data")
@@ -857,6 +862,9 @@ def _create_csv(con: Any, fmt: Any, source: str, n_lines: int) -> tuple[list[tup
         f"WHERE rowid = 0 OR rowid > {records} UNION ALL {_csv_records(records)}"
     )
     return cols, records
+
+
+_TAIL_ROWS = 4096  # lines at the end of a CSV where its last record is looked for first
 
 
 def _csv_records(records: int) -> str:

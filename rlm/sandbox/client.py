@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import rlm
 from rlm.sandbox.oslimits import NOBODY_UID
@@ -325,10 +325,24 @@ def _place(src: str, dest: str, owner: int | None) -> None:
             pass
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
     with os.fdopen(fd, "wb") as out, open(src, "rb") as fh:
-        shutil.copyfileobj(fh, out, 16 << 20)
+        _copy_within_kernel(fh, out)
         os.fchmod(out.fileno(), 0o400)
         if owner is not None:
             os.fchown(out.fileno(), owner, -1)
+
+
+def _copy_within_kernel(src: BinaryIO, out: BinaryIO) -> None:
+    """Copy `src` into `out` by copy_file_range (the bytes never enter this process: a 441 MB
+    table took 0.17-0.21 s against 0.22-2.0 s read and written through a buffer), falling back
+    to a buffered copy where the kernel or the filesystem does not offer it."""
+    try:
+        while os.copy_file_range(src.fileno(), out.fileno(), 64 << 20):
+            pass
+    except OSError:
+        src.seek(0)
+        out.seek(0)
+        out.truncate()
+        shutil.copyfileobj(src, out, 16 << 20)
 
 
 def _describe_exit(code: int | None) -> str:
