@@ -8,6 +8,7 @@ computes them over the table with DuckDB, as `rlm stats` does. Nothing here call
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rlm.input.source import Profile
@@ -15,11 +16,21 @@ from rlm.input.stats import input_stats
 from rlm.text.timeshow import duration, sparkline, when
 from rlm.text.visible import visible
 
-__all__ = ["TEMPLATE_ROWS", "first_turn_summary"]
+__all__ = ["TEMPLATE_ROWS", "first_turn_summary", "summary_or_warn"]
 
 TEMPLATE_ROWS = 1_000_000
 _TEMPLATES_SHOWN = 3
 _TEMPLATE_CHARS = 48
+
+
+def summary_or_warn(profile: Profile, warn: Callable[[str], None]) -> str | None:
+    """first_turn_summary, or None with `warn` told why when it cannot be made: a failure
+    costs the prompt that line only (the table's columns are told all the same)."""
+    try:
+        return first_turn_summary(profile)
+    except Exception as exc:  # noqa: BLE001 (the run goes on without the summary, and says why)
+        warn(f"the input's summary could not be made: {type(exc).__name__}: {exc}")
+        return None
 
 
 def first_turn_summary(profile: Profile) -> str | None:

@@ -68,16 +68,6 @@ class RunResult:
     supporting: list[str] = field(default_factory=list)
 
 
-def _summary(profile: Profile) -> str | None:
-    """What `rlm stats` says of the input's table (rlm.input.summary); None when it cannot."""
-    from rlm.input.summary import first_turn_summary
-
-    try:
-        return first_turn_summary(profile)
-    except Exception:  # noqa: BLE001 (the table's columns are told all the same)
-        return None
-
-
 def budget_for(settings: Settings) -> Budget:
     """A run's budget from its settings: every limit, and the share kept for the answer."""
     return Budget(
@@ -213,7 +203,11 @@ class Engine:
             raise self._input_changed
         if self.profile.table is None:
             return prompts.table_not_built(self.profile.table_error or "no table was built")
-        return prompts.table_ready(describe_table(self.profile.table), _summary(self.profile))
+        from rlm.input.summary import summary_or_warn  # stats and DuckDB: only when a summary is made
+
+        return prompts.table_ready(
+            describe_table(self.profile.table), summary_or_warn(self.profile, self.trace.warn)
+        )
 
     def model_for(self, depth: int) -> ModelClient:
         return self.services.model_for(depth)

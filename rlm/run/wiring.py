@@ -202,18 +202,6 @@ def _profile_takes_seconds(input_arg: str | Sequence[str]) -> bool:
     return total >= _OVERLAP_IMPORT_BYTES
 
 
-def _first_turn_summary(profile: Profile, trace: TraceWriter) -> str | None:
-    """What `rlm stats` says of the input, for the model's first turn (rlm.input.summary); a
-    failure costs the run that line only, said in the trace."""
-    from rlm.input.summary import first_turn_summary
-
-    try:
-        return first_turn_summary(profile)
-    except Exception as exc:  # noqa: BLE001 (the run goes on without the summary, and says why)
-        trace.warn(f"the input's summary could not be made: {type(exc).__name__}: {exc}")
-        return None
-
-
 def run_ask(
     settings: Settings,
     input_arg: str | Sequence[str],
@@ -280,7 +268,9 @@ def run_ask(
         ):
             profile = source.profile
             if profile.table_job is None:  # else the summary comes with the table (Engine.table_news)
-                profile = source.profile = replace(profile, summary=_first_turn_summary(profile, trace))
+                from rlm.input.summary import summary_or_warn  # stats and DuckDB: only when a summary is made
+
+                profile = source.profile = replace(profile, summary=summary_or_warn(profile, trace.warn))
             summary = read_summary(profile)  # several inputs: what was read, what was skipped
             if summary is not None and profile.skipped:  # a part left out is the user's to know
                 trace.warn(summary)
