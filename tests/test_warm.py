@@ -204,3 +204,78 @@ def test_an_mcp_run_is_served_by_it_too(warm_dir: Path, tmp_path: Path) -> None:
 
     assert json.loads(anyio.run(go))["answer"] == "35"
     assert _status(warm_dir, tmp_path)["served"] == served + 1
+
+
+def _raw(path: Path, message: bytes, fds: list[int]) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    sock.settimeout(30)
+    sock.connect(str(path))
+    socket.send_fds(sock, [message], fds)
+    return sock
+
+
+def test_a_stop_sent_as_the_run_starts_stops_it_and_bad_messages_end_nothing(
+    warm_dir: Path, tmp_path: Path
+) -> None:
+    """A SIGINT passed on at once (before the child has the run's handlers) stops the run
+    (exit 130), never lost; a message nested too deep or a signal of the wrong type is
+    refused or ignored, and the server serves on."""
+    path = next(warm_dir.glob("warm-*.sock"))
+    model = write_script(tmp_path / "s.json", [{"tool": "execute", "args": {"code": SPIN}}, "x"])
+    env = cli_env(tmp_path, {"RLM_WARM_DIR": str(warm_dir)})
+    argv = ["rlm", "ask", str(FIXTURES / "access.log"), "q", "-m", model, "--timeout", "60"]
+    for _ in range(3):
+        out = tmp_path / "out.txt"
+        with open(out, "wb") as sink, open(os.devnull, "rb") as nothing:
+            request = {"run": argv, "cwd": str(tmp_path), "env": env, "umask": 0o22, "ignored": []}
+            sock = _raw(path, json.dumps(request).encode(), [nothing.fileno(), sink.fileno(), sink.fileno()])
+            sock.send(json.dumps({"signal": 2.0}).encode())  # the wrong type: ignored
+            sock.send(json.dumps({"signal": int(signal.SIGINT)}).encode())
+            replies = [json.loads(sock.recv(4096)), json.loads(sock.recv(4096))]
+            sock.close()
+        assert "pid" in replies[0] and replies[1] == {"exit": 130}, out.read_text()
+    deep = _raw(path, b"[" * 200_000, [])
+    assert "refused" in json.loads(deep.recv(4096))
+    deep.close()
+    assert _status(warm_dir, tmp_path)["running"] == 0
+
+
+def test_a_closed_stdin_is_dev_null_and_a_caller_with_fewer_rights_runs_alone(
+    warm_dir: Path, tmp_path: Path
+) -> None:
+    """A caller whose stdin is closed hands over /dev/null in its place, never the socket that
+    would take its descriptor. The same uid is not enough: a process without the server's
+    capabilities is refused, and answered in its own process."""
+    served = _status(warm_dir, tmp_path)["served"]
+    model = write_script(tmp_path / "s.json", ["done", "done", "done", "done"])
+    args = [
+        sys.executable,
+        "-m",
+        "rlm",
+        "ask",
+        str(FIXTURES / "access.log"),
+        "q",
+        "-m",
+        model,
+        "--mode",
+        "plain",
+    ]
+    env = cli_env(tmp_path, {"RLM_WARM_DIR": str(warm_dir)})
+    closed = subprocess.run(
+        ["sh", "-c", 'exec "$@" <&-', "sh", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert closed.returncode == 0 and closed.stdout.strip() == "done", closed.stderr
+    served += 1
+    assert _status(warm_dir, tmp_path)["served"] == served
+    if os.getuid() == 0 and shutil.which("setpriv"):
+        fewer = ["setpriv", "--bounding-set=-all", "--inh-caps=-all"]
+        weaker = subprocess.run(
+            [*fewer, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert weaker.returncode == 0 and weaker.stdout.strip() == "done", weaker.stderr
+    assert _status(warm_dir, tmp_path)["served"] == served

@@ -27,7 +27,25 @@ def run_here() -> None:
     run_cli()
 
 
+def _open_standard_streams() -> None:
+    """A standard stream the caller closed (`<&-`) is /dev/null instead: else the next file
+    or socket opened takes its descriptor and is read or written as that stream (a socket to
+    the warm process handed over as the run's stdin), and Python's sys.stdin is None, which
+    `rlm ask -` would trip over. A closed stdin reads as empty, as `< /dev/null` does."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(fd, "r" if fd == 0 else "w", closefd=False))  # noqa: SIM115
+
+
 def main() -> None:
+    _open_standard_streams()
     from rlm.cli.warm_client import forward
 
     code = forward(sys.argv[1:])

@@ -45,21 +45,31 @@ _PEERCRED = struct.Struct("3i")  # pid, uid, gid
 
 def warm_dir() -> str:
     """The folder of the warm process's socket: `$RLM_WARM_DIR`, else `$XDG_RUNTIME_DIR/rlm`,
-    else `/tmp/rlm-<uid>`. Whichever it is, it is used only if it is the user's own, 0700."""
+    else `$XDG_CACHE_HOME/rlm/warm` (`~/.cache/rlm/warm`): never a name in /tmp, which another
+    user could take first. Whichever it is, it is used only if it is the user's own and
+    writable by nobody else (rlm makes it 0700)."""
     named = os.environ.get("RLM_WARM_DIR")
     if named:
         return os.path.abspath(named)
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isabs(runtime):
         return os.path.join(runtime, "rlm")
-    return f"/tmp/rlm-{os.getuid()}"
+    cache = os.environ.get("XDG_CACHE_HOME")
+    if not (cache and os.path.isabs(cache)):
+        cache = os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "rlm", "warm")
+
+
+# What decides, beyond the files, which code an interpreter imports.
+_IMPORT_VARIABLES = ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONUSERBASE", "PYTHONSAFEPATH")
 
 
 def code_key() -> str:
     """What identifies the code a warm process runs: rlm's source files (path, size, mtime),
-    the interpreter, and the folder its libraries are installed in. Code edited or a library
-    installed since the server started gives another key, so the server's socket, named by
-    it, is not found and the run goes on here with the new code. About a millisecond."""
+    the interpreter, the variables that change what it imports (PYTHONPATH, ...) and the
+    folders its libraries are installed in. Code edited or a library installed since the
+    server started gives another key, so the server's socket, named by it, is not found and
+    the run goes on here with the new code. About a millisecond."""
     digest = hashlib.sha256()
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     digest.update(f"{os.path.realpath(sys.executable)}\0{sys.prefix}\0{sys.version}\0{package}\0".encode())
@@ -69,8 +79,10 @@ def code_key() -> str:
             if name.endswith(".py"):
                 st = os.stat(os.path.join(folder, name))
                 digest.update(f"{folder}/{name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    for name in _IMPORT_VARIABLES:
+        digest.update(f"{name}={os.environ.get(name)}\0".encode())
     for entry in sys.path:
-        if entry.endswith("site-packages") and os.path.isdir(entry):
+        if entry.endswith(("site-packages", "dist-packages")) and os.path.isdir(entry):
             digest.update(f"{entry}\0{os.stat(entry).st_mtime_ns}\0".encode())
     return digest.hexdigest()[:16]
 
@@ -91,10 +103,11 @@ def unusable(path: str) -> str | None:
     return f"{os.path.dirname(path)} {why}" if why else None
 
 
-def peer_uid(sock: socket.socket) -> int:
-    """The uid of the process at the other end of a Unix socket, as the kernel knows it."""
-    _, uid, _ = _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
-    return int(uid)
+def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
+    """The pid, uid and gid of the process at the other end of a Unix socket, as the kernel
+    knows them."""
+    pid, uid, gid = _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    return int(pid), int(uid), int(gid)
 
 
 def send(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
@@ -111,9 +124,14 @@ def receive(sock: socket.socket) -> dict[str, Any] | None:
     data = sock.recv(MAX_MESSAGE)
     if not data:
         return None
+    return parse(data)
+
+
+def parse(data: bytes) -> dict[str, Any] | None:
+    """A message's JSON object, or None for anything else (nesting too deep included)."""
     try:
         message = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return message if isinstance(message, dict) else None
 
@@ -126,7 +144,7 @@ def connect(path: str, timeout: float | None = None) -> socket.socket | None:
     sock.settimeout(timeout)
     try:
         sock.connect(path)
-        if peer_uid(sock) == os.getuid():
+        if peer_credentials(sock)[1] == os.getuid():
             return sock
     except OSError:
         pass
@@ -134,51 +152,101 @@ def connect(path: str, timeout: float | None = None) -> socket.socket | None:
     return None
 
 
+# Signals passed on to the run; a stop (SIGTSTP, Ctrl-Z) stops this process too, and SIGCONT
+# resumes the run with it; SIGWINCH tells the run's status line the terminal's new width.
+_PASSED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGWINCH, signal.SIGTSTP, signal.SIGCONT)
+_FIRST_REPLY_S = 15.0  # the server forks at once; longer, it is stopped or stuck: run here
+
+
+def _stdio_open() -> bool:
+    """Descriptors 0-2 are all open: one closed would be taken by the socket, which would
+    then be handed over as the run's stream."""
+    try:
+        for fd in (0, 1, 2):
+            os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
 def forward(argv: list[str]) -> int | None:
     """Run `rlm ARGV` in the warm process, if one runs this code; its exit status, or None when
     it is not run there (nothing has been written then, and the caller runs it itself)."""
-    if not argv or argv[0] not in WARM_COMMANDS or os.environ.get("RLM_NO_WARM"):
+    if not argv or argv[0] not in WARM_COMMANDS or os.environ.get("RLM_NO_WARM") or not _stdio_open():
         return None
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return None  # a folder deleted under the caller: it says so itself
     sock = connect(socket_path())
     if sock is None:
         return None
     umask = os.umask(0)
     os.umask(umask)
-    run = {"run": ["rlm", *argv], "cwd": os.getcwd(), "env": dict(os.environ), "umask": umask}
-    # Signals are passed on from before the request leaves: one that arrives before the run
-    # starts waits in the socket and reaches it once it does.
+    # What the caller ignores (nohup's SIGHUP, a background job's SIGINT) the run ignores too.
+    ignored = [int(s) for s in _PASSED if signal.getsignal(s) is signal.SIG_IGN]
+    run = {"run": ["rlm", *argv], "cwd": cwd, "env": dict(os.environ), "umask": umask, "ignored": ignored}
     caught: list[int] = []
+    pid: list[int] = []
 
     def pass_on(signum: int, frame: Any) -> None:
         caught.append(signum)
         try:
             send(sock, {"signal": signum})
         except OSError:
-            pass
+            return
+        if signum == signal.SIGTSTP and pid:  # stop here too, as a shell's job stops
+            signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTSTP)
+            signal.signal(signal.SIGTSTP, pass_on)  # continued: the SIGCONT handler told the run
 
-    passed = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {signum: signal.signal(signum, pass_on) for signum in passed}
+    # Passed on from before the request leaves: one that arrives before the run starts waits in
+    # the socket and reaches it once it does.
+    previous = {s: signal.signal(s, pass_on) for s in _PASSED if int(s) not in ignored}
+    sock.settimeout(_FIRST_REPLY_S)
     try:
+        if sock.fileno() <= 2:
+            raise OSError("the socket took a standard stream's descriptor")
         send(sock, run, [0, 1, 2])
         first = receive(sock)
     except OSError:
         first = None
-    if first is None or not isinstance(first.get("pid"), int):
-        sock.close()  # refused (other code, a malformed request) or gone: not started
+    if first is None or type(first.get("pid")) is not int:
+        sock.close()  # refused, or no answer in time: not started (the server forks only for
+        # a client still there)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        if caught:  # stopped before any run started: the stop's exit status (130, 143, 129)
+        stops = [s for s in caught if s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)]
+        if stops:  # stopped before any run started: the stop's exit status (130, 143, 129)
             os.write(2, b"rlm: stopped before the run started\n")
-            return 128 + caught[0]
+            return 128 + stops[0]
         return None
+    pid.append(first["pid"])
+    sock.settimeout(None)
     while True:
         try:
             message = receive(sock)
         except OSError:
             message = None
         if message is None:
+            _wait_for(pid[0])
             os.write(2, b"rlm: the warm process ended during the run: what it printed is all there is\n")
             return 1
         code = message.get("exit")
-        if isinstance(code, int):
-            return code
+        if type(code) is int:
+            return int(code)
+
+
+def _wait_for(pid: int, seconds: float = 5.0) -> None:
+    """Wait a little for the run (its server gone, it was sent SIGTERM) to end, so that this
+    process's last line comes after the run's."""
+    import select
+
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return
+    try:
+        select.select([fd], [], [], seconds)
+    finally:
+        os.close(fd)

@@ -74,13 +74,18 @@ def start_command(
     log_path = path[: -len(".sock")] + ".log"
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
+        # -P: the current folder is not put on the import path (a folder holding an `rlm/`
+        # would be imported in its place, and by every run forked from it).
         proc = subprocess.Popen(
-            [sys.executable, "-m", "rlm.cli.warm_server", str(idle * 60)],
+            [sys.executable, "-P", "-m", "rlm.cli.warm_server", str(idle * 60)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
             start_new_session=True,
         )
+    except OSError as exc:
+        _say(f"warm: cannot start the process: {exc.strerror or exc}")
+        raise typer.Exit(int(ExitCode.CONFIG)) from None
     finally:
         os.close(log)
     deadline = time.monotonic() + _READY_S

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import io
-import json
 import os
 import selectors
 import signal
@@ -39,6 +38,34 @@ from rlm.privatefiles import make_private_dirs
 
 DEFAULT_IDLE_S = 30 * 60
 _STOP_GRACE_S = 5.0
+_FIRST_MESSAGE_S = 2.0  # a client sends its request as it connects; one that does not is let go
+# What a client may pass on, and how it reaches the run: a stop and a continue reach its whole
+# process group (its sandbox worker too, as Ctrl-Z stops a terminal's foreground group).
+_PASSABLE = {
+    int(signal.SIGINT): signal.SIGINT,
+    int(signal.SIGTERM): signal.SIGTERM,
+    int(signal.SIGHUP): signal.SIGTERM,
+    int(signal.SIGWINCH): signal.SIGWINCH,
+    int(signal.SIGTSTP): signal.SIGSTOP,
+    int(signal.SIGCONT): signal.SIGCONT,
+}
+_STOPS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+# The fields of /proc/PID/status that say what a process may do, and its namespaces: a client
+# must have the server's, or a same-uid process with fewer rights (no capabilities, another
+# group, a seccomp filter, a container's mounts) would get a run made with the server's.
+_CREDENTIALS = (
+    "Uid",
+    "Gid",
+    "Groups",
+    "CapInh",
+    "CapPrm",
+    "CapEff",
+    "CapBnd",
+    "CapAmb",
+    "NoNewPrivs",
+    "Seccomp",
+)
+_NAMESPACES = ("mnt", "net", "pid", "user", "uts", "ipc", "cgroup")
 
 
 @dataclass
@@ -71,21 +98,29 @@ def _valid_run(message: dict[str, Any]) -> bool:
         and isinstance(cwd, str)
         and isinstance(env, dict)
         and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
-        and isinstance(umask, int)
+        and type(umask) is int
         and 0 <= umask <= 0o777
+        and isinstance(message.get("ignored", []), list)
+        and all(type(n) is int and n in _PASSABLE for n in message.get("ignored", []))
     )
 
 
-def _become_the_run(message: dict[str, Any], fds: list[int]) -> None:
-    """In the forked child, the server's descriptors closed: take the client's streams, place,
-    environment and arguments, run the CLI, and never return (main() ends the process with the
-    run's exit status)."""
+def _become_the_run(message: dict[str, Any], fds: list[int], server_pid: int) -> None:
+    """In the forked child, the server's descriptors closed and the stops still blocked: take
+    the client's streams, place, environment and arguments, run the CLI, and never return
+    (main() ends the process with the run's exit status)."""
     try:
         os.setpgid(0, 0)  # its own group: a signal for the server's group is not for the run
-        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGWINCH, signal.SIGTSTP):
             signal.signal(signum, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        for signum in message.get("ignored", []):
+            signal.signal(signum, signal.SIG_IGN)
         _die_with_parent()
+        # Handlers are the run's now: a stop that came meanwhile is delivered here.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
+        if os.getppid() != server_pid:
+            raise KeyboardInterrupt  # the server died before the death signal was asked for
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
@@ -93,15 +128,33 @@ def _become_the_run(message: dict[str, Any], fds: list[int]) -> None:
         os.chdir(message["cwd"])
         os.environ.clear()
         os.environ.update(message["env"])
+        _settle_environment()
         sys.argv = list(message["run"])
         _fresh_streams()
         from rlm.cli.entry import run_here
 
         run_here()
+    except KeyboardInterrupt:
+        with contextlib.suppress(OSError):
+            os.write(2, b"rlm: stopped before the run started\n")
+        os._exit(130)
     except BaseException as exc:  # noqa: BLE001 - anything here ends this child, said on its stderr
         with contextlib.suppress(OSError):
             os.write(2, f"rlm: the warm process could not start the run: {exc}\n".encode())
     os._exit(1)
+
+
+def _settle_environment() -> None:
+    """What was read from the server's environment when it started, read again from the run's:
+    the time zone, the temporary folder, and the variables litellm and tiktoken need (set in the
+    server's environment, which the client's replaced)."""
+    import tempfile
+
+    from rlm.model.client import litellm_environment
+
+    time.tzset()
+    tempfile.tempdir = None
+    litellm_environment()
 
 
 _server_streams: list[Any] = []
@@ -136,6 +189,40 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
 
 
+def _status_fields(pid: int | str) -> dict[str, str]:
+    with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as fh:
+        pairs = (line.split(":", 1) for line in fh if ":" in line)
+        return {k: " ".join(v.split()) for k, v in pairs if k in _CREDENTIALS}
+
+
+def _namespaces(pid: int | str) -> dict[str, str]:
+    return {
+        ns: os.readlink(f"/proc/{pid}/ns/{ns}") for ns in _NAMESPACES if os.path.exists(f"/proc/self/ns/{ns}")
+    }
+
+
+def _same_rights(conn: socket.socket) -> bool:
+    """The peer is a process of this user with this server's rights, in its namespaces: the
+    same uid (SO_PEERCRED), groups, capabilities, no-new-privileges and seccomp state, and
+    the same mounts, network, users and processes. Anything unreadable is a refusal."""
+    try:
+        pid, uid, _ = wire.peer_credentials(conn)
+        if uid != os.getuid():
+            return False
+        return _status_fields(pid) == _status_fields("self") and _namespaces(pid) == _namespaces("self")
+    except OSError:
+        return False
+
+
+def _still_there(conn: socket.socket) -> bool:
+    """The client has not hung up (gave up waiting): no run is started for nobody."""
+    import select
+
+    poller = select.poll()
+    poller.register(conn, select.POLLIN | select.POLLRDHUP)
+    return not any(ev & (select.POLLHUP | select.POLLRDHUP | select.POLLERR) for _, ev in poller.poll(0))
+
+
 class _Stop(Exception):
     """SIGTERM or SIGINT reached the server while it waited: it stops."""
 
@@ -168,26 +255,37 @@ class Server:
         self.selector.register(self.listener, selectors.EVENT_READ, "accept")
 
     def serve(self) -> None:
-        while not self.stopping:
-            timeout = None if self.runs else max(0.0, self.idle_s - (time.monotonic() - self.last_active))
-            if timeout == 0.0:
-                break
-            try:
-                self.waiting = True
-                ready = self.selector.select(timeout)
-            except _Stop:
-                break
-            finally:
-                self.waiting = False
-            for key, _ in ready:
-                kind = key.data
-                if kind == "accept":
-                    self._accept()
-                elif isinstance(kind, tuple) and kind[0] == "client":
-                    self._from_client(kind[1])
-                elif isinstance(kind, tuple) and kind[0] == "ended":
-                    self._ended(kind[1])
-        self.close()
+        try:
+            while not self.stopping:
+                timeout = None if self.runs else max(0.0, self.idle_s - (time.monotonic() - self.last_active))
+                if timeout == 0.0:
+                    break
+                try:
+                    self.waiting = True
+                    ready = self.selector.select(timeout)
+                except _Stop:
+                    break
+                finally:
+                    self.waiting = False
+                for key, _ in ready:
+                    try:
+                        self._handle(key.data)
+                    except _Stop:
+                        raise
+                    except Exception as exc:  # noqa: BLE001 - one event's failure is not every run's end
+                        print(f"rlm: warm: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        except _Stop:
+            pass
+        finally:
+            self.close()
+
+    def _handle(self, kind: Any) -> None:
+        if kind == "accept":
+            self._accept()
+        elif isinstance(kind, tuple) and kind[0] == "client":
+            self._from_client(kind[1])
+        elif isinstance(kind, tuple) and kind[0] == "ended":
+            self._ended(kind[1])
 
     def stop(self, signum: int, frame: Any) -> None:
         """The handler of SIGTERM and SIGINT: stop now if waiting, else once this event is handled."""
@@ -202,43 +300,54 @@ class Server:
             return
         self.last_active = time.monotonic()
         try:
-            conn.settimeout(5)
-            if wire.peer_uid(conn) != os.getuid():
+            conn.settimeout(_FIRST_MESSAGE_S)
+            if not _same_rights(conn):
                 conn.close()
                 return
             data, fds, _, _ = socket.recv_fds(conn, wire.MAX_MESSAGE, 3)
         except OSError:
             conn.close()
             return
-        try:
-            message = json.loads(data) if data else None
-        except ValueError:
-            message = None
-        if isinstance(message, dict) and len(fds) == 3 and _valid_run(message):
+        message = wire.parse(data) if data else None
+        if message is not None and len(fds) == 3 and _valid_run(message) and _still_there(conn):
             self._start(conn, message, fds)
             return
         for fd in fds:
             os.close(fd)
         reply: dict[str, Any] = {"refused": "not a request this server takes"}
-        if isinstance(message, dict) and not fds and message.get("status"):
+        if message is not None and not fds and message.get("status") is True:
             reply = self.status()
-        elif isinstance(message, dict) and not fds and message.get("stop"):
+        elif message is not None and not fds and message.get("stop") is True:
             reply, self.stopping = {"stopping": True}, True
         with contextlib.suppress(OSError):
             wire.send(conn, reply)
         conn.close()
 
     def _start(self, conn: socket.socket, message: dict[str, Any], fds: list[int]) -> None:
-        pid = os.fork()
-        if pid == 0:
-            self._close_in_child(conn)
-            _become_the_run(message, fds)
+        # The stops are blocked across the fork: the child must not take one with the server's
+        # handler (lost) before it has the run's; it unblocks them once it does.
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+        server_pid = os.getpid()
+        try:
+            try:
+                pid = os.fork()
+            except OSError as exc:
+                for fd in fds:
+                    os.close(fd)
+                with contextlib.suppress(OSError):
+                    wire.send(conn, {"refused": f"cannot start a process: {exc.strerror or exc}"})
+                conn.close()
+                return
+            if pid == 0:
+                self._close_in_child(conn)
+                _become_the_run(message, fds, server_pid)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
         for fd in fds:
             os.close(fd)
         self.served += 1
-        pidfd = os.pidfd_open(pid)
-        run = _Run(pid, conn, pidfd)
-        self.runs[pid] = run
+        pidfd = os.pidfd_open(pid)  # a child of ours, not yet reaped: its pid cannot be reused
+        self.runs[pid] = _Run(pid, conn, pidfd)
         conn.settimeout(None)
         self.selector.register(conn, selectors.EVENT_READ, ("client", pid))
         self.selector.register(pidfd, selectors.EVENT_READ, ("ended", pid))
@@ -259,7 +368,9 @@ class Server:
         os.close(self.lock_fd)
 
     def _from_client(self, pid: int) -> None:
-        run = self.runs[pid]
+        run = self.runs.get(pid)
+        if run is None or run.conn.fileno() < 0:
+            return  # ended in this same round of events
         try:
             message = wire.receive(run.conn)
         except OSError:
@@ -269,17 +380,22 @@ class Server:
             run.conn.close()
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
+                os.killpg(pid, signal.SIGCONT)  # a stopped run must be able to stop
             return
         signum = message.get("signal")
-        if signum in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signum)
-        elif signum == signal.SIGHUP:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
+        sent = _PASSABLE.get(signum) if type(signum) is int else None
+        if sent is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if sent in (signal.SIGSTOP, signal.SIGCONT):
+                os.killpg(pid, sent)  # the run's group: its sandbox worker stops with it
+            else:
+                os.kill(pid, sent)
 
     def _ended(self, pid: int) -> None:
-        run = self.runs.pop(pid)
+        run = self.runs.pop(pid, None)
+        if run is None:
+            return
         _, status = os.waitpid(pid, 0)
         code = os.waitstatus_to_exitcode(status)
         if code < 0:

@@ -32,7 +32,8 @@ async def run_in_child(
     process = await anyio.open_process(
         # rlm.mcp.child by way of the program's entry, which hands it to a warm process when
         # one runs (`rlm warm start`): the run then starts without importing litellm again.
-        [sys.executable, "-m", "rlm", "_mcp-run"],
+        # -P: the server's folder is not put on the import path (an `rlm/` there is not rlm).
+        [sys.executable, "-P", "-m", "rlm", "_mcp-run"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=None,  # the server's own stderr: the client's log, never the protocol's channel

@@ -38,14 +38,21 @@ _lock = threading.Lock()
 _litellm_module: Any = None
 
 
+def litellm_environment() -> None:
+    """The variables litellm and tiktoken must find: the local cost map, production mode, the
+    bundled encodings. Set before the import, and again by a warm process's child (its
+    environment, the client's, replaces the one they were set in)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ["LITELLM_MODE"] = "PRODUCTION"
+    ensure_offline_tiktoken()
+
+
 def load_litellm() -> Any:
     """Import litellm once, configured for offline, quiet, production use."""
     global _litellm_module
     with _lock:
         if _litellm_module is None:
-            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-            os.environ["LITELLM_MODE"] = "PRODUCTION"
-            ensure_offline_tiktoken()
+            litellm_environment()
             # The import builds thousands of classes (pydantic models, mostly) that live as long as
             # the process: the cyclic collector's passes over them meanwhile find nothing to free and
             # cost ~0.9 s of its ~5 s of CPU. Off for the import, and what it built frozen after, so
