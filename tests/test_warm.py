@@ -44,15 +44,20 @@ def _status(folder: Path, cwd: Path) -> dict[str, int]:
     return {"pid": int(words[2]), "served": int(words[3]), "running": int(words[6])}
 
 
-def test_a_question_through_the_warm_process_is_answered_as_alone(warm_dir: Path, tmp_path: Path) -> None:
-    before = _status(warm_dir, tmp_path)["served"]
-    shutil.copy(FIXTURES / "access.log", tmp_path / "access.log")
+def _counting_404s(folder: Path) -> str:
+    """The access log copied into `folder`, and a scripted model that counts its 404s (35)."""
+    shutil.copy(FIXTURES / "access.log", folder / "access.log")
     script = [
         {"tool": "execute", "args": {"code": COUNT_404}},
         {"tool": "final", "args": {"answer": "35"}},
         "35 [F1]",
     ]
-    model = write_script(tmp_path / "s.json", script)
+    return write_script(folder / "s.json", script)
+
+
+def test_a_question_through_the_warm_process_is_answered_as_alone(warm_dir: Path, tmp_path: Path) -> None:
+    before = _status(warm_dir, tmp_path)["served"]
+    model = _counting_404s(tmp_path)
     env = {"RLM_WARM_DIR": str(warm_dir)}
     # A relative path and a relative trace folder: the run works where the user is.
     warm = run_cli(
@@ -79,10 +84,32 @@ def test_a_question_through_the_warm_process_is_answered_as_alone(warm_dir: Path
     assert _status(warm_dir, tmp_path)["served"] == before + 2
 
 
-def test_ctrl_c_stops_the_run_it_serves(warm_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("ignored", [False, True])
+def test_ctrl_c_stops_the_run_it_serves(warm_dir: Path, tmp_path: Path, ignored: bool) -> None:
+    """Also when the caller started with SIGINT ignored (a background job's is): `rlm ask`
+    alone sets its own handler all the same, so the signal is passed on all the same."""
     model = write_script(tmp_path / "s.json", [{"tool": "execute", "args": {"code": SPIN}}, "x"])
-    args = ["ask", str(FIXTURES / "access.log"), "q", "-m", model, "--timeout", "60"]
-    proc = start_cli(args, cwd=tmp_path, env={"RLM_WARM_DIR": str(warm_dir)})
+    args = [
+        sys.executable,
+        "-m",
+        "rlm",
+        "ask",
+        str(FIXTURES / "access.log"),
+        "q",
+        "-m",
+        model,
+        "--timeout",
+        "60",
+    ]
+    proc = subprocess.Popen(
+        args,
+        cwd=tmp_path,
+        env=cli_env(tmp_path, {"RLM_WARM_DIR": str(warm_dir)}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignored else None,
+    )
     wait_for(lambda: _status(warm_dir, tmp_path)["running"] == 1, proc, seconds=30, poll=0.2)
     time.sleep(1.5)  # the cell is spinning
     proc.send_signal(signal.SIGINT)
@@ -120,45 +147,73 @@ def test_a_request_of_another_shape_is_refused_and_the_server_goes_on(warm_dir: 
     assert _status(warm_dir, tmp_path)["running"] == 0
 
 
+AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+_CONNECT = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+try:
+    s.connect(sys.argv[1])
+except PermissionError:
+    print("refused")
+else:
+    print("connected")
+"""
+
+
 @pytest.mark.skipif(os.getuid() != 0, reason="needs a second user: runs as root to become nobody")
-def test_another_user_can_neither_use_nor_see_it(warm_dir: Path, tmp_path: Path) -> None:
-    served = _status(warm_dir, tmp_path)["served"]
+def test_another_user_cannot_reach_it(warm_dir: Path) -> None:
     assert warm_dir.stat().st_mode & 0o777 == 0o700
-    tmp_path = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's own folders are root's, 0700
-    tmp_path.chmod(0o777)
-    shutil.copy(FIXTURES / "access.log", tmp_path / "access.log")
-    model = write_script(tmp_path / "s.json", ["done", "done"])
+    path = next(warm_dir.glob("warm-*.sock"))
+    assert path.stat().st_mode & 0o777 == 0o600
+    tried = subprocess.run(
+        [*AS_NOBODY, sys.executable, "-I", "-c", _CONNECT, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert tried.stdout.strip() == "refused", tried.stderr
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs a second user: runs as root to become nobody")
+def test_another_user_s_questions_are_answered_in_its_own_process(warm_dir: Path, tmp_path: Path) -> None:
+    served = _status(warm_dir, tmp_path)["served"]
+    home = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's own folders are root's, 0700
+    home.chmod(0o777)
+    env = cli_env(home, {"RLM_WARM_DIR": str(warm_dir), "HOME": str(home)})
+    if subprocess.run([*AS_NOBODY, sys.executable, "-c", "import rlm"], env=env, cwd=home).returncode:
+        shutil.rmtree(home, ignore_errors=True)
+        pytest.skip("nobody cannot import rlm from this checkout (a folder only root may enter)")
+    shutil.copy(FIXTURES / "access.log", home / "access.log")
+    model = write_script(home / "s.json", ["done", "done"])
     for name in ("access.log", "s.json"):
-        (tmp_path / name).chmod(0o644)
-    as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
-    env = cli_env(tmp_path, {"RLM_WARM_DIR": str(warm_dir), "HOME": str(tmp_path)})
+        (home / name).chmod(0o644)
     status = subprocess.run(
-        [*as_nobody, sys.executable, "-m", "rlm", "warm", "status"],
-        cwd=tmp_path,
+        [*AS_NOBODY, sys.executable, "-m", "rlm", "warm", "status"],
+        cwd=home,
         env=env,
         capture_output=True,
         text=True,
     )
     assert status.returncode == 1 and status.stdout.strip() == "not running"
-    # Its question is answered in its own process (one plain call: the sandbox's worker needs
-    # what nobody may not read here): the warm one served nobody.
+    # One plain call (the sandbox's worker needs what nobody may not read here): the warm
+    # process served nobody.
     ask = subprocess.run(
-        [*as_nobody, sys.executable, "-m", "rlm", "ask", "access.log", "q", "-m", model, "--mode", "plain"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        [*AS_NOBODY, sys.executable, "-m", "rlm", "ask", "access.log", "q", "-m", model, "--mode", "plain"],
+        cwd=home, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert ask.returncode == 0 and ask.stdout.strip() == "done", ask.stderr
     assert _status(warm_dir, tmp_path)["served"] == served
     # A config folder it cannot enter (root's, 0700): the one-line config error, exit 4.
-    private = tmp_path / "root-only"
+    private = home / "root-only"
     private.mkdir(mode=0o700)
     env["XDG_CONFIG_HOME"] = str(private)
     ask = subprocess.run(
-        [*as_nobody, sys.executable, "-m", "rlm", "ask", "access.log", "q", "-m", model],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        [*AS_NOBODY, sys.executable, "-m", "rlm", "ask", "access.log", "q", "-m", model],
+        cwd=home, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert ask.returncode == 4 and ask.stdout == "", ask.stderr
     assert ask.stderr.startswith("rlm: cannot read config file") and len(ask.stderr.splitlines()) == 1
-    shutil.rmtree(tmp_path, ignore_errors=True)
+    shutil.rmtree(home, ignore_errors=True)
 
 
 def test_a_folder_others_can_write_to_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -179,13 +234,7 @@ def test_an_mcp_run_is_served_by_it_too(warm_dir: Path, tmp_path: Path) -> None:
     from mcp.client.stdio import StdioServerParameters
 
     served = _status(warm_dir, tmp_path)["served"]
-    shutil.copy(FIXTURES / "access.log", tmp_path / "access.log")
-    script = [
-        {"tool": "execute", "args": {"code": COUNT_404}},
-        {"tool": "final", "args": {"answer": "35"}},
-        "35 [F1]",
-    ]
-    model = write_script(tmp_path / "s.json", script)
+    model = _counting_404s(tmp_path)
     env = cli_env(tmp_path, {"RLM_WARM_DIR": str(warm_dir)})
     server = StdioServerParameters(
         command=sys.executable,

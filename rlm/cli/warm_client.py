@@ -183,8 +183,11 @@ def forward(argv: list[str]) -> int | None:
         return None
     umask = os.umask(0)
     os.umask(umask)
-    # What the caller ignores (nohup's SIGHUP, a background job's SIGINT) the run ignores too.
+    # What the caller ignores (nohup's SIGHUP) the run ignores too. SIGINT and SIGTERM are
+    # passed on all the same: `rlm ask` alone sets its own handlers for them whatever it was
+    # started with (a background job starts with SIGINT ignored), so the run does too.
     ignored = [int(s) for s in _PASSED if signal.getsignal(s) is signal.SIG_IGN]
+    passed = [s for s in _PASSED if int(s) not in ignored or s in (signal.SIGINT, signal.SIGTERM)]
     run = {"run": ["rlm", *argv], "cwd": cwd, "env": dict(os.environ), "umask": umask, "ignored": ignored}
     caught: list[int] = []
     pid: list[int] = []
@@ -202,7 +205,7 @@ def forward(argv: list[str]) -> int | None:
 
     # Passed on from before the request leaves: one that arrives before the run starts waits in
     # the socket and reaches it once it does.
-    previous = {s: signal.signal(s, pass_on) for s in _PASSED if int(s) not in ignored}
+    previous = {s: signal.signal(s, pass_on) for s in passed}
     sock.settimeout(_FIRST_REPLY_S)
     try:
         if sock.fileno() <= 2:

@@ -14,8 +14,9 @@ so the child has no lock held by a thread that does not exist in it.
 
 What a run reads from its environment is read in the child, after the client's environment
 replaced the server's; what litellm read at its import (its own LITELLM_* settings) is the
-server's. A message is trusted only from a process of the same uid (SO_PEERCRED), and only in
-the shape written here; anything else is refused, and the client then runs in-process.
+server's. A message is trusted only from a process of the same uid and rights (SO_PEERCRED,
+then /proc: _same_rights), and only in the shape written here; anything else is refused, and
+the client then runs in-process.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ from rlm.privatefiles import make_private_dirs
 DEFAULT_IDLE_S = 30 * 60
 _STOP_GRACE_S = 5.0
 _FIRST_MESSAGE_S = 2.0  # a client sends its request as it connects; one that does not is let go
-# What a client may pass on, and how it reaches the run: a stop and a continue reach its whole
-# process group (its sandbox worker too, as Ctrl-Z stops a terminal's foreground group).
+# What a client may pass on, and how it reaches the run: SIGHUP as SIGTERM (a run ends on it,
+# as alone), Ctrl-Z as SIGSTOP (the run handles no SIGTSTP), a stop and a continue to the run's
+# process group, as a terminal sends them to its foreground group.
 _PASSABLE = {
     int(signal.SIGINT): signal.SIGINT,
     int(signal.SIGTERM): signal.SIGTERM,
@@ -388,7 +390,7 @@ class Server:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             if sent in (signal.SIGSTOP, signal.SIGCONT):
-                os.killpg(pid, sent)  # the run's group: its sandbox worker stops with it
+                os.killpg(pid, sent)  # the run's group (setpgid in _become_the_run)
             else:
                 os.kill(pid, sent)
 
