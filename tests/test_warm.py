@@ -44,6 +44,11 @@ def _status(folder: Path, cwd: Path) -> dict[str, int]:
     return {"pid": int(words[2]), "served": int(words[3]), "running": int(words[6])}
 
 
+def _ask_argv(model: str, *options: str) -> list[str]:
+    """`rlm ask` over the fixture access log, as a process's argv."""
+    return [sys.executable, "-m", "rlm", "ask", str(FIXTURES / "access.log"), "q", "-m", model, *options]
+
+
 def _counting_404s(folder: Path) -> str:
     """The access log copied into `folder`, and a scripted model that counts its 404s (35)."""
     shutil.copy(FIXTURES / "access.log", folder / "access.log")
@@ -89,18 +94,7 @@ def test_ctrl_c_stops_the_run_it_serves(warm_dir: Path, tmp_path: Path, ignored:
     """Also when the caller started with SIGINT ignored (a background job's is): `rlm ask`
     alone sets its own handler all the same, so the signal is passed on all the same."""
     model = write_script(tmp_path / "s.json", [{"tool": "execute", "args": {"code": SPIN}}, "x"])
-    args = [
-        sys.executable,
-        "-m",
-        "rlm",
-        "ask",
-        str(FIXTURES / "access.log"),
-        "q",
-        "-m",
-        model,
-        "--timeout",
-        "60",
-    ]
+    args = _ask_argv(model, "--timeout", "60")
     proc = subprocess.Popen(
         args,
         cwd=tmp_path,
@@ -297,18 +291,7 @@ def test_a_closed_stdin_is_dev_null_and_a_caller_with_fewer_rights_runs_alone(
     capabilities is refused, and answered in its own process."""
     served = _status(warm_dir, tmp_path)["served"]
     model = write_script(tmp_path / "s.json", ["done", "done", "done", "done"])
-    args = [
-        sys.executable,
-        "-m",
-        "rlm",
-        "ask",
-        str(FIXTURES / "access.log"),
-        "q",
-        "-m",
-        model,
-        "--mode",
-        "plain",
-    ]
+    args = _ask_argv(model, "--mode", "plain")
     env = cli_env(tmp_path, {"RLM_WARM_DIR": str(warm_dir)})
     closed = subprocess.run(
         ["sh", "-c", 'exec "$@" <&-', "sh", *args],

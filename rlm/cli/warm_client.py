@@ -158,21 +158,10 @@ _PASSED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGWINCH, signal
 _FIRST_REPLY_S = 15.0  # the server forks at once; longer, it is stopped or stuck: run here
 
 
-def _stdio_open() -> bool:
-    """Descriptors 0-2 are all open: one closed would be taken by the socket, which would
-    then be handed over as the run's stream."""
-    try:
-        for fd in (0, 1, 2):
-            os.fstat(fd)
-    except OSError:
-        return False
-    return True
-
-
 def forward(argv: list[str]) -> int | None:
     """Run `rlm ARGV` in the warm process, if one runs this code; its exit status, or None when
     it is not run there (nothing has been written then, and the caller runs it itself)."""
-    if not argv or argv[0] not in WARM_COMMANDS or os.environ.get("RLM_NO_WARM") or not _stdio_open():
+    if not argv or argv[0] not in WARM_COMMANDS or os.environ.get("RLM_NO_WARM"):
         return None
     try:
         cwd = os.getcwd()
@@ -208,7 +197,7 @@ def forward(argv: list[str]) -> int | None:
     previous = {s: signal.signal(s, pass_on) for s in passed}
     sock.settimeout(_FIRST_REPLY_S)
     try:
-        if sock.fileno() <= 2:
+        if sock.fileno() <= 2:  # a standard stream was closed (rlm.cli.entry reopens them)
             raise OSError("the socket took a standard stream's descriptor")
         send(sock, run, [0, 1, 2])
         first = receive(sock)
