@@ -70,6 +70,12 @@ def test_a_typed_action_is_held_to_the_tables_schema_and_runs_as_a_query(
     assert "SELECT count(*)" in step["action"]["args"]["code"] and "404" in step["action"]["args"]["code"]
     # The query's rows reach the model as the next turn's observation.
     assert f"{not_found}" in stub.requests[1]["body"]["messages"][-1]["content"]
+    # A small model reads the question last, before each reply: after the profile, then after
+    # the newest result.
+    question = "Question: how many requests were answered 404?"
+    for request in stub.requests[:2]:
+        last = request["body"]["messages"][-1]["content"]
+        assert question in last.rsplit("</data-", 1)[-1], last[-300:]
 
 
 def test_a_column_the_table_lacks_is_refused_in_words_the_model_can_act_on(
@@ -88,6 +94,10 @@ def test_a_column_the_table_lacks_is_refused_in_words_the_model_can_act_on(
     assert proc.stdout.strip() == str(len(ips))
     refusal = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "country" in refusal and "ip" in refusal  # what was wrong, and the columns there are
+    # The question follows the newest result alone: an earlier turn is sent as it was first sent.
+    third = stub.requests[2]["body"]["messages"]
+    assert "Question: how many different clients?" in third[-1]["content"]
+    assert "Question:" not in third[-3]["content"] and third[-3]["content"] in refusal
     steps = latest_trace(tmp_path)["steps"]
     assert steps[0]["action"] is None or steps[0]["action"]["name"] != "execute"
     assert steps[1]["action"]["name"] == "execute"

@@ -76,8 +76,11 @@ class NodePrompt:
             ),
         }
         typed = shape.protocol == "typed"
+        # A small model (the typed protocol's) reads the question again last, each turn.
+        self.question = question
+        self.restate = typed
         profile_block = prompts.without_examples(scope.profile_block) if typed else scope.profile_block
-        bare = prompts.task_prompt(question, profile_block, scope.description)
+        bare = prompts.task_prompt(question, profile_block, scope.description, restate=typed)
         kind: CallKind = "root_turn" if depth == 0 else "child_turn"
         room = (
             shape.window
@@ -96,11 +99,15 @@ class NodePrompt:
         )
         self.task = {
             "role": "user",
-            "content": prompts.task_prompt(question, profile_block, scope.description, established),
+            "content": prompts.task_prompt(
+                question, profile_block, scope.description, established, restate=typed
+            ),
         }
         self.turns: list[Turn] = []
         self.dropped_turns: list[Turn] = []  # kept for recall("T3")
         self.fixed_tokens = count_messages([self.system, self.task]) + shape.tools_tokens
+        if self.restate:
+            self.fixed_tokens += count_text(prompts.question_again(question))
         self.token_ratio = 1.0  # provider's prompt tokens / our estimate, learnt from each reply
         # What is routed each turn (findings of dropped turns, recent turns) shares what the
         # memories left of the routed budget.
@@ -202,6 +209,11 @@ class NodePrompt:
             )
         for turn in self.turns:
             messages.extend(turn.messages)
+        if self.restate and self.turns:
+            # After the newest result, not stored with it: the turns before stay as they were
+            # sent, so a server's cache of the conversation's start still holds.
+            last = messages[-1]
+            messages[-1] = {**last, "content": str(last["content"]) + prompts.question_again(self.question)}
         return messages
 
     def _over_window(self) -> bool:

@@ -117,14 +117,31 @@ def task_prompt(
     profile_block: str,
     scope: str | None = None,
     established: str | None = None,
+    *,
+    restate: bool = False,
 ) -> str:
+    """The first user message: the question, the file's profile, memories; with `restate`, the
+    question again at its end (question_again)."""
     where = f"\n{scope}" if scope else ""
     earlier = f"\n\n{established}" if established else ""
+    end = question_again(question, first=True) if restate else "\n\nStart investigating."
     # The profile holds the file's own lines (its first and last) and names and values from its
     # fields: data, framed.
+    return f"Question: {question}{where}\n\nFile profile:\n{frame(profile_block)}{earlier}{end}"
+
+
+def question_again(question: str, *, first: bool = False) -> str:
+    """The question once more, as the last thing a small model reads before it replies.
+
+    A small model chooses its action by what it read last: after a long profile or a result, it
+    reached for the action that shows rows whatever was asked. With the question restated here,
+    the 1.5B offline model's first action on the dev set took the operation the question asks
+    for 19 times in 23, against 13 without (the same prompts sent to its server, greedy)."""
+    if first:
+        return f"\n\nQuestion: {question}\nReply with the one JSON action that answers it."
     return (
-        f"Question: {question}{where}\n\nFile profile:\n{frame(profile_block)}{earlier}"
-        "\n\nStart investigating."
+        f"\n\nQuestion: {question}\nReply with one JSON action: final with the answer if a result "
+        "above gives it, else the next action toward it."
     )
 
 
