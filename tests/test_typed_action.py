@@ -25,6 +25,7 @@ from rlm.input.tablevalues import VOCABULARY
 from rlm.run.actions import Action, ParseError
 from rlm.run.typed import action_schema, compile_sql, describe_actions, to_action
 from rlm.run.typed.describe import examples
+from rlm.run.typed.vocabulary import ASKS
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = {
@@ -243,7 +244,7 @@ BAD = {
             {"op": "group", "by": "ip", "agg": "sum", "column": "path"},
             "agg sum needs a number column; 'path' is text",
         ),
-        ({"op": "count", "column": "ip"}, '"count" takes only: op, where; not "column"'),
+        ({"op": "count", "column": "ip"}, '"count" takes only: asks, op, where; not "column"'),
         ({"op": "top", "column": "ip", "k": 0}, '"k" must be at least 1'),
         ({"op": "median", "column": "bytes"}, "unknown op 'median'; the ops are: count, count_distinct"),
         ({"op": "rows", "columns": []}, '"columns" must be a list of column names'),
@@ -284,14 +285,37 @@ CHECKS_ONLY = [
 
 
 @pytest.mark.parametrize("name", FORMATS)
+def _said(action: dict) -> dict:
+    """The action as the schema has the model write it: what is asked first (ASKS)."""
+    op = action.get("op")
+    return {"asks": ASKS[op], **action} if isinstance(op, str) and op in ASKS else action
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_the_schema_has_what_is_asked_said_first_and_holds_the_op_to_it(tables: dict, name: str) -> None:
+    table, _ = tables[name]
+    schema = action_schema(table)
+    validator = Draft202012Validator(schema)
+    for branch in schema["anyOf"]:
+        assert next(iter(branch["properties"])) == "asks" and "asks" in branch["required"]
+    top = {"op": "top", "column": _expected_columns(name, table)[0]}
+    assert validator.is_valid(_said(top))
+    assert not validator.is_valid(top)  # the grammar has it said
+    assert not validator.is_valid({**_said(top), "asks": ASKS["rows"]})  # and the op is the phrase's
+    # The checks take an action with or without it (a server without grammars), the same way.
+    assert to_action(json.dumps(top), table) == to_action(json.dumps(_said(top)), table)
+
+
+@pytest.mark.parametrize("name", FORMATS)
 def test_the_schema_and_the_checks_accept_the_same_good_actions(tables: dict, name: str) -> None:
     table, _ = tables[name]
     validator = Draft202012Validator(action_schema(table))
     good = GOOD[name] + [action for _, action in examples(table)]
     for action in good:
-        errors = list(validator.iter_errors(action))
+        errors = list(validator.iter_errors(_said(action)))
         assert not errors, (action, errors[0].message)
         assert isinstance(to_action(json.dumps(action), table), Action), action
+        assert isinstance(to_action(json.dumps(_said(action)), table), Action), action
 
 
 @pytest.mark.parametrize("name", FORMATS)
@@ -299,7 +323,7 @@ def test_the_schema_and_the_checks_refuse_the_same_bad_actions_saying_why(tables
     table, _ = tables[name]
     validator = Draft202012Validator(action_schema(table))
     for action, says in BAD[name]:
-        assert not validator.is_valid(action), action
+        assert not validator.is_valid(_said(action)), action
         result = to_action(json.dumps(action), table)
         assert isinstance(result, ParseError) and says in result.message, (action, result)
     if name == "csv":
@@ -603,9 +627,9 @@ def test_a_value_with_quotes_survives_into_the_query(tables: dict) -> None:
 def test_the_description_has_an_example_of_each_shape_on_this_tables_columns(tables: dict, name: str) -> None:
     table, _ = tables[name]
     text = describe_actions(table)
-    assert len(text) < 1400, len(text)  # about 350 tokens of a 4,096-token window
+    assert len(text) < 1800, len(text)  # about 450 tokens of a 4,096-token window
     shown = [json.loads(line[line.index("{") :]) for line in text.splitlines()[1:-2]]
-    assert [a for _, a in examples(table)] == shown
+    assert [_said(a) for _, a in examples(table)] == shown
     ops = {a["op"] for a in shown}
     assert {"count", "count_distinct", "top", "sum", "group", "rows", "grep", "peek", "final"} <= ops
     names = {n for n, _ in table["columns"]} | set(_expected_columns(name, table))
@@ -634,7 +658,8 @@ def test_a_table_of_plain_lines_still_has_every_shape_it_can(tmp_path: Path) -> 
         "final",
     }
     for action in shown:
-        assert validator.is_valid(action) and isinstance(to_action(json.dumps(action), table), Action), action
+        assert validator.is_valid(_said(action)), action
+        assert isinstance(to_action(json.dumps(action), table), Action), action
     with duckdb.connect(table["path"], read_only=True) as con:
         top = _rows(con, compile_sql({"op": "top", "column": "line", "k": 2}, table))
     assert top == [("note 0 written freely", 43), ("note 1 written freely", 43)]

@@ -299,8 +299,9 @@ def _fields(obj: dict[str, Any]) -> str:
         raise Problem(f"unknown op {_show(op)}; the ops are: {', '.join(OPS)}")
     takes = FIELDS[op]
     for name in obj:
-        if name != "op" and name not in takes:
-            raise Problem(f'"{op}" takes only: op, {", ".join(takes)}; not "{name}"')
+        # "asks" says what the question asks for (ASKS); the op alone decides what runs.
+        if name not in ("op", "asks") and name not in takes:
+            raise Problem(f'"{op}" takes only: asks, op, {", ".join(takes)}; not "{name}"')
     for name in REQUIRED[op]:
         if obj.get(name) is None:
             raise Problem(f'missing "{name}" for "{op}"')
@@ -313,7 +314,7 @@ def check_action(obj: Any, cols: TableColumns) -> Checked:
         raise Problem('reply with one JSON object, such as {"op": "count"}')
     op = _fields(obj)
     if op in ("grep", "peek", "final"):
-        args = {k: v for k, v in obj.items() if k != "op" and v is not None}
+        args = {k: v for k, v in obj.items() if k not in ("op", "asks") and v is not None}
         if op == "peek":
             args["start"] = _whole(args["start"], "start", 1)
             if "length" in args:

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from rlm.run.typed.columns import DATE, NUMBER, TEXT, TIME, TableColumns, table_columns
-from rlm.run.typed.vocabulary import DEFAULT_K, MAX_FILTERS, MAX_K
+from rlm.run.typed.vocabulary import ASKS, DEFAULT_K, MAX_FILTERS, MAX_K
 
 __all__ = ["describe_actions", "examples"]
 
@@ -76,7 +76,9 @@ def describe_actions(table: dict[str, Any]) -> str:
     """The system prompt's lines on the typed actions: one JSON object a turn, the ops, their fields."""
     lines = ["One JSON action a turn, one of:"]
     for what, action in examples(table):
-        lines.append(f"{what} {json.dumps(action, separators=(',', ':'), ensure_ascii=False)}")
+        # Each begins by saying what the question asks for, as the schema has it.
+        said = {"asks": ASKS[action["op"]], **action}
+        lines.append(f"{what} {json.dumps(said, separators=(',', ':'), ensure_ascii=False)}")
     lines.append(
         f'"where": up to {MAX_FILTERS} filters, all must hold; cmp = != < <= > >= contains starts_with '
         '(text, any case); time "YYYY-MM-DD hh:mm" (a day alone: whole day). '

@@ -18,6 +18,7 @@ from rlm.run.actionspec import GREP_MAX_MATCHES
 from rlm.run.typed.columns import BOOL, DATE, NUMBER, TEXT, TIME, TableColumns, table_columns
 from rlm.run.typed.vocabulary import (
     AGGREGATES,
+    ASKS,
     BUCKETS,
     DAY_BUCKETS,
     EQUALITY,
@@ -42,6 +43,19 @@ def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 def _op(*ops: str) -> dict[str, Any]:
     return {"const": ops[0]} if len(ops) == 1 else {"enum": list(ops)}
+
+
+def _asking(branch: dict[str, Any]) -> dict[str, Any]:
+    """The branch with "asks" first: what a question asks for that its op gives (ASKS). The
+    grammar writes an object's properties in order, so the model says what is asked before it
+    names the op, and the op is then held to that branch's."""
+    op = branch["properties"]["op"]
+    asks = ASKS[op.get("const") or op["enum"][0]]
+    return {
+        **branch,
+        "properties": {"asks": {"const": asks}, **branch["properties"]},
+        "required": ["asks", *branch["required"]],
+    }
 
 
 def _count(at_most: int) -> dict[str, Any]:
@@ -154,4 +168,4 @@ def action_schema(table: dict[str, Any]) -> dict[str, Any]:
         ),
         _object({"op": _op("final"), "answer": _STRING}, ["op", "answer"]),
     ]
-    return {"anyOf": branches}
+    return {"anyOf": [_asking(b) for b in branches]}
