@@ -189,7 +189,8 @@ def test_child_investigations_on_a_dask_cluster_answer_as_at_home(tmp_path: Path
     limited, trace, made = _children_run(
         tmp_path / "limited", log, chunk, "--executor", scheduler, "--max-calls", "30"
     )
-    assert limited.returncode == 6, limited.stderr
+    kids = [(n["id"], n["status"], n.get("steps"), n.get("answer", "")[:120]) for n in trace["nodes"]]
+    assert limited.returncode == 6, (limited.stderr, kids)
     assert "model calls" in limited.stderr and "Traceback" not in limited.stderr
     assert made == trace["totals"]["calls"] <= 30, made
     assert 1 < len([n for n in trace["nodes"] if n["depth"] == 1]) < 16

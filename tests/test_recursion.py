@@ -189,7 +189,12 @@ def test_partition_map_32_chunks_one_failing_rest_in_order(isolated: Path, real_
     )
     result = ask(log, "q", script, concurrency=8)
     assert result.exit_code == 0
-    steps = latest_trace(isolated)["steps"]
+    trace = latest_trace(isolated)
+    steps = trace["steps"]
+    # the user is told a chunk has no answer, not only the model
+    told = [w for w in trace["warnings"] if w.startswith("partition_map of n0:")]
+    assert len(told) == 1 and "chunk refused" in told[0], trace["warnings"]
+    assert told[0].startswith("partition_map of n0: 1 of 32 chunks have no answer (lines 1,891-1,953: ")
     obs = steps[0]["observation"]["preview"]
     assert obs.startswith("32 chunks; answers in chunk order")
     assert "[1] lines 1-63: saw 1 to 63" in obs

@@ -26,7 +26,7 @@ from rlm.model.tokens import count_text
 from rlm.run import prompts
 from rlm.run.batch import fan_out_as_batch
 from rlm.run.children import Children
-from rlm.run.events import Fanout
+from rlm.run.events import Fanout, RunWarning
 from rlm.run.executor import LOCAL, Call, DaskExecutor
 from rlm.run.host import Partition
 from rlm.run.routing import subquery_payload
@@ -343,6 +343,17 @@ class Subcalls:
 
     def _partition_result(self, asker: Asker, question: str, partition: Partition) -> Partition:
         results = partition.results
+        failed = [r for w, r in zip(partition.wheres, results, strict=True) if r.startswith(f"[error] {w}: ")]
+        if failed:
+            # The model reads each failure among the answers; the user is told too, as whatever
+            # the fan-out concludes rests on the chunks that did answer.
+            note = (
+                f"partition_map of {asker.node_id}: {len(failed)} of {len(results)} chunks have no answer "
+                f"({cap_line(failed[0].removeprefix('[error] '), 200)}"
+                f"{'' if len(failed) == 1 else '; and others'})"
+            )
+            self.run.trace.warn(note)
+            self.run.progress(RunWarning(note))
         summary = "; ".join(f"[{i + 1}] {cap_line(r, 80)}" for i, r in enumerate(results))
         self.run.ledger.add(
             f"partition_map '{cap_words(question, 120)}' over {len(results)} chunks: {summary}",
