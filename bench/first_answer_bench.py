@@ -126,8 +126,10 @@ def _env(work: Path, cache: Path, warm: Path | None) -> dict[str, str]:
             "XDG_CONFIG_HOME": str(work / ".config"),
             "XDG_DATA_HOME": str(work / ".data"),
             "OPENAI_API_KEY": "bench",
-            # No warm process unless one is asked for: a folder of its own, empty otherwise.
+            # No warm process unless one is asked for: a folder of its own, empty otherwise, and
+            # none started by a run (the cold arm would be served by it from its second run).
             "RLM_WARM_DIR": str(warm or work / "no-warm"),
+            "RLM_WARM_AUTO": "0",
         }
     )
     return env

@@ -69,7 +69,8 @@ def ask(log: Path, work: Path, cache: Path) -> dict[str, float]:
         )
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("RLM_")}
-    env.update({"RLM_CACHE_DIR": str(cache), "XDG_CONFIG_HOME": str(work / ".config")})
+    # Each run alone, as the figures before warm processes were measured: none serves it, none is left.
+    env.update({"RLM_CACHE_DIR": str(cache), "XDG_CONFIG_HOME": str(work / ".config"), "RLM_NO_WARM": "1"})
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "rlm", "ask", str(log), "q", "-m", f"scripted/{script}", "--json", "-q"],

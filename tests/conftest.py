@@ -92,8 +92,10 @@ def cli_env(cwd: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
             "RLM_TRACE_DIR": "traces",
             "XDG_DATA_HOME": str(cwd / ".data"),
             "RLM_CACHE_DIR": str(cwd / ".cache"),
-            # No warm process of the user's serves a test's run (tests/test_warm.py starts its own).
+            # No warm process of the user's serves a test's run (tests/test_warm.py starts its own),
+            # and none is left behind by one: each of hundreds of runs would start its own.
             "RLM_WARM_DIR": str(cwd / ".warm"),
+            "RLM_WARM_AUTO": "0",
         }
     )
     env.update(extra or {})

@@ -103,7 +103,7 @@ def _env(tmp_path: Path, extra: dict[str, str]) -> dict[str, str]:
     """The test's environment without the RLM_* values every CLI test gets: here each setting
     comes from the one source under test."""
     env = {k: v for k, v in cli_env(tmp_path).items() if not k.startswith("RLM_")}
-    return {**env, **extra}
+    return {**env, "RLM_WARM_AUTO": "0", **extra}  # not a setting of the run: no warm process left behind
 
 
 def _ask(tmp_path: Path, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

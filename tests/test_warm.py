@@ -311,3 +311,72 @@ def test_a_closed_stdin_is_dev_null_and_a_caller_with_fewer_rights_runs_alone(
         )
         assert weaker.returncode == 0 and weaker.stdout.strip() == "done", weaker.stderr
     assert _status(warm_dir, tmp_path)["served"] == served
+
+
+def _alone_env(cwd: Path, folder: Path, **extra: str) -> dict[str, str]:
+    """A test's environment with the default a user has: a run alone starts a warm process."""
+    env = cli_env(cwd, {"RLM_WARM_DIR": str(folder), **extra})
+    env.pop("RLM_WARM_AUTO")
+    return env
+
+
+def _warm(cmd: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rlm", "warm", cmd],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_question_asked_alone_leaves_a_warm_process_for_the_next(tmp_path: Path) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="w", dir="/tmp")) / "warm"
+    model = _counting_404s(tmp_path)
+    env = _alone_env(tmp_path, folder)
+    other = _alone_env(tmp_path, folder, LITELLM_LOG="ERROR")  # a setting litellm reads at its import
+    argv = [sys.executable, "-m", "rlm", "ask", "access.log", "How many requests returned 404?", "-m", model]
+
+    def ask(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+
+    try:
+        first = ask(env)
+        assert (first.returncode, first.stdout) == (0, "35\n"), first.stderr
+        assert "warm" not in first.stderr  # nothing said: a script sees no difference but the time
+        # Started as the first run ended; it answers once litellm is imported.
+        deadline = time.monotonic() + 120
+        while _warm("status", tmp_path, env).returncode != 0:
+            assert time.monotonic() < deadline, [p.read_text() for p in folder.glob("*.log")]
+            time.sleep(0.2)
+        assert _status(folder, tmp_path)["served"] == 0
+        second = ask(env)
+        assert (second.returncode, second.stdout) == (0, "35\n"), second.stderr
+        assert _status(folder, tmp_path)["served"] == 1
+        # Another value of what litellm read when that process started: this run is not its.
+        third = ask(other)
+        assert (third.returncode, third.stdout) == (0, "35\n"), third.stderr
+        assert _status(folder, tmp_path)["served"] == 1
+        assert oct(folder.stat().st_mode & 0o777) == "0o700"
+        assert all(p.stat().st_mode & 0o077 == 0 for p in folder.iterdir())
+    finally:
+        for e in (env, other):
+            _warm("stop", tmp_path, e)
+        shutil.rmtree(folder.parent, ignore_errors=True)
+
+
+def test_no_warm_process_is_left_when_turned_off_or_when_no_question_was_asked(tmp_path: Path) -> None:
+    model = _counting_404s(tmp_path)
+    folder = tmp_path / "warm"
+    turned_off = run_cli(
+        ["ask", "access.log", "q", "-m", model], cwd=tmp_path, env={"RLM_WARM_DIR": str(folder)}
+    )
+    assert turned_off.returncode == 0, turned_off.stderr  # RLM_WARM_AUTO=0, as every test runs
+    bad_flag = subprocess.run(
+        [sys.executable, "-m", "rlm", "ask", "access.log", "q", "--max-steps", "none"],
+        cwd=tmp_path, env=_alone_env(tmp_path, folder), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert bad_flag.returncode == 2 and bad_flag.stdout == "", bad_flag.stderr
+    # The process is started (or not) before the run's own process exits: nothing to wait for.
+    assert not folder.exists()

@@ -25,6 +25,7 @@ from rlm.cli.replay_cmd import logs_command, replay_command
 from rlm.cli.settings_flags import with_settings_flags
 from rlm.cli.stats_cmd import stats_command
 from rlm.cli.warm_cmd import warm_app
+from rlm.cli.warm_start import run_began
 from rlm.errors import ExitCode, InternalError, Interrupted, RlmError
 from rlm.local.cli import app as local_app
 from rlm.text.visible import visible
@@ -233,6 +234,7 @@ def ask(
     signal.signal(signal.SIGINT, _on_ctrl_c)
     try:
         settings = load_settings(flags)
+        run_began()  # a question is asked: a warm process may be started as this process exits
         result = run_ask(
             settings,
             file,

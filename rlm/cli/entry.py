@@ -13,6 +13,14 @@ import sys
 
 # The MCP server's run in a process of its own (rlm.mcp.child), not a command of the CLI's.
 MCP_RUN = "_mcp-run"
+# The environment the command started with, before anything rlm runs adds to it (litellm's
+# settings): what a warm process is keyed by (rlm.cli.warm_client.code_key) and started with.
+_started_with: dict[str, str] = {}
+
+
+def started_with() -> dict[str, str]:
+    """The environment this command started with (this process's, where `main` did not run)."""
+    return dict(_started_with or os.environ)
 
 
 def run_here() -> None:
@@ -45,12 +53,16 @@ def _open_standard_streams() -> None:
 
 
 def main() -> None:
+    _started_with.update(os.environ)
     _open_standard_streams()
     from rlm.cli.warm_client import forward
 
     code = forward(sys.argv[1:])
     if code is not None:
         os._exit(code)
+    from rlm.cli.warm_start import ask_after_run
+
+    ask_after_run(sys.argv[1:], started_with())
     run_here()
 
 

@@ -28,6 +28,7 @@ import signal
 import socket
 import struct
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from rlm.cli.entry import MCP_RUN
@@ -43,33 +44,43 @@ _MAX_SOCKET_PATH = 107
 _PEERCRED = struct.Struct("3i")  # pid, uid, gid
 
 
-def warm_dir() -> str:
+def warm_dir(env: Mapping[str, str] | None = None) -> str:
     """The folder of the warm process's socket: `$RLM_WARM_DIR`, else `$XDG_RUNTIME_DIR/rlm`,
     else `$XDG_CACHE_HOME/rlm/warm` (`~/.cache/rlm/warm`): never a name in /tmp, which another
     user could take first. Whichever it is, it is used only if it is the user's own and
     writable by nobody else (rlm makes it 0700)."""
-    named = os.environ.get("RLM_WARM_DIR")
+    env = os.environ if env is None else env
+    named = env.get("RLM_WARM_DIR")
     if named:
         return os.path.abspath(named)
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    runtime = env.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isabs(runtime):
         return os.path.join(runtime, "rlm")
-    cache = os.environ.get("XDG_CACHE_HOME")
+    cache = env.get("XDG_CACHE_HOME")
     if not (cache and os.path.isabs(cache)):
-        cache = os.path.join(os.path.expanduser("~"), ".cache")
+        cache = os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
     return os.path.join(cache, "rlm", "warm")
 
 
 # What decides, beyond the files, which code an interpreter imports.
 _IMPORT_VARIABLES = ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONUSERBASE", "PYTHONSAFEPATH")
+# What litellm and its HTTP clients read once, at their import: a run whose values differ is
+# not served by a process that read others (its proxy, its certificates, litellm's settings).
+_READ_AT_IMPORT = (
+    "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "TIKTOKEN_CACHE_DIR",
+)  # fmt: skip
 
 
-def code_key() -> str:
-    """What identifies the code a warm process runs: rlm's source files (path, size, mtime),
-    the interpreter, the variables that change what it imports (PYTHONPATH, ...) and the
-    folders its libraries are installed in. Code edited or a library installed since the
-    server started gives another key, so the server's socket, named by it, is not found and
-    the run goes on here with the new code. About a millisecond."""
+def code_key(env: Mapping[str, str] | None = None) -> str:
+    """What identifies the code a warm process runs and what it read as it started: rlm's
+    source files (path, size, mtime), the interpreter, the variables that change what it
+    imports (PYTHONPATH, ...), those litellm and its HTTP clients read at their import
+    (LITELLM_*, the proxy variables, ...) and the folders its libraries are installed in. Code
+    edited, a library installed or one of those variables changed since the server started
+    gives another key, so the server's socket, named by it, is not found and the run goes on
+    here. About a millisecond. `env`: the environment to key (this process's by default)."""
+    env = os.environ if env is None else env
     digest = hashlib.sha256()
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     digest.update(f"{os.path.realpath(sys.executable)}\0{sys.prefix}\0{sys.version}\0{package}\0".encode())
@@ -79,17 +90,18 @@ def code_key() -> str:
             if name.endswith(".py"):
                 st = os.stat(os.path.join(folder, name))
                 digest.update(f"{folder}/{name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-    for name in _IMPORT_VARIABLES:
-        digest.update(f"{name}={os.environ.get(name)}\0".encode())
+    read = sorted({*_IMPORT_VARIABLES, *_READ_AT_IMPORT, *(k for k in env if k.startswith("LITELLM_"))})
+    for name in read:
+        digest.update(f"{name}={env.get(name)}\0".encode())
     for entry in sys.path:
         if entry.endswith(("site-packages", "dist-packages")) and os.path.isdir(entry):
             digest.update(f"{entry}\0{os.stat(entry).st_mtime_ns}\0".encode())
     return digest.hexdigest()[:16]
 
 
-def socket_path(key: str | None = None) -> str:
-    """The socket of the warm process of this code (`code_key`)."""
-    return os.path.join(warm_dir(), f"warm-{key or code_key()}.sock")
+def socket_path(key: str | None = None, env: Mapping[str, str] | None = None) -> str:
+    """The socket of the warm process of this code (`code_key`) for the environment `env`."""
+    return os.path.join(warm_dir(env), f"warm-{key or code_key(env)}.sock")
 
 
 def unusable(path: str) -> str | None:

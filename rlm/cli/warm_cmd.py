@@ -10,7 +10,6 @@ pidfd), with one line saying why.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from typing import Annotated, Any
@@ -18,7 +17,9 @@ from typing import Annotated, Any
 import typer
 
 from rlm.cli import warm_client as wire
+from rlm.cli.entry import started_with
 from rlm.cli.plainhelp import PlainHelp
+from rlm.cli.warm_start import log_path, spawn
 from rlm.errors import ExitCode
 from rlm.privatefiles import make_private_dirs, unsafe_dir
 from rlm.text.visible import visible
@@ -38,7 +39,7 @@ def _say(message: str) -> None:
 
 def _ask(message: dict[str, Any]) -> dict[str, Any] | None:
     """The running server's reply to `message`, or None when none runs for this code."""
-    sock = wire.connect(wire.socket_path(), timeout=10)
+    sock = wire.connect(wire.socket_path(env=started_with()), timeout=10)
     if sock is None:
         return None
     with sock:
@@ -56,7 +57,7 @@ def start_command(
     ] = 30.0,
 ) -> None:
     """Start the warm process in the background; `rlm ask` then runs in it, seconds sooner."""
-    path = wire.socket_path()
+    path = wire.socket_path(env=started_with())
     running = _ask({"status": True})
     if running is not None:
         _say(f"a warm process already runs (pid {running.get('pid')}): {path}")
@@ -71,27 +72,15 @@ def start_command(
     if why:
         _say(f"warm: the socket cannot be used: {why}")
         raise typer.Exit(int(ExitCode.CONFIG))
-    log_path = path[: -len(".sock")] + ".log"
-    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        # -P: the current folder is not put on the import path (a folder holding an `rlm/`
-        # would be imported in its place, and by every run forked from it).
-        proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "rlm.cli.warm_server", str(idle * 60)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-        )
+        proc = spawn(path, idle * 60, started_with())
     except OSError as exc:
         _say(f"warm: cannot start the process: {exc.strerror or exc}")
         raise typer.Exit(int(ExitCode.CONFIG)) from None
-    finally:
-        os.close(log)
     deadline = time.monotonic() + _READY_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            with open(log_path, encoding="utf-8", errors="replace") as fh:
+            with open(log_path(path), encoding="utf-8", errors="replace") as fh:
                 said = fh.read().strip().splitlines()
             _say(
                 said[-1].removeprefix("rlm: ") if said else f"warm: the process ended with {proc.returncode}"
@@ -102,7 +91,7 @@ def start_command(
             return
         time.sleep(0.1)
     proc.terminate()
-    _say(f"warm: the process was not ready within {_READY_S:.0f} s; see {log_path}")
+    _say(f"warm: the process was not ready within {_READY_S:.0f} s; see {log_path(path)}")
     raise typer.Exit(int(ExitCode.CONFIG))
 
 
@@ -125,7 +114,7 @@ def stop_command() -> None:
     if _ask({"stop": True}) is None:
         _say("no warm process runs for this code")
         raise typer.Exit(int(ExitCode.NO_ANSWER))
-    path = wire.socket_path()
+    path = wire.socket_path(env=started_with())
     deadline = time.monotonic() + 10
     while os.path.exists(path) and time.monotonic() < deadline:
         time.sleep(0.05)
