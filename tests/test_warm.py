@@ -342,6 +342,17 @@ def test_a_question_asked_alone_leaves_a_warm_process_for_the_next(tmp_path: Pat
         return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
 
     try:
+        # A FIFO planted where its log goes would hold the caller at exit: none is started.
+        from rlm.cli.warm_client import socket_path
+
+        folder.mkdir(mode=0o700)
+        log = Path(socket_path(env=env)).with_suffix(".log")
+        os.mkfifo(log, 0o600)
+        held = ask(env)
+        assert (held.returncode, held.stdout) == (0, "35\n"), held.stderr
+        assert _warm("status", tmp_path, env).returncode == 1 and not list(folder.glob("*.sock"))
+        assert log.is_fifo()
+        log.unlink()
         first = ask(env)
         assert (first.returncode, first.stdout) == (0, "35\n"), first.stderr
         assert "warm" not in first.stderr  # nothing said: a script sees no difference but the time
@@ -378,5 +389,10 @@ def test_no_warm_process_is_left_when_turned_off_or_when_no_question_was_asked(t
         cwd=tmp_path, env=_alone_env(tmp_path, folder), capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert bad_flag.returncode == 2 and bad_flag.stdout == "", bad_flag.stderr
+    # A variable litellm reads, not UTF-8 (the key is made of bytes as they are): answered as ever.
+    odd = run_cli(
+        ["ask", "access.log", "q", "-m", model], cwd=tmp_path, env={"no_proxy": os.fsdecode(b"a\xff")}
+    )
+    assert odd.returncode == 0 and "Traceback" not in odd.stderr, odd.stderr
     # The process is started (or not) before the run's own process exits: nothing to wait for.
     assert not folder.exists()

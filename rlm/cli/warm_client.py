@@ -68,8 +68,12 @@ _IMPORT_VARIABLES = ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONUSER
 # not served by a process that read others (its proxy, its certificates, litellm's settings).
 _READ_AT_IMPORT = (
     "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy",
-    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "TIKTOKEN_CACHE_DIR",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
 )  # fmt: skip
+# What rlm itself sets before litellm's import (rlm.model.client.litellm_environment): keyed as
+# rlm leaves it, so a process that has set it (the MCP server, whose runs come here) keys alike.
+_SET_BY_RLM = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+_FORCED_BY_RLM = frozenset({"LITELLM_MODE"})
 
 
 def code_key(env: Mapping[str, str] | None = None) -> str:
@@ -83,20 +87,25 @@ def code_key(env: Mapping[str, str] | None = None) -> str:
     env = os.environ if env is None else env
     digest = hashlib.sha256()
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    digest.update(f"{os.path.realpath(sys.executable)}\0{sys.prefix}\0{sys.version}\0{package}\0".encode())
+    digest.update(_bytes(f"{os.path.realpath(sys.executable)}\0{sys.prefix}\0{sys.version}\0{package}\0"))
     for folder, subfolders, files in os.walk(package):
         subfolders[:] = sorted(d for d in subfolders if d != "__pycache__")
         for name in sorted(files):
             if name.endswith(".py"):
                 st = os.stat(os.path.join(folder, name))
-                digest.update(f"{folder}/{name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-    read = sorted({*_IMPORT_VARIABLES, *_READ_AT_IMPORT, *(k for k in env if k.startswith("LITELLM_"))})
-    for name in read:
-        digest.update(f"{name}={env.get(name)}\0".encode())
+                digest.update(_bytes(f"{folder}/{name}\0{st.st_size}\0{st.st_mtime_ns}\0"))
+    read = {*_IMPORT_VARIABLES, *_READ_AT_IMPORT, *(k for k in env if k.startswith("LITELLM_"))}
+    for name in sorted(read - _FORCED_BY_RLM):
+        digest.update(_bytes(f"{name}={env.get(name, _SET_BY_RLM.get(name))}\0"))
     for entry in sys.path:
         if entry.endswith(("site-packages", "dist-packages")) and os.path.isdir(entry):
-            digest.update(f"{entry}\0{os.stat(entry).st_mtime_ns}\0".encode())
+            digest.update(_bytes(f"{entry}\0{os.stat(entry).st_mtime_ns}\0"))
     return digest.hexdigest()[:16]
+
+
+def _bytes(text: str) -> bytes:
+    """`text` as the bytes it came from: a variable or file name need not be UTF-8."""
+    return text.encode("utf-8", "surrogateescape")
 
 
 def socket_path(key: str | None = None, env: Mapping[str, str] | None = None) -> str:
@@ -179,7 +188,10 @@ def forward(argv: list[str]) -> int | None:
         cwd = os.getcwd()
     except OSError:
         return None  # a folder deleted under the caller: it says so itself
-    sock = connect(socket_path())
+    try:
+        sock = connect(socket_path())
+    except (OSError, ValueError):  # a folder unreadable on the way, a name no socket can take
+        return None
     if sock is None:
         return None
     umask = os.umask(0)

@@ -440,8 +440,13 @@ class Server:
 
 def main(argv: list[str]) -> int:
     """Serve until idle for argv[0] seconds (default 30 min); exit 0, or 4 when it cannot
-    (its folder is not private, or another server of this code runs)."""
+    (its folder is not private, another server of this code runs, or argv[1], the key it was
+    started for, is not the one its code and environment give)."""
     idle_s = float(argv[0]) if argv else DEFAULT_IDLE_S
+    if len(argv) > 1 and argv[1] != wire.code_key():
+        # Started for another key than its own environment gives: no caller would find it.
+        print("rlm: warm: this process's code or environment is not the caller's", file=sys.stderr)
+        return 4
     path = wire.socket_path()
     folder = os.path.dirname(path)
     try:

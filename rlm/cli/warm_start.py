@@ -17,9 +17,12 @@ runs in the caller before anything else is imported.
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
+import stat
 import subprocess
 import sys
+from collections.abc import Mapping
 
 from rlm.cli import warm_client as wire
 from rlm.privatefiles import make_private_dirs
@@ -28,6 +31,12 @@ AUTO_IDLE_S = 15 * 60.0  # one started unasked lingers less than one asked for (
 # A warm process holds about 200 MiB: not started unasked where the machine has little to spare
 # (many environments, each with a key of its own, would each start one).
 _MIN_AVAILABLE = 2 << 30
+_MAX_LOG = 1 << 20  # its log is appended to by each start; past this it starts again empty
+# What the process is started with of the caller's environment: what its key covers, where its
+# folder is, and what Python and the locale need. Not the rest (API keys, an agent's socket):
+# each run is given its caller's own, and the process may outlive the caller's session.
+_KEPT = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ", "TMPDIR", "NO_PROXY", "no_proxy"})
+_KEPT_PREFIXES = ("PYTHON", "LITELLM_", "XDG_", "LC_", "SSL_CERT_", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 _OFF = frozenset({"0", "off", "no", "false"})
 # Set by `ask_after_run`, read at exit: the caller's environment, and whether a run began.
 _pending: dict[str, dict[str, str] | bool] = {}
@@ -38,38 +47,76 @@ def log_path(socket: str) -> str:
     return socket[: -len(".sock")] + ".log"
 
 
+def server_environment(env: Mapping[str, str], socket: str) -> dict[str, str]:
+    """What of `env` the warm process for `socket` is started with (`_KEPT`): its key is the
+    same as `env`'s, and its folder is named absolutely (it starts in that folder)."""
+    kept = {
+        k: v
+        for k, v in env.items()
+        if k in _KEPT or k.startswith(_KEPT_PREFIXES) or k.lower().endswith("_proxy")
+    }
+    kept["RLM_WARM_DIR"] = os.path.dirname(socket)
+    return kept
+
+
 def spawn(
-    socket: str, idle_s: float, env: dict[str, str] | None = None, *, fresh_log: bool = True
+    socket: str, idle_s: float, env: Mapping[str, str], *, fresh_log: bool = True
 ) -> subprocess.Popen[bytes]:
-    """The warm process for `socket`, started in a session of its own with its messages in a
-    0600 log; not waited for. OSError when it cannot be started. `fresh_log` False appends:
-    two callers starting one at once must not erase each other's lines."""
-    flags = (
-        os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_TRUNC if fresh_log else os.O_APPEND)
-    )
-    log = os.open(log_path(socket), flags, 0o600)
+    """The warm process for `socket` (the key `env` gives), started in a session of its own
+    with its messages in a 0600 log; not waited for. OSError when it cannot be started.
+    `fresh_log` False appends: two callers starting one at once must not erase each other's
+    lines."""
+    log = _open_log(log_path(socket), fresh_log)
     try:
         # -P: the current folder is not put on the import path (a folder holding an `rlm/`
         # would be imported in its place, and by every run forked from it). Its own folder is
         # its working folder: it holds on to none of the user's (each run is given its own).
+        # The key it is started for: it serves under no other (rlm.cli.warm_server.main).
         return subprocess.Popen(
-            [sys.executable, "-P", "-m", "rlm.cli.warm_server", str(idle_s)],
+            [sys.executable, "-P", "-m", "rlm.cli.warm_server", str(idle_s), wire.code_key(env)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
             cwd=os.path.dirname(socket),
-            env=env,
+            env=server_environment(env, socket),
             start_new_session=True,
         )
     finally:
         os.close(log)
 
 
+def _open_log(path: str, fresh: bool) -> int:
+    """The log's descriptor: a regular file of the user's with no other name (not a FIFO that
+    would hold the caller, nor a link to a file of the user's elsewhere), never followed
+    through a symlink; emptied when `fresh` or when it has grown past _MAX_LOG."""
+    fd = os.open(
+        path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600
+    )
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid != os.getuid():
+            raise PermissionError(f"{path} is not a file of the warm process's own")
+        if fresh or st.st_size > _MAX_LOG:
+            os.ftruncate(fd, 0)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def ask_after_run(argv: list[str], env: dict[str, str]) -> None:
     """For a command run in this process (no warm process took it): when it is an `rlm ask`
     whose run begins (`run_began`), start a warm process as this process exits, unless one
-    answers already or the caller turned that off."""
+    runs or starts already, or the caller turned that off."""
     if argv[:1] != ["ask"] or env.get("RLM_NO_WARM") or env.get("RLM_WARM_AUTO", "").strip().lower() in _OFF:
+        return
+    # An interpreter that ignored the environment, or an import path relative to the caller's
+    # folder: a process started elsewhere, from the environment, would not import the same code.
+    if sys.flags.ignore_environment or sys.flags.isolated or sys.flags.no_user_site:
+        return
+    path = env.get("PYTHONPATH")
+    if path and not all(os.path.isabs(p) for p in path.split(os.pathsep)):
         return
     _pending["env"] = env
     atexit.register(_start_if_a_run_began)
@@ -89,15 +136,25 @@ def _start_if_a_run_began() -> None:
         make_private_dirs(os.path.dirname(socket))
         if wire.unusable(socket) is not None:
             return  # a folder others could write to: `rlm warm start` says why; here nothing is said
-        running = wire.connect(socket, timeout=1)
-        if running is not None:
-            running.close()
-            return
-        if _available_memory() < _MIN_AVAILABLE:
+        if _taken(socket[: -len(".sock")] + ".lock") or _available_memory() < _MIN_AVAILABLE:
             return
         spawn(socket, AUTO_IDLE_S, env, fresh_log=False)
-    except (OSError, ValueError):
-        return  # the run's own exit status is what the caller gets
+    except Exception:  # noqa: BLE001 (whatever went wrong, the run's own exit status is what the caller gets)
+        return
+
+
+def _taken(lock_path: str) -> bool:
+    """Whether a warm process of this key runs or is starting: it holds the lock beside its
+    socket from its start (rlm.cli.warm_server.main). Asked without connecting, so a process
+    that refuses this caller is not kept awake by it, and nothing waits."""
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing it gives back a lock taken here
+    return False
 
 
 def _available_memory() -> int:
