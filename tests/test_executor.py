@@ -194,6 +194,8 @@ def test_child_investigations_on_a_dask_cluster_answer_as_at_home(tmp_path: Path
     assert "model calls" in limited.stderr and "Traceback" not in limited.stderr
     assert made == trace["totals"]["calls"] <= 30, made
     assert 1 < len([n for n in trace["nodes"] if n["depth"] == 1]) < 16
+    # a child that waited for a share and never went is recorded as stopped by the budget
+    assert all(n["status"] != "running" for n in trace["nodes"]), kids
 
 
 def test_a_child_over_a_text_the_code_built_runs_on_the_cluster(tmp_path: Path, scheduler: str) -> None:

@@ -192,7 +192,14 @@ class Children:
         record here what it did there."""
         run = self.run
         assert self.cluster is not None
-        share = self._take_share(sent.ways)
+        try:
+            share = self._take_share(sent.ways)
+        except BudgetExceeded:  # never sent: the budget was spent while it waited for a share
+            run.trace.update_node(child.id, status="budget", steps=0)
+            raise
+        except Interrupted:
+            run.trace.update_node(child.id, status="interrupted", steps=0)
+            raise
         budget = run.budget
         try:
             out = self._send(child, sent, share)
