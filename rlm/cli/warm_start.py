@@ -35,7 +35,7 @@ _MAX_LOG = 1 << 20  # its log is appended to by each start; past this it starts 
 # What the process is started with of the caller's environment: what its key covers, where its
 # folder is, and what Python and the locale need. Not the rest (API keys, an agent's socket):
 # each run is given its caller's own, and the process may outlive the caller's session.
-_KEPT = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ", "TMPDIR", "NO_PROXY", "no_proxy"})
+_KEPT = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ", "TMPDIR"})  # and every *_proxy
 _KEPT_PREFIXES = ("PYTHON", "LITELLM_", "XDG_", "LC_", "SSL_CERT_", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 _OFF = frozenset({"0", "off", "no", "false"})
 # Set by `ask_after_run`, read at exit: the caller's environment, and whether a run began.
