@@ -57,7 +57,8 @@ def start_command(
     ] = 30.0,
 ) -> None:
     """Start the warm process in the background; `rlm ask` then runs in it, seconds sooner."""
-    path = wire.socket_path(env=started_with())
+    key = wire.code_key(started_with())
+    path = wire.socket_path(key, started_with())
     running = _ask({"status": True})
     if running is not None:
         _say(f"a warm process already runs (pid {running.get('pid')}): {path}")
@@ -73,7 +74,7 @@ def start_command(
         _say(f"warm: the socket cannot be used: {why}")
         raise typer.Exit(int(ExitCode.CONFIG))
     try:
-        proc = spawn(path, idle * 60, started_with())
+        proc = spawn(path, key, idle * 60, started_with())
     except OSError as exc:
         _say(f"warm: cannot start the process: {exc.strerror or exc}")
         raise typer.Exit(int(ExitCode.CONFIG)) from None

@@ -60,9 +60,9 @@ def server_environment(env: Mapping[str, str], socket: str) -> dict[str, str]:
 
 
 def spawn(
-    socket: str, idle_s: float, env: Mapping[str, str], *, fresh_log: bool = True
+    socket: str, key: str, idle_s: float, env: Mapping[str, str], *, fresh_log: bool = True
 ) -> subprocess.Popen[bytes]:
-    """The warm process for `socket` (the key `env` gives), started in a session of its own
+    """The warm process for `socket` (named by `key`, the one `env` gives), started in a session of its own
     with its messages in a 0600 log; not waited for. OSError when it cannot be started.
     `fresh_log` False appends: two callers starting one at once must not erase each other's
     lines."""
@@ -73,7 +73,7 @@ def spawn(
         # its working folder: it holds on to none of the user's (each run is given its own).
         # The key it is started for: it serves under no other (rlm.cli.warm_server.main).
         return subprocess.Popen(
-            [sys.executable, "-P", "-m", "rlm.cli.warm_server", str(idle_s), wire.code_key(env)],
+            [sys.executable, "-P", "-m", "rlm.cli.warm_server", str(idle_s), key],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
@@ -132,13 +132,14 @@ def _start_if_a_run_began() -> None:
     if not isinstance(env, dict) or _pending.get("began") is not True:
         return
     try:
-        socket = wire.socket_path(env=env)
+        key = wire.code_key(env)
+        socket = wire.socket_path(key, env)
         make_private_dirs(os.path.dirname(socket))
         if wire.unusable(socket) is not None:
             return  # a folder others could write to: `rlm warm start` says why; here nothing is said
         if _taken(socket[: -len(".sock")] + ".lock") or _available_memory() < _MIN_AVAILABLE:
             return
-        spawn(socket, AUTO_IDLE_S, env, fresh_log=False)
+        spawn(socket, key, AUTO_IDLE_S, env, fresh_log=False)
     except Exception:  # noqa: BLE001 (whatever went wrong, the run's own exit status is what the caller gets)
         return
 

@@ -31,6 +31,7 @@ from rlm.model.batch_api import TOKEN, BatchApi, BatchLine, BatchState, pause, s
 from rlm.model.budget import BudgetExceeded, Reservation
 from rlm.model.client import ModelClient, Reply
 from rlm.run.events import BatchProgress, Phase, RunWarning
+from rlm.run.host import chunk_error
 from rlm.run.scope import Asker
 from rlm.run.services import RunServices
 from rlm.run.settings import Settings, trace_dir_for
@@ -152,7 +153,7 @@ def fan_out_as_batch(
         line = found.get(cid) or BatchLine(cid, error=f"the batch {job['id']} gave no result for it")
         if line.reply is None:
             run.budget.abandon()
-            results[i] = f"[error] {where}: {line.error}"
+            results[i] = chunk_error(where, str(line.error))
             continue
         line.reply.latency_s = waited  # a request of a job is answered when the job is
         results[i] = keeper.settle(where, messages, line.reply, job["id"])

@@ -194,11 +194,10 @@ class Children:
         assert self.cluster is not None
         try:
             share = self._take_share(sent.ways)
-        except BudgetExceeded:  # never sent: the budget was spent while it waited for a share
-            run.trace.update_node(child.id, status="budget", steps=0)
-            raise
-        except Interrupted:
-            run.trace.update_node(child.id, status="interrupted", steps=0)
+        except (BudgetExceeded, Interrupted) as exc:  # never sent: stopped while it waited for a share
+            run.trace.update_node(
+                child.id, status="budget" if isinstance(exc, BudgetExceeded) else "interrupted", steps=0
+            )
             raise
         budget = run.budget
         try:

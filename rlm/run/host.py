@@ -46,6 +46,12 @@ class StepDone:
     told: str | None = None  # what the run told the model after the observation (a table built meanwhile)
 
 
+def chunk_error(where: str, message: str) -> str:
+    """A chunk's answer when it has none: what the model reads in its place, and what
+    `Partition.failures` finds."""
+    return f"[error] {where}: {message}"
+
+
 @dataclass(frozen=True)
 class Partition:
     """partition_map's answers, one per chunk in order, with the lines each chunk covered."""
@@ -61,6 +67,14 @@ class Partition:
             for i, (where, r) in enumerate(zip(self.wheres, self.results, strict=True))
         ]
         return "\n".join(lines)
+
+    def failures(self) -> list[str]:
+        """`where: message` of each chunk that has no answer (`chunk_error`), in chunk order."""
+        return [
+            r.removeprefix("[error] ")
+            for where, r in zip(self.wheres, self.results, strict=True)
+            if r.startswith(chunk_error(where, ""))
+        ]
 
 
 class FindingsView(Protocol):

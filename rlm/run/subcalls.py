@@ -28,7 +28,7 @@ from rlm.run.batch import fan_out_as_batch
 from rlm.run.children import Children
 from rlm.run.events import Fanout, RunWarning
 from rlm.run.executor import LOCAL, Call, DaskExecutor
-from rlm.run.host import Partition
+from rlm.run.host import Partition, chunk_error
 from rlm.run.routing import subquery_payload
 from rlm.run.scope import Asker
 from rlm.run.services import RunServices
@@ -343,13 +343,13 @@ class Subcalls:
 
     def _partition_result(self, asker: Asker, question: str, partition: Partition) -> Partition:
         results = partition.results
-        failed = [r for w, r in zip(partition.wheres, results, strict=True) if r.startswith(f"[error] {w}: ")]
+        failed = partition.failures()
         if failed:
             # The model reads each failure among the answers; the user is told too, as whatever
             # the fan-out concludes rests on the chunks that did answer.
             note = (
                 f"partition_map of {asker.node_id}: {len(failed)} of {len(results)} chunks have no answer "
-                f"({cap_line(failed[0].removeprefix('[error] '), 200)}"
+                f"({cap_line(failed[0], 200)}"
                 f"{'' if len(failed) == 1 else '; and others'})"
             )
             self.run.trace.warn(note)
@@ -387,7 +387,7 @@ class Subcalls:
             try:
                 return self.children.over_lines(asker, question, a, b, tokens, ways)
             except RlmError as exc:  # one chunk's failure is that chunk's answer, as in a plain fan-out
-                return f"[error] lines {a - first + 1:,}-{b - first + 1:,}: {exc.message}"
+                return chunk_error(f"lines {a - first + 1:,}-{b - first + 1:,}", exc.message)
 
         pool = ThreadPoolExecutor(
             max_workers=max(1, self.run.settings.concurrency), thread_name_prefix="rlm-child"
@@ -425,7 +425,7 @@ class Subcalls:
                     reply = await run.sub_model.acomplete(messages, max_tokens=run.sub_sizing.reply_tokens)
                 except ProviderError as exc:
                     run.budget.abandon()
-                    return f"[error] {where}: {exc.message}"
+                    return chunk_error(where, exc.message)
                 self._cache_subcall(messages, reply)
                 return self._settle_subcall(asker, question, where, reply, messages)
 
@@ -466,7 +466,7 @@ class Subcalls:
                 run.budget.abandon()
                 if out.get("kind") == "config":
                     raise ConfigError(str(out["error"]))
-                results[call.index] = f"[error] {where}: {out['error']}"
+                results[call.index] = chunk_error(where, str(out["error"]))
                 return
             reply = reply_of(out, run.sub_model.model)
             run.sub_model.record_elsewhere(call.messages, max_tokens, reply)
