@@ -115,17 +115,26 @@ def test_ctrl_c_stops_the_run_it_serves(warm_dir: Path, tmp_path: Path, ignored:
     assert _status(warm_dir, tmp_path)["running"] == 0
 
 
+def _worker_started(cwd: Path) -> bool:
+    """Whether the run's live trace log under `cwd` records its started worker."""
+    return any('"sandbox"' in log.read_text() for log in (cwd / "traces").glob("*.jsonl"))
+
+
 def test_a_client_killed_outright_takes_its_run_with_it(warm_dir: Path, tmp_path: Path) -> None:
     model = write_script(tmp_path / "s.json", [{"tool": "execute", "args": {"code": SPIN}}, "x"])
     args = ["ask", str(FIXTURES / "access.log"), "q", "-m", model, "--timeout", "60"]
+    served = _status(warm_dir, tmp_path)["served"]
     proc = start_cli(args, cwd=tmp_path, env={"RLM_WARM_DIR": str(warm_dir)})
-    wait_for(lambda: _status(warm_dir, tmp_path)["running"] == 1, proc, seconds=30, poll=0.2)
+    # Killed once its cell runs (its worker started, said in the live log): a client killed
+    # while the run is still starting takes it too, but before there is a trace to finish.
+    wait_for(lambda: _worker_started(tmp_path), proc, seconds=30, poll=0.2)
     proc.kill()
     proc.wait(timeout=10)
     deadline = time.monotonic() + 15
     while _status(warm_dir, tmp_path)["running"] and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _status(warm_dir, tmp_path)["running"] == 0
+    status = _status(warm_dir, tmp_path)
+    assert status["running"] == 0 and status["served"] == served + 1  # the warm process ran it
     (trace,) = traces_in(tmp_path)  # the run was stopped, not lost: its trace is finished
     assert trace["status"] in ("interrupted", "terminated")
 
