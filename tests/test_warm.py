@@ -405,3 +405,41 @@ def test_no_warm_process_is_left_when_turned_off_or_when_no_question_was_asked(t
     assert odd.returncode == 0 and "Traceback" not in odd.stderr, odd.stderr
     # The process is started (or not) before the run's own process exits: nothing to wait for.
     assert not folder.exists()
+
+
+def test_an_mcp_server_starts_one_for_its_runs(tmp_path: Path) -> None:
+    """`rlm mcp` with the default a user has starts a warm process as it starts serving: its
+    first run, asked once that process is ready, is served by it."""
+    import anyio
+    from mcp import Client, types
+    from mcp.client.stdio import StdioServerParameters
+
+    folder = Path(tempfile.mkdtemp(prefix="w", dir="/tmp")) / "warm"
+    model = _counting_404s(tmp_path)
+    env = _alone_env(tmp_path, folder)
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "rlm", "mcp", "-m", model, "--allow", str(tmp_path)],
+        env=env,
+        cwd=str(tmp_path),
+    )
+
+    async def go() -> str:
+        async with Client(server, mode="legacy") as client:
+            deadline = time.monotonic() + 120
+            while _warm("status", tmp_path, env).returncode != 0:
+                assert time.monotonic() < deadline, [p.read_text() for p in folder.glob("*.log")]
+                await anyio.sleep(0.2)
+            assert _status(folder, tmp_path)["served"] == 0
+            done = await client.call_tool(
+                "ask", {"path": str(tmp_path / "access.log"), "question": "How many 404s?"}
+            )
+            assert not done.is_error
+            return "".join(c.text for c in done.content if isinstance(c, types.TextContent))
+
+    try:
+        assert json.loads(anyio.run(go))["answer"] == "35"
+        assert _status(folder, tmp_path)["served"] == 1
+    finally:
+        _warm("stop", tmp_path, env)
+        shutil.rmtree(folder.parent, ignore_errors=True)

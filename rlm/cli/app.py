@@ -384,10 +384,13 @@ def mcp_command(
     """Serve rlm to coding agents over MCP (stdio; --http for streamable HTTP): the tools ask,
     estimate, stats, replay and memory. The model and limits are this command's settings; a
     client may only lower a limit."""
+    from rlm.cli.warm_start import start_unasked
     from rlm.mcp.server import serve
 
+    # Each run is a process of its own that imports litellm unless a warm process takes it: one
+    # is started as serving begins, while the client is still getting ready.
     try:
-        serve(flags, allow or [], http, max_runs)
+        serve(flags, allow or [], http, max_runs, serving=lambda: start_unasked(dict(os.environ)))
     except RlmError as exc:
         _die(exc.message, int(exc.exit_code))
     except KeyboardInterrupt:

@@ -1,7 +1,8 @@
 """Starting the warm process (rlm.cli.warm_server) in the background: by `rlm warm start`, and
 by itself when an `rlm ask` ran alone because none was running.
 
-An `rlm ask` that no warm process served starts one as it exits, so that the next question
+An `rlm ask` that no warm process served starts one as it exits (`rlm mcp` starts one as it
+starts serving, for the runs it will start), so that the next question
 (about any file) is spared litellm's import: the first run pays it, as it would anyway, and
 nothing is added to what it waits for but starting a process (a few milliseconds, after its
 answer is out). `RLM_WARM_AUTO=0` (or `RLM_NO_WARM=1`, which also keeps runs from being
@@ -109,14 +110,7 @@ def ask_after_run(argv: list[str], env: dict[str, str]) -> None:
     """For a command run in this process (no warm process took it): when it is an `rlm ask`
     whose run begins (`run_began`), start a warm process as this process exits, unless one
     runs or starts already, or the caller turned that off."""
-    if argv[:1] != ["ask"] or env.get("RLM_NO_WARM") or env.get("RLM_WARM_AUTO", "").strip().lower() in _OFF:
-        return
-    # An interpreter that ignored the environment, or an import path relative to the caller's
-    # folder: a process started elsewhere, from the environment, would not import the same code.
-    if sys.flags.ignore_environment or sys.flags.isolated or sys.flags.no_user_site:
-        return
-    path = env.get("PYTHONPATH")
-    if path and not all(os.path.isabs(p) for p in path.split(os.pathsep)):
+    if argv[:1] != ["ask"] or not _wanted(env):
         return
     _pending["env"] = env
     atexit.register(_start_if_a_run_began)
@@ -127,9 +121,11 @@ def run_began() -> None:
     _pending["began"] = True
 
 
-def _start_if_a_run_began() -> None:
-    env = _pending.get("env")
-    if not isinstance(env, dict) or _pending.get("began") is not True:
+def start_unasked(env: dict[str, str]) -> None:
+    """Start a warm process for callers with `env` (an MCP server's, for the runs it will start),
+    unless one runs or starts already, the caller turned that off, or memory is short. Says
+    nothing and raises nothing: a run not served is only slower."""
+    if not _wanted(env):
         return
     try:
         key = wire.code_key(env)
@@ -140,8 +136,26 @@ def _start_if_a_run_began() -> None:
         if _taken(socket[: -len(".sock")] + ".lock") or _available_memory() < _MIN_AVAILABLE:
             return
         spawn(socket, key, AUTO_IDLE_S, env, fresh_log=False)
-    except Exception:  # noqa: BLE001 (whatever went wrong, the run's own exit status is what the caller gets)
+    except Exception:  # noqa: BLE001 (whatever went wrong, the caller's own work is what counts)
         return
+
+
+def _wanted(env: Mapping[str, str]) -> bool:
+    """Whether a warm process may be started unasked for a caller with `env`."""
+    if env.get("RLM_NO_WARM") or env.get("RLM_WARM_AUTO", "").strip().lower() in _OFF:
+        return False
+    # An interpreter that ignored the environment, or an import path relative to the caller's
+    # folder: a process started elsewhere, from the environment, would not import the same code.
+    if sys.flags.ignore_environment or sys.flags.isolated or sys.flags.no_user_site:
+        return False
+    path = env.get("PYTHONPATH")
+    return not path or all(os.path.isabs(p) for p in path.split(os.pathsep))
+
+
+def _start_if_a_run_began() -> None:
+    env = _pending.get("env")
+    if isinstance(env, dict) and _pending.get("began") is True:
+        start_unasked(env)
 
 
 def _taken(lock_path: str) -> bool:

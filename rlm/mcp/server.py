@@ -406,8 +406,15 @@ def _memories(path: str, file_id: FileId, allowed: list[str], settings: Settings
     ]
 
 
-def serve(flags: dict[str, Any], allow: list[str], http: str | None, max_runs: int = 2) -> None:
-    """Serve until the client goes (stdio) or the process is stopped (HTTP)."""
+def serve(
+    flags: dict[str, Any],
+    allow: list[str],
+    http: str | None,
+    max_runs: int = 2,
+    serving: Callable[[], None] | None = None,
+) -> None:
+    """Serve until the client goes (stdio) or the process is stopped (HTTP). `serving` is called
+    once the command line is accepted, as serving begins."""
     from rlm.run.settings import load_settings
     from rlm.run.wiring import resolve_model_name
 
@@ -434,6 +441,8 @@ def serve(flags: dict[str, Any], allow: list[str], http: str | None, max_runs: i
         flags, settings, [os.path.abspath(d) for d in allow], roots=http is None, max_runs=max_runs
     )
     server = build(tools)
+    if serving is not None:
+        serving()
     if http is None:
         server.run("stdio")
         return
