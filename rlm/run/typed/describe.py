@@ -87,10 +87,11 @@ def describe_actions(table: dict[str, Any]) -> str:
     # What each shape of question asks for, in the words questions use: a small model otherwise
     # reaches for the first example (a count) whatever was asked.
     lines.append(
-        "Choose by what is asked: how many -> count; how many different -> count_distinct; which ... most "
-        "-> top; which ... least -> group order least; total, average, highest, lowest -> sum, avg, max, "
-        "min; per hour or day -> group with bucket; one event's details, or the first or last one -> rows; "
-        "words inside the raw lines -> grep, or a filter on line contains. Two steps are fine: find the "
-        "value first, then filter on it."
+        "Choose by the question: how many -> count; how many different -> count_distinct; which value "
+        "appears most often -> top; which value, hour or day has the most or fewest lines, or the largest or "
+        "smallest total or average of a column -> group, k 1; one total, average, max or min -> sum, "
+        "avg, max, min; a line's details, first or last -> rows; words in raw lines -> grep "
+        "or line contains. Put each condition the question states in where. Two steps are fine: find a "
+        "value, then filter on it."
     )
     return "\n".join(lines)
