@@ -23,7 +23,7 @@ from jsonschema import Draft202012Validator
 from rlm.input.source import open_source
 from rlm.input.tablevalues import VOCABULARY
 from rlm.run.actions import Action, ParseError
-from rlm.run.typed import action_schema, compile_sql, describe_actions, to_action
+from rlm.run.typed import action_schema, compile_sql, describe_actions, left_out, to_action
 from rlm.run.typed.describe import examples
 from rlm.run.typed.vocabulary import ASKS
 
@@ -692,3 +692,42 @@ def test_a_compiled_cell_runs_in_the_real_worker() -> None:
             sandbox.kill()
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _listed_condition(table: dict[str, Any]) -> tuple[str, Any] | None:
+    """A column the table lists whole and one of its values a question would state as a condition."""
+    for column, counted in (table.get("values") or {}).items():
+        for value, _ in counted:
+            text = str(value)
+            if len(text) >= 3 and (any(c.isalpha() for c in text) or int(text) >= 100):
+                return column, value
+    return None
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_a_value_the_question_names_and_the_query_leaves_out_is_found(tables: dict, name: str) -> None:
+    table, _ = tables[name]
+    found = _listed_condition(table)
+    if found is None:
+        assert name == "jsonl", "the access log and the CSV list a status and a colour"
+        return
+    column, value = found
+    other = next(c for c, t in table["columns"] if t == "VARCHAR" and c not in (column, "line"))
+    question = f"How many different {other} values are there on the lines with {value}?"
+    said = f"{column} = {value!r}" if isinstance(value, str) else f"{column} = {value}"
+    plain = {"op": "count_distinct", "column": other}
+    assert left_out(question, json.dumps(plain), table) == [said]
+    assert left_out(question.upper(), json.dumps(plain), table) == [said]  # any case
+    # With a filter on that column, or on the value in another: nothing left out.
+    on_it = {**plain, "where": [{"column": column, "cmp": "=", "value": value}]}
+    assert left_out(question, json.dumps(on_it), table) == []
+    in_line = {**plain, "where": [{"column": "line", "cmp": "contains", "value": str(value)}]}
+    assert left_out(question, json.dumps(in_line), table) == []
+    # Ranking that column compares its values: naming one is no condition.
+    ranked = {"op": "top", "column": column, "k": 3}
+    assert left_out(question, json.dumps(ranked), table) == []
+    # Not named, named inside another word, or not a query: nothing.
+    assert left_out(f"How many different {other} values are there?", json.dumps(plain), table) == []
+    assert left_out(f"How many on lines with x{value}x?", json.dumps(plain), table) == []
+    assert left_out(question, json.dumps({"op": "grep", "pattern": str(value)}), table) == []
+    assert left_out(question, "not an action", table) == []

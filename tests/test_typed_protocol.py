@@ -101,3 +101,67 @@ def test_a_column_the_table_lacks_is_refused_in_words_the_model_can_act_on(
     steps = latest_trace(tmp_path)["steps"]
     assert steps[0]["action"] is None or steps[0]["action"]["name"] != "execute"
     assert steps[1]["action"]["name"] == "execute"
+
+
+def _distinct_ips(path: Path, status: int | None = None) -> int:
+    return len(
+        {
+            line.split()[0]
+            for line in path.read_text().splitlines()
+            if status is None or f'" {status} ' in line
+        }
+    )
+
+
+def test_a_condition_the_question_names_and_the_query_leaves_out_is_told_and_doubted(
+    tmp_path: Path, apache_log: Path
+) -> None:
+    """The model is told the value of a listed column its question names and its query has no
+    filter on; an answer given after such a query is in doubt (stderr, --json, confidence low),
+    and --strict withholds it; once the query has the filter, nothing is said."""
+    question = "How many different client IPs received a 404 response?"
+    everyone, right = _distinct_ips(apache_log), _distinct_ips(apache_log, 404)
+    assert everyone != right
+    unfiltered = json.dumps({"op": "count_distinct", "column": "ip"})
+    filtered = json.dumps(
+        {"op": "count_distinct", "column": "ip", "where": [{"column": "status", "cmp": "=", "value": 404}]}
+    )
+
+    def replies(*actions: str, answer: int) -> list[str]:
+        final = json.dumps({"op": "final", "answer": str(answer)})
+        return [*actions, final, json.dumps({"answer": str(answer), "citations": ["F1"]})]
+
+    with OpenAIStub(replies(unfiltered, answer=everyone)) as stub:
+        proc = run_cli(
+            ["ask", str(apache_log), question, "-m", "openai/stub", "--api-base", stub.api_base,
+             "--protocol", "typed", "--json"],
+            cwd=tmp_path,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["answer"] == str(everyone) and doc["grounded"] is True  # grounded, and still wrong
+    assert doc["doubts"] == ["status = 404"] and doc["confidence"] == "low"
+    assert "has no filter on status = 404, which the question names" in proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "the question names status = 404, and this query has no filter on it" in told
+    assert latest_trace(tmp_path)["synthesis"]["doubts"] == ["status = 404"]
+
+    with OpenAIStub(replies(unfiltered, answer=everyone)) as stub:
+        strict = run_cli(
+            ["ask", str(apache_log), question, "-m", "openai/stub", "--api-base", stub.api_base,
+             "--protocol", "typed", "--strict"],
+            cwd=tmp_path,
+        )  # fmt: skip
+    assert strict.returncode == 1 and strict.stdout == ""
+    assert f"withheld as its query has no filter on status = 404 (--strict): {everyone}" in strict.stderr
+
+    # Told, the model runs the query again with the filter: its answer is not in doubt.
+    with OpenAIStub(replies(unfiltered, filtered, answer=right)) as stub:
+        fixed = run_cli(
+            ["ask", str(apache_log), question, "-m", "openai/stub", "--api-base", stub.api_base,
+             "--protocol", "typed", "--strict"],
+            cwd=tmp_path,
+        )  # fmt: skip
+    assert fixed.returncode == 0 and fixed.stdout.strip() == str(right), fixed.stderr
+    assert "no filter" not in fixed.stderr
+    assert "no filter" not in stub.requests[2]["body"]["messages"][-1]["content"]

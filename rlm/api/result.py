@@ -59,7 +59,8 @@ class Result:
     none: then `ask` raised instead of returning, and this result is the exception's `.result`).
     `status` is `final`, `forced` or `partial` for a returned result (exit code 0), else
     `no_answer`, `withheld`, `budget` or `provider_error`. `grounded` says whether every value of
-    the answer is held by a finding the synthesis was shown (`supporting` names them); `trace` is
+    the answer is held by a finding the synthesis was shown (`supporting` names them); `doubts`
+    names the conditions the question states that the query behind the answer left out; `trace` is
     the absolute path of the run's trace (None with `trace=False`), `run_id` its name.
     """
 
@@ -69,6 +70,9 @@ class Result:
     confidence: str | None  # high | medium | low
     grounded: bool | None
     supporting: list[str]
+    # Conditions the question names that the query behind the answer left out (then its
+    # confidence is low, and strict=True withholds it).
+    doubts: list[str]
     status: str
     exit_code: int
     message: str
@@ -122,6 +126,7 @@ def result_of(run: Any, question: str, warnings: list[str]) -> Result:
         confidence=run.confidence,
         grounded=run.grounded,
         supporting=list(run.supporting),
+        doubts=list(getattr(run, "doubts", None) or []),
         status=run.status,
         exit_code=run.exit_code,
         message=run.message,

@@ -282,6 +282,8 @@ def ask(
         reporter.warn(result.message)
     if result.grounded is False and result.status != "withheld":  # a withheld answer's error says it
         reporter.warn(ungrounded_note(result))
+    elif getattr(result, "doubts", None) and result.status != "withheld":
+        reporter.warn(doubt_note(result.doubts))
     reporter.summary(result)
     raise typer.Exit(result.exit_code)
 
@@ -454,6 +456,14 @@ def ungrounded_note(result: Any) -> str:
     )
 
 
+def doubt_note(doubts: list[str]) -> str:
+    """What stderr says of an answer whose query left out a condition the question names."""
+    return (
+        f"the query behind the answer has no filter on {'; '.join(doubts)}, which the question names "
+        "(confidence low): check it with `rlm replay last`"
+    )
+
+
 def _explanation(result: Any) -> str:
     lines = ["", f"Why: {result.explanation}" if result.explanation else "Why: (no explanation was given)"]
     for c in _cited(result):
@@ -469,6 +479,7 @@ def _result_json(result: Any, question: str) -> dict[str, Any]:
         "confidence": result.confidence,
         "grounded": result.grounded,
         "supporting": result.supporting,
+        "doubts": list(getattr(result, "doubts", None) or []),
         "status": result.status,
         "exit_code": result.exit_code,
         "message": result.message,

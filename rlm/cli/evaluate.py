@@ -19,8 +19,10 @@ Beside accuracy, the report gives the grounded rate: the share of tasks whose
 answer states only values held by the findings its synthesis was shown
 (rlm.run.grounding). A right answer that is not grounded was right by luck or
 by the model's own knowledge, not by what the investigation established.
-`confident_wrong` counts the answers that are grounded and wrong: those
-`rlm ask --strict` would still print.
+`confident_wrong` counts the answers that are grounded, not in doubt, and wrong:
+those `rlm ask --strict` would still print. `doubted` counts the answers whose
+query left out a condition the question names (--strict withholds them), and
+`doubted_but_right` those of them that were right.
 
 With a baseline (`rlm eval --baseline plain`), every task is also answered by
 one plain call (rlm.run.plain) with the same model and settings, scored the
@@ -34,7 +36,7 @@ import math
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +85,9 @@ class TaskResult:
     # Whether every value of the answer was held by a finding the synthesis was shown
     # (rlm.run.grounding); None without an answer, or for one that states no value (yes, no).
     grounded: bool | None = None
+    # Conditions the question names that the query behind the answer left out: --strict
+    # withholds such an answer as it does one that is not grounded (rlm.run.typed.conditions).
+    doubts: list[str] = field(default_factory=list)
     baseline: Arm | None = None  # the same task answered by the baseline (--baseline)
 
 
@@ -212,6 +217,7 @@ def run_tasks(
                 seconds=0.0,
                 trace=run.trace_path,
                 grounded=run.grounded,
+                doubts=list(getattr(run, "doubts", None) or []),
             )
         result.seconds = round(time.monotonic() - started, 2)
         results.append(result)
@@ -230,9 +236,9 @@ def _rate(count: int, total: int) -> float:
     return round(count / total, 4) if total else 0.0
 
 
-def _confident_wrong(got: str | None, grounded: bool | None, passed: bool) -> bool:
-    """An answer printed, grounded, and wrong: what --strict still lets through."""
-    return got is not None and grounded is True and not passed
+def _confident_wrong(got: str | None, grounded: bool | None, passed: bool, doubted: bool = False) -> bool:
+    """An answer printed, grounded, not in doubt, and wrong: what --strict still lets through."""
+    return got is not None and grounded is True and not doubted and not passed
 
 
 def _baseline_totals(results: list[TaskResult]) -> dict[str, Any]:
@@ -269,7 +275,12 @@ def report(results: list[TaskResult]) -> dict[str, Any]:
         "grounded": grounded,
         "grounded_rate": round(grounded / len(results), 4) if results else 0.0,
         "passed_and_grounded": sum(r.passed and r.grounded is True for r in results),
-        "confident_wrong": sum(_confident_wrong(r.got, r.grounded, r.passed) for r in results),
+        "confident_wrong": sum(
+            _confident_wrong(r.got, r.grounded, r.passed, bool(r.doubts)) for r in results
+        ),
+        # Answers in doubt (--strict withholds them), and how many of those were right.
+        "doubted": sum(bool(r.doubts) for r in results if r.got is not None),
+        "doubted_but_right": sum(bool(r.doubts) and r.passed for r in results),
         "median_tokens": tokens[len(tokens) // 2] if tokens else 0,
         "median_seconds": seconds[len(seconds) // 2] if seconds else 0.0,
         "cost": round(sum(costs), 6) if costs else None,

@@ -16,7 +16,7 @@ writer is one sink of that stream):
     restart   node, why
     retry     model, where, attempt, attempts, error, wait_s, retry_after
     waiting   model, where, waited_s, limit_s
-    answer    answer, explanation, citations, status, exit_code, confidence, grounded, supporting
+    answer    answer, explanation, citations, status, exit_code, confidence, grounded, supporting, doubts
     summary   question, steps, usage, elapsed_s, trace, message
     error     message, exit_code, trace
 
@@ -109,6 +109,7 @@ class JsonlEvents:
             confidence=result.confidence,
             grounded=result.grounded,
             supporting=result.supporting,
+            doubts=list(getattr(result, "doubts", None) or []),
         )
         self.emit(
             "summary",

@@ -66,6 +66,9 @@ class RunResult:
     # the ids of those that hold them (rlm.run.grounding); None when there is no answer.
     grounded: bool | None = None
     supporting: list[str] = field(default_factory=list)
+    # Conditions the question names that the query behind the answer left out (rlm.run.typed.
+    # conditions): the answer is in doubt, its confidence low, and --strict withholds it.
+    doubts: list[str] = field(default_factory=list)
 
 
 def budget_for(settings: Settings) -> Budget:
@@ -377,6 +380,14 @@ class Engine:
             root, NodeResult(root.id, draft, result.stop, result.steps, result.detail)
         )
         grounding = self._grounding(synthesis)
+        doubts = list(result.doubts) if synthesis.answer is not None else []
+        if doubts:
+            left = "; ".join(doubts)
+            synthesis = replace(
+                synthesis,
+                confidence="low",
+                confidence_reason=f"the query behind the answer has no filter on {left}, which the question names",
+            )
         self.trace.update(
             synthesis={
                 "source": synthesis.source,
@@ -393,6 +404,7 @@ class Engine:
                 "confidence_reason": synthesis.confidence_reason,
                 "first_attempt": synthesis.first_attempt,
                 "stated_confidence": synthesis.stated_confidence,
+                "doubts": doubts,
                 **(grounding.to_dict() if grounding else {"grounded": None, "supporting": [], "missing": []}),
             }
         )
@@ -404,6 +416,7 @@ class Engine:
             confidence=synthesis.confidence,
             grounded=grounding.grounded if grounding and code != ExitCode.NO_ANSWER else None,
             supporting=grounding.supporting if grounding and code != ExitCode.NO_ANSWER else [],
+            doubts=doubts if code != ExitCode.NO_ANSWER else [],
             status=status,
             exit_code=int(code),
             message=message,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import replace
 from typing import Any
 
 from rlm.errors import RlmError
@@ -25,7 +26,7 @@ from rlm.run.node_prompt import NodePrompt, PromptShape
 from rlm.run.runner import REPEATS_STOP, ActionRunner, Outcome
 from rlm.run.scope import Asker, NodeResult, NodeScope
 from rlm.run.settings import sizing_for
-from rlm.run.typed import action_schema, describe_actions, to_action
+from rlm.run.typed import action_schema, describe_actions, left_out, to_action
 from rlm.sandbox.client import WorkerLost
 from rlm.trace.schema import BridgeCallRecord, StopReason
 from rlm.trace.writer import preview
@@ -74,6 +75,8 @@ class Node:
         self.table_untold = scope.spec.table_pending
         self.repeats = 0  # refused repeats in a row
         self.empties = 0  # empty replies in a row
+        # What the question names that the last typed query left out: a final answer after it is in doubt.
+        self.left_out: list[str] = []
 
     def last_observations(self, count: int) -> list[str]:
         """What the model saw last (the end of the conversation), for the synthesis."""
@@ -133,8 +136,14 @@ class Node:
         if self.table_untold and (told := host.table_news()) is not None:
             self.table_untold = False
             self.runner.table_values = (host.table or {}).get("values") or {}
-        # The model reads the table's news after what the action showed; the trace keeps the
-        # two apart (`rlm replay --verify` compares the action's own output).
+        if self.table is not None and isinstance(action, Action) and action.name == "execute":
+            self.left_out = left_out(self.question, reply.content, self.table)
+            if self.left_out:
+                note = prompts.left_out_note(self.left_out)
+                told = note if told is None else told.rstrip("\n") + "\n" + note
+        # The model reads the run's notes (the table's news, a condition left out) after what
+        # the action showed; the trace keeps them apart (`rlm replay --verify` compares the
+        # action's own output).
         seen = outcome.observation if told is None else outcome.observation.rstrip("\n") + "\n" + told
         self.prompt.remember(reply, action, seen, step, max_steps - step, tools=self.protocol == "tools")
         payload = self.prompt.payload
@@ -163,7 +172,7 @@ class Node:
         if stopped is not None:
             return self._result(None, "budget", step, stopped.detail)
         if outcome.final is not None:
-            return self._result(outcome.final, "final", step)
+            return replace(self._result(outcome.final, "final", step), doubts=tuple(self.left_out))
         if outcome.fatal:
             return self._result(None, "sandbox", step, outcome.fatal)
         self.empties = 0 if (reply.content.strip() or reply.tool_calls) else self.empties + 1

@@ -176,6 +176,15 @@ def repeated_action(step: int, shown: str) -> str:
     )
 
 
+def left_out_note(conditions: list[str]) -> str:
+    """Told after a typed query that leaves out a value the question names (rlm.run.typed.conditions)."""
+    named = "; ".join(conditions)
+    return (
+        f"Note: the question names {named}, and this query has no filter on it. If the question asks "
+        "only about those rows, run the query again with it in where before you answer."
+    )
+
+
 def ran_a_later_block(skipped: int) -> str:
     first = "the first block" if skipped == 1 else f"the first {skipped} blocks"
     return f"({first} of your reply repeated what you already ran, so this is the result of the next one)\n"

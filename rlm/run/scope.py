@@ -40,6 +40,9 @@ class NodeResult:
     steps: int
     detail: str = ""
     largest_prompt: int = 0
+    # Conditions the question names that the query behind a final answer left out
+    # (rlm.run.typed.conditions): the answer is then in doubt.
+    doubts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -408,13 +408,19 @@ def run_ask(
 
 
 def _strict(settings: Settings, result: RunResult) -> RunResult:
-    """--strict: an answer that is not grounded is withheld. Nothing goes to stdout and the run
-    exits 1, as when no answer could be established; the message, on stderr and in the trace,
-    says why and still shows the answer (one line) to the person who reads it."""
-    if not settings.strict or result.answer is None or result.grounded is not False:
+    """--strict: an answer that is not grounded, or whose query left out a condition the
+    question names (`doubts`), is withheld. Nothing goes to stdout and the run exits 1, as when
+    no answer could be established; the message, on stderr and in the trace, says why and
+    still shows the answer (one line) to the person who reads it."""
+    if not settings.strict or result.answer is None or (result.grounded is not False and not result.doubts):
         return result
     shown = " / ".join(line.strip() for line in result.answer.splitlines() if line.strip())
-    message = f"the answer was withheld as not grounded (--strict): {shown}"
+    why = (
+        "not grounded"
+        if result.grounded is False
+        else f"its query has no filter on {'; '.join(result.doubts)}"
+    )
+    message = f"the answer was withheld as {why} (--strict): {shown}"
     return replace(result, answer=None, status="withheld", exit_code=int(ExitCode.NO_ANSWER), message=message)
 
 

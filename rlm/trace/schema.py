@@ -90,7 +90,7 @@ class StepRecord(TypedDict, total=False):
     action: ActionRecord | None
     parse_error: str | None
     observation: ObservationRecord
-    told: str  # the run's note after the observation: the table built while the run went
+    told: str  # the run's notes after the observation: the table built meanwhile, a condition left out
     duration_s: float
 
 
@@ -208,6 +208,7 @@ class SynthesisRecord(TypedDict, total=False):
     confidence_reason: str
     first_attempt: dict[str, Any] | None
     stated_confidence: str | None  # as the reply gave it
+    doubts: list[str]  # conditions the question names that the query behind the answer left out
     grounded: bool | None  # rlm.run.grounding
     supporting: list[str]
     missing: list[str]
