@@ -112,11 +112,12 @@ def test_the_schema_names_exactly_the_tables_columns(tables: dict, name: str) ->
 
 
 def _expected_numbers(name: str, table: dict[str, Any]) -> list[str]:
-    """The number columns, found independently: by DuckDB type, or by the JSON records' values."""
+    """The columns of amounts, found independently: by DuckDB type, or by the JSON records'
+    values; never line_no (a line's position)."""
     if name != "jsonl":
-        return [n for n, t in table["columns"] if t in ("BIGINT", "INTEGER", "DOUBLE")]
+        return [n for n, t in table["columns"] if t in ("BIGINT", "INTEGER", "DOUBLE") and n != "line_no"]
     first = json.loads(FILES[name].read_text().splitlines()[0])
-    flat = {"line_no": 1}
+    flat: dict[str, Any] = {}
     for key, value in first.items():
         if isinstance(value, dict):
             flat.update({f"{key}.{k}": v for k, v in value.items()})
@@ -731,3 +732,34 @@ def test_a_value_the_question_names_and_the_query_leaves_out_is_found(tables: di
     assert left_out(f"How many on lines with x{value}x?", json.dumps(plain), table) == []
     assert left_out(question, json.dumps({"op": "grep", "pattern": str(value)}), table) == []
     assert left_out(question, "not an action", table) == []
+
+
+def test_a_value_with_underscores_is_named_by_its_words(tmp_path: Path) -> None:
+    table = open_source(str(ROOT / "fixtures" / "auth.log"), cache_dir=str(tmp_path)).profile.table
+    assert table is not None
+    joined = [
+        (column, value)
+        for column, counted in (table.get("values") or {}).items()
+        for value, _ in counted
+        if isinstance(value, str) and "_" in value.strip("_")
+    ]
+    assert joined, "the auth log lists a kind of event written with underscores"
+    column, value = joined[0]
+    plain = json.dumps({"op": "count_distinct", "column": "host"})
+    spoken = value.replace("_", " ")
+    assert left_out(f"How many hosts had a {spoken}?", plain, table) == [f"{column} = {value!r}"]
+    assert left_out(f"How many hosts had a {spoken.replace(' ', '')}?", plain, table) == []
+
+
+@pytest.mark.parametrize("name", ["apache", "csv"])
+def test_a_total_of_line_numbers_is_refused_in_words(tables: dict, name: str) -> None:
+    table, _ = tables[name]
+    for action in (
+        {"op": "sum", "column": "line_no"},
+        {"op": "group", "by": "line", "agg": "avg", "column": "line_no"},
+    ):
+        refused = to_action(json.dumps(action), table)
+        assert isinstance(refused, ParseError) and "line_no is a line's position" in refused.message
+    assert isinstance(
+        to_action(json.dumps({"op": "max", "column": "line_no"}), table), Action
+    )  # the last line

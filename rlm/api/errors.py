@@ -28,7 +28,7 @@ class RunEnded(RlmError):
 
 
 class NoAnswer(RunEnded):
-    """No answer could be established, or `strict=True` withheld one that is not grounded (exit 1)."""
+    """No answer could be established, or `strict=True` withheld one not grounded or in doubt (exit 1)."""
 
     exit_code = ExitCode.NO_ANSWER
 

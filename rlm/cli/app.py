@@ -112,7 +112,7 @@ EXIT_CODES = """Exit codes:
 
 \b
   0  answered (status final, forced or partial)
-  1  no answer could be established, or --strict withheld one that is not grounded (nothing on stdout)
+  1  no answer could be established, or --strict withheld one not grounded or in doubt (nothing on stdout)
   2  usage error
   3  input unreadable (missing, directory, permission, FIFO without data; a remote object missing or unreachable)
   4  configuration or credentials (no model set, missing API key)

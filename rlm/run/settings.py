@@ -91,7 +91,7 @@ class Settings:
     )
     strict: bool = option(
         False,
-        "Exit 1 with nothing on stdout when the answer is not grounded in what the run read",
+        "Exit 1 with nothing on stdout when the answer is not grounded in what the run read, or its query left out a condition the question names",
         flags=("--strict",),
     )
     order: str = option(

@@ -330,10 +330,20 @@ def check_action(obj: Any, cols: TableColumns) -> Checked:
         return _group(cols, obj, k, where)
     column = _column(cols, obj["column"], "column")
     if op in ("sum", "avg"):
-        _of_kind(cols, column, (NUMBER,), op)
+        _amount(cols, column, op)
     elif op in ("min", "max"):
         _of_kind(cols, column, (NUMBER, TIME, DATE), op)
     return Checked(op, column=column, k=k or DEFAULT_K, where=where)
+
+
+def _amount(cols: TableColumns, column: Column, what: str) -> Column:
+    """A number column that holds amounts: `line_no` is a line's position, not one."""
+    if column.name == "line_no":
+        amounts = [n for n in cols.names(NUMBER) if n != "line_no"]
+        raise Problem(
+            f"{what} needs a column of amounts; line_no is a line's position (amounts: {_listing(amounts)})"
+        )
+    return _of_kind(cols, column, (NUMBER,), what)
 
 
 def _group(cols: TableColumns, obj: dict[str, Any], k: int | None, where: tuple[Filter, ...]) -> Checked:
@@ -350,7 +360,7 @@ def _group(cols: TableColumns, obj: dict[str, Any], k: int | None, where: tuple[
     measure = None
     if agg is not None:
         agg = _choice(agg, "agg", AGGREGATES)
-        measure = _of_kind(cols, _column(cols, column, "column"), (NUMBER,), f"agg {agg}")
+        measure = _amount(cols, _column(cols, column, "column"), f"agg {agg}")
     default_order = "key" if bucket else "most"
     order = _choice(obj["order"], "order", ORDERS) if obj.get("order") is not None else default_order
     return Checked(

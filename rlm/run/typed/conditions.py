@@ -54,7 +54,9 @@ def left_out(question: str, content: str | None, table: dict[str, Any]) -> list[
     # The longest first, and none inside one kept: "Central Asia" names a sub-region, not Asia.
     kept: list[tuple[str, Column, Any]] = []
     for text, column, value in sorted(found, key=lambda f: -len(f[0])):
-        if all(text.casefold() not in k.casefold() for k, _, _ in kept) and column not in (c for _, c, _ in kept):
+        if all(text.casefold() not in k.casefold() for k, _, _ in kept) and column not in (
+            c for _, c, _ in kept
+        ):
             kept.append((text, column, value))
     return [_said(column, value) for _, column, value in kept[:_MAX_NAMED]]
 
@@ -68,8 +70,10 @@ def _condition_like(text: str) -> bool:
 
 
 def _states(question: str, text: str) -> bool:
-    """Whether the question states `text` as a whole word (any case; a plural `404s` counts)."""
-    pattern = rf"(?<![\w.-]){re.escape(text)}s?(?![\w-]|\.\w)"
+    """Whether the question states `text` as a whole word (any case; a plural `404s` counts; a
+    value's `_` read as a space: `failed_password` is stated by "failed password")."""
+    words = r"[\s_]+".join(re.escape(w) for w in text.split("_") if w)
+    pattern = rf"(?<![\w.-]){words}s?(?![\w-]|\.\w)"
     return re.search(pattern, question, re.IGNORECASE) is not None
 
 

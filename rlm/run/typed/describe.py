@@ -89,9 +89,8 @@ def describe_actions(table: dict[str, Any]) -> str:
     lines.append(
         "Choose by the question: how many -> count; how many different -> count_distinct; which value "
         "appears most often -> top; which value, hour or day has the most or fewest lines, or the largest or "
-        "smallest total or average of a column -> group, k 1; one total, average, max or min -> sum, "
-        "avg, max, min; a line's details, first or last -> rows; words in raw lines -> grep "
-        "or line contains. Put each condition the question states in where. Two steps are fine: find a "
-        "value, then filter on it."
+        "smallest total or average -> group, order most|least; one total, average, max or min -> sum, avg, "
+        "max, min; a line's details, first or last -> rows; words in raw lines -> grep or line contains. "
+        "Put each condition the question states in where. Two steps are fine: find a value, then filter on it."
     )
     return "\n".join(lines)

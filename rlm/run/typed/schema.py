@@ -120,7 +120,9 @@ def action_schema(table: dict[str, Any]) -> dict[str, Any]:
     cols = table_columns(table)
     where = _filter(cols)
     every = {"enum": cols.names()}
-    numbers = cols.names(NUMBER)
+    # Amounts: a line's number is its position, never summed nor averaged (its min or max is
+    # the first or last line of a match).
+    numbers = [n for n in cols.names(NUMBER) if n != "line_no"]
     extremes = cols.names(NUMBER, TIME, DATE)
     k = _count(MAX_K)
     branches = [
