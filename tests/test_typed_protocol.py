@@ -30,9 +30,20 @@ def _strings(node: Any) -> set[str]:
     return found
 
 
-def _ask(stub: OpenAIStub, path: Path, question: str, cwd: Path) -> Any:
+def _ask(stub: OpenAIStub, path: Path, question: str, cwd: Path, *options: str) -> Any:
     return run_cli(
-        ["ask", str(path), question, "-m", "openai/stub", "--api-base", stub.api_base, "--protocol", "typed"],
+        [
+            "ask",
+            str(path),
+            question,
+            "-m",
+            "openai/stub",
+            "--api-base",
+            stub.api_base,
+            "--protocol",
+            "typed",
+            *options,
+        ],
         cwd=cwd,
     )
 
@@ -132,11 +143,7 @@ def test_a_condition_the_question_names_and_the_query_leaves_out_is_told_and_dou
         return [*actions, final, json.dumps({"answer": str(answer), "citations": ["F1"]})]
 
     with OpenAIStub(replies(unfiltered, answer=everyone)) as stub:
-        proc = run_cli(
-            ["ask", str(apache_log), question, "-m", "openai/stub", "--api-base", stub.api_base,
-             "--protocol", "typed", "--json"],
-            cwd=tmp_path,
-        )  # fmt: skip
+        proc = _ask(stub, apache_log, question, tmp_path, "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["answer"] == str(everyone) and doc["grounded"] is True  # grounded, and still wrong
@@ -147,21 +154,13 @@ def test_a_condition_the_question_names_and_the_query_leaves_out_is_told_and_dou
     assert latest_trace(tmp_path)["synthesis"]["doubts"] == ["status = 404"]
 
     with OpenAIStub(replies(unfiltered, answer=everyone)) as stub:
-        strict = run_cli(
-            ["ask", str(apache_log), question, "-m", "openai/stub", "--api-base", stub.api_base,
-             "--protocol", "typed", "--strict"],
-            cwd=tmp_path,
-        )  # fmt: skip
+        strict = _ask(stub, apache_log, question, tmp_path, "--strict")
     assert strict.returncode == 1 and strict.stdout == ""
     assert f"withheld as its query has no filter on status = 404 (--strict): {everyone}" in strict.stderr
 
     # Told, the model runs the query again with the filter: its answer is not in doubt.
     with OpenAIStub(replies(unfiltered, filtered, answer=right)) as stub:
-        fixed = run_cli(
-            ["ask", str(apache_log), question, "-m", "openai/stub", "--api-base", stub.api_base,
-             "--protocol", "typed", "--strict"],
-            cwd=tmp_path,
-        )  # fmt: skip
+        fixed = _ask(stub, apache_log, question, tmp_path, "--strict")
     assert fixed.returncode == 0 and fixed.stdout.strip() == str(right), fixed.stderr
     assert "no filter" not in fixed.stderr
     assert "no filter" not in stub.requests[2]["body"]["messages"][-1]["content"]

@@ -15,6 +15,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import FIXTURES, cli_env, run_cli, start_cli, traces_in, wait_for, write_script
@@ -231,20 +232,26 @@ def test_a_folder_others_can_write_to_is_refused_in_one_line(tmp_path: Path) -> 
     assert not list(shared.iterdir())
 
 
+def _mcp_server(model: str, env: dict[str, str], folder: Path) -> Any:
+    """`rlm mcp` with `model`, serving the files of `folder`, as a stdio client starts it."""
+    from mcp.client.stdio import StdioServerParameters
+
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "rlm", "mcp", "-m", model, "--allow", str(folder)],
+        env=env,
+        cwd=str(folder),
+    )
+
+
 def test_an_mcp_run_is_served_by_it_too(warm_dir: Path, tmp_path: Path) -> None:
     import anyio
     from mcp import Client, types
-    from mcp.client.stdio import StdioServerParameters
 
     served = _status(warm_dir, tmp_path)["served"]
     model = _counting_404s(tmp_path)
     env = cli_env(tmp_path, {"RLM_WARM_DIR": str(warm_dir)})
-    server = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "rlm", "mcp", "-m", model, "--allow", str(tmp_path)],
-        env=env,
-        cwd=str(tmp_path),
-    )
+    server = _mcp_server(model, env, tmp_path)
 
     async def go() -> str:
         async with Client(server, mode="legacy") as client:
@@ -412,17 +419,11 @@ def test_an_mcp_server_starts_one_for_its_runs(tmp_path: Path) -> None:
     first run, asked once that process is ready, is served by it."""
     import anyio
     from mcp import Client, types
-    from mcp.client.stdio import StdioServerParameters
 
     folder = Path(tempfile.mkdtemp(prefix="w", dir="/tmp")) / "warm"
     model = _counting_404s(tmp_path)
     env = _alone_env(tmp_path, folder)
-    server = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "rlm", "mcp", "-m", model, "--allow", str(tmp_path)],
-        env=env,
-        cwd=str(tmp_path),
-    )
+    server = _mcp_server(model, env, tmp_path)
 
     async def go() -> str:
         async with Client(server, mode="legacy") as client:
