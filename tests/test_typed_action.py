@@ -749,6 +749,11 @@ def test_a_value_with_underscores_is_named_by_its_words(tmp_path: Path) -> None:
     spoken = value.replace("_", " ")
     assert left_out(f"How many hosts had a {spoken}?", plain, table) == [f"{column} = {value!r}"]
     assert left_out(f"How many hosts had a {spoken.replace(' ', '')}?", plain, table) == []
+    # A filter on the raw line's words is a filter on that condition.
+    worded = json.dumps(
+        {**json.loads(plain), "where": [{"column": "line", "cmp": "contains", "value": spoken}]}
+    )
+    assert left_out(f"How many hosts had a {spoken}?", worded, table) == []
 
 
 @pytest.mark.parametrize("name", ["apache", "csv"])

@@ -41,7 +41,10 @@ def left_out(question: str, content: str | None, table: dict[str, Any]) -> list[
     if checked.args is not None:  # grep, peek, final: not a query of the table's rows
         return []
     filtered = {f.column.name for f in checked.where}
-    filter_text = " ".join(str(getattr(f.value, "text", f.value)) for f in checked.where).casefold()
+    # A filter's text read as the question is: a value's `_` as a space.
+    filter_text = (
+        " ".join(str(getattr(f.value, "text", f.value)) for f in checked.where).casefold().replace("_", " ")
+    )
     keyed = {c.name for c in (checked.by, checked.column) if c is not None and checked.op in ("top", "group")}
     found: list[tuple[str, Column, Any]] = []  # (the value as text, its column, the value)
     for column in cols.columns:
@@ -49,7 +52,8 @@ def left_out(question: str, content: str | None, table: dict[str, Any]) -> list[
             continue
         for value in column.values:
             text = str(value)
-            if _condition_like(text) and text.casefold() not in filter_text and _states(question, text):
+            said = text.casefold().replace("_", " ")
+            if _condition_like(text) and said not in filter_text and _states(question, text):
                 found.append((text, column, value))
     # The longest first, and none inside one kept: "Central Asia" names a sub-region, not Asia.
     kept: list[tuple[str, Column, Any]] = []
