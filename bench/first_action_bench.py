@@ -171,7 +171,14 @@ def main() -> int:
             rows = run_action(action, table)
             held = not isinstance(rows, str) and holds_answer(task, rows)
             results.append(
-                {"id": task.id, "op": action.get("op"), "holds": held, "p": probability, "seconds": seconds, "action": action}
+                {
+                    "id": task.id,
+                    "op": action.get("op"),
+                    "holds": held,
+                    "p": probability,
+                    "seconds": seconds,
+                    "action": action,
+                }
             )
             if not args.json:
                 print(
