@@ -361,8 +361,10 @@ def _group(cols: TableColumns, obj: dict[str, Any], k: int | None, where: tuple[
     if agg is not None:
         agg = _choice(agg, "agg", AGGREGATES)
         measure = _amount(cols, _column(cols, column, "column"), f"agg {agg}")
-    default_order = "key" if bucket else "most"
-    order = _choice(obj["order"], "order", ORDERS) if obj.get("order") is not None else default_order
+    # The largest groups first unless the key's order is asked for, time buckets too: within the
+    # rows shown (k) the busiest period is then never the one cut, and a model that reads the
+    # first row reads the largest (ordered by time, it read the earliest as the busiest).
+    order = _choice(obj["order"], "order", ORDERS) if obj.get("order") is not None else "most"
     return Checked(
         "group", column=measure, by=by, bucket=bucket, agg=agg, order=order, k=k or GROUP_K, where=where
     )
