@@ -23,9 +23,10 @@ from jsonschema import Draft202012Validator
 from rlm.input.source import open_source
 from rlm.input.tablevalues import VOCABULARY
 from rlm.run.actions import Action, ParseError
-from rlm.run.typed import action_schema, compile_sql, describe_actions, left_out, to_action
+from rlm.run.typed import action_schema, compile_sql, describe_actions, left_out, to_action, with_conditions
 from rlm.run.typed.describe import examples
-from rlm.run.typed.vocabulary import ASKS
+from rlm.run.typed.vocabulary import ASKS, MAX_FILTERS
+from rlm.text.sqltext import sql_name, sql_value
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = {
@@ -734,6 +735,58 @@ def test_a_value_the_question_names_and_the_query_leaves_out_is_found(tables: di
     assert left_out(f"How many on lines with x{value}x?", json.dumps(plain), table) == []
     assert left_out(question, json.dumps({"op": "grep", "pattern": str(value)}), table) == []
     assert left_out(question, "not an action", table) == []
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_a_plain_condition_left_out_is_added_to_the_query(tables: dict, name: str) -> None:
+    table, con = tables[name]
+    found = _listed_condition(table)
+    if found is None:
+        assert name == "jsonl", "the access log and the CSV list a status and a colour"
+        return
+    column, value = found
+    other = next(c for c, t in table["columns"] if t == "VARCHAR" and c not in (column, "line"))
+    question = f"How many different {other} values are there on the lines with {value}?"
+    said = f"{column} = {value!r}" if isinstance(value, str) else f"{column} = {value}"
+    plain = {"op": "count_distinct", "column": other}
+    on_it = {**plain, "where": [{"column": column, "cmp": "=", "value": value}]}
+    added = with_conditions(question, json.dumps(plain), table)
+    assert added is not None and added[1] == [said]
+    assert added[0] == on_it
+    assert _rows(con, compile_sql(added[0], table)) == _rows(
+        con,
+        f"SELECT count(DISTINCT {sql_name(other)}) FROM log WHERE {sql_name(column)} = {sql_value(value)}",
+    )
+    # Nothing to add: the filter is there, or the question does not name the value.
+    assert with_conditions(question, json.dumps(on_it), table) is None
+    assert with_conditions(f"How many different {other} values are there?", json.dumps(plain), table) is None
+    # Not plain: a negation just before the value, or no room left for a filter.
+    for negated in (f"lines other than {value}", f"lines that are not {value}", f"lines without any {value}"):
+        assert (
+            with_conditions(
+                f"How many different {other} values are there on {negated}?", json.dumps(plain), table
+            )
+            is None
+        )
+    full = {
+        **plain,
+        "where": [{"column": "line", "cmp": "contains", "value": f"x{n}"} for n in range(MAX_FILTERS)],
+    }
+    assert with_conditions(question, json.dumps(full), table) is None
+    assert left_out(question, json.dumps(full), table) == [said]  # told, and doubted, instead
+
+
+def test_a_value_two_columns_list_is_not_added_for_either(tables: dict) -> None:
+    table, _ = tables["csv"]
+    listed: dict[str, list[str]] = {}
+    for column, counted in (table.get("values") or {}).items():
+        for value, _ in counted:
+            listed.setdefault(str(value), []).append(column)
+    shared = next(v for v, cols in listed.items() if len(cols) > 1 and len(v) >= 3 and not v.isdigit())
+    question = f"How many trips were there in {shared}?"
+    plain = json.dumps({"op": "count"})
+    assert with_conditions(question, plain, table) is None  # the question may mean either
+    assert left_out(question, plain, table)  # told, and doubted, instead
 
 
 def test_a_value_with_underscores_is_named_by_its_words(tmp_path: Path) -> None:

@@ -124,12 +124,13 @@ def _distinct_ips(path: Path, status: int | None = None) -> int:
     )
 
 
-def test_a_condition_the_question_names_and_the_query_leaves_out_is_told_and_doubted(
+def test_a_condition_the_question_names_and_the_query_leaves_out_is_added_or_doubted(
     tmp_path: Path, apache_log: Path
 ) -> None:
-    """The model is told the value of a listed column its question names and its query has no
-    filter on; an answer given after such a query is in doubt (stderr, --json, confidence low),
-    and --strict withholds it; once the query has the filter, nothing is said."""
+    """A value of a listed column the question names, that the model's query has no filter on,
+    is added to the query before it runs, and the model told; sent again, the action runs as
+    written, and an answer given after it is in doubt (stderr, --json, confidence low), which
+    --strict withholds; once the query has the filter, nothing is said."""
     question = "How many different client IPs received a 404 response?"
     everyone, right = _distinct_ips(apache_log), _distinct_ips(apache_log, 404)
     assert everyone != right
@@ -142,25 +143,39 @@ def test_a_condition_the_question_names_and_the_query_leaves_out_is_told_and_dou
         final = json.dumps({"op": "final", "answer": str(answer)})
         return [*actions, final, json.dumps({"answer": str(answer), "citations": ["F1"]})]
 
-    with OpenAIStub(replies(unfiltered, answer=everyone)) as stub:
+    # Added: the query runs with the filter, and the model is told so.
+    with OpenAIStub(replies(unfiltered, answer=right)) as stub:
+        proc = _ask(stub, apache_log, question, tmp_path, "--json", "--strict")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["answer"] == str(right) and doc["grounded"] is True and not doc["doubts"]
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert f"distinct ip\n-----------\n{right}\n" in told
+    assert "the question names status = 404, which your action had no filter on: rlm added it" in told
+    step = latest_trace(tmp_path)["steps"][0]
+    assert '"status" = 404' in step["action"]["args"]["code"] and "rlm added it" in step["told"]
+
+    # Sent again as it was, it runs as written: the answer after it is in doubt.
+    with OpenAIStub(replies(unfiltered, unfiltered, answer=everyone)) as stub:
         proc = _ask(stub, apache_log, question, tmp_path, "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["answer"] == str(everyone) and doc["grounded"] is True  # grounded, and still wrong
     assert doc["doubts"] == ["status = 404"] and doc["confidence"] == "low"
     assert "has no filter on status = 404, which the question names" in proc.stderr
-    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    told = stub.requests[2]["body"]["messages"][-1]["content"]
+    assert f"distinct ip\n-----------\n{everyone}\n" in told
     assert "the question names status = 404, and this query has no filter on it" in told
     assert latest_trace(tmp_path)["synthesis"]["doubts"] == ["status = 404"]
 
-    with OpenAIStub(replies(unfiltered, answer=everyone)) as stub:
+    with OpenAIStub(replies(unfiltered, unfiltered, answer=everyone)) as stub:
         strict = _ask(stub, apache_log, question, tmp_path, "--strict")
     assert strict.returncode == 1 and strict.stdout == ""
     assert f"withheld as its query has no filter on status = 404 (--strict): {everyone}" in strict.stderr
 
     # Told, the model runs the query again with the filter: its answer is not in doubt.
-    with OpenAIStub(replies(unfiltered, filtered, answer=right)) as stub:
+    with OpenAIStub(replies(unfiltered, unfiltered, filtered, answer=right)) as stub:
         fixed = _ask(stub, apache_log, question, tmp_path, "--strict")
     assert fixed.returncode == 0 and fixed.stdout.strip() == str(right), fixed.stderr
     assert "no filter" not in fixed.stderr
-    assert "no filter" not in stub.requests[2]["body"]["messages"][-1]["content"]
+    assert "no filter" not in stub.requests[3]["body"]["messages"][-1]["content"]

@@ -10,6 +10,7 @@ fails; the node never writes the answer itself, synthesis does
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from dataclasses import replace
@@ -26,7 +27,9 @@ from rlm.run.node_prompt import NodePrompt, PromptShape
 from rlm.run.runner import REPEATS_STOP, ActionRunner, Outcome
 from rlm.run.scope import Asker, NodeResult, NodeScope
 from rlm.run.settings import sizing_for
-from rlm.run.typed import action_schema, describe_actions, left_out, to_action
+from rlm.run.typed import action_schema, describe_actions, left_out, to_action, with_conditions
+from rlm.run.typed.check import Problem
+from rlm.run.typed.compile import read_json
 from rlm.sandbox.client import WorkerLost
 from rlm.trace.schema import BridgeCallRecord, StopReason
 from rlm.trace.writer import preview
@@ -77,6 +80,8 @@ class Node:
         self.empties = 0  # empty replies in a row
         # What the question names that the last typed query left out: a final answer after it is in doubt.
         self.left_out: list[str] = []
+        # The model's actions (their JSON) rlm added conditions to: sent again, they run as written.
+        self.amended: set[str] = set()
 
     def last_observations(self, count: int) -> list[str]:
         """What the model saw last (the end of the conversation), for the synthesis."""
@@ -122,6 +127,9 @@ class Node:
         if self.model.measures_usage:
             self.prompt.learn_ratio(reply.prompt_tokens, est)
         action, skipped = self._parse(reply)
+        ran, added = reply.content, list[str]()
+        if self.table is not None and isinstance(action, Action) and action.name == "execute":
+            action, ran, added = self._with_conditions(action, reply.content)
         stopped: BudgetExceeded | None = None
         try:
             if isinstance(action, Action):
@@ -137,9 +145,13 @@ class Node:
             self.table_untold = False
             self.runner.table_values = (host.table or {}).get("values") or {}
         if self.table is not None and isinstance(action, Action) and action.name == "execute":
-            self.left_out = left_out(self.question, reply.content, self.table)
-            if self.left_out:
+            self.left_out = left_out(self.question, ran, self.table)
+            note = None
+            if added:
+                note = prompts.conditions_added_note(added)
+            elif self.left_out:
                 note = prompts.left_out_note(self.left_out)
+            if note is not None:
                 told = note if told is None else told.rstrip("\n") + "\n" + note
         # The model reads the run's notes (the table's news, a condition left out) after what
         # the action showed; the trace keeps them apart (`rlm replay --verify` compares the
@@ -207,6 +219,23 @@ class Node:
             if action.name == "final" or not self.runner.would_refuse(action.name, action.args, visible_from):
                 return action, n
         return actions[0], 0
+
+    def _with_conditions(self, action: Action, content: str) -> tuple[Action | ParseError, str, list[str]]:
+        """The typed query to run, the action it was compiled from, and the conditions rlm added.
+
+        The conditions the question names that the model's query leaves out are added once
+        (rlm.run.typed.conditions): the same action sent again after that runs as written."""
+        assert self.table is not None
+        try:
+            asked = json.dumps(read_json(content), sort_keys=True)
+        except Problem:
+            return action, content, []
+        amended = None if asked in self.amended else with_conditions(self.question, content, self.table)
+        if amended is None:
+            return action, content, []
+        self.amended.add(asked)
+        text = json.dumps(amended[0], ensure_ascii=False)
+        return to_action(text, self.table), text, amended[1]
 
     # -- actions --------------------------------------------------------------
     def _act(self, action: Action | ParseError, step: int) -> Outcome:

@@ -185,6 +185,15 @@ def left_out_note(conditions: list[str]) -> str:
     )
 
 
+def conditions_added_note(conditions: list[str]) -> str:
+    """Told after a typed query rlm ran with filters the question names added (rlm.run.typed.conditions)."""
+    named = "; ".join(conditions)
+    return (
+        f"Note: the question names {named}, which your action had no filter on: rlm added it to where, "
+        "so the result above is of those rows only. To run your action as you wrote it, send it again."
+    )
+
+
 def ran_a_later_block(skipped: int) -> str:
     first = "the first block" if skipped == 1 else f"the first {skipped} blocks"
     return f"({first} of your reply repeated what you already ran, so this is the result of the next one)\n"

@@ -11,7 +11,8 @@ runs one query through the sandbox's `sql()`, a grep, a peek or a final.
     check       a parsed action checked against the table, problems in words for the model
     compile     compile_sql and to_action: the query, and the Action a reply asks for
     describe    describe_actions: the system prompt's lines, an example per shape
-    conditions  left_out: what the question names that a query has no filter on
+    conditions  left_out and with_conditions: what the question names that a query has no
+                filter on, and the query with it added
 
 Imports rlm.run.actions and actionspec (the actions it compiles to), rlm.input.tablevalues,
 rlm.sandbox.worker.sql_result (how many rows a result shows) and rlm.text only.
@@ -20,8 +21,16 @@ rlm.sandbox.worker.sql_result (how many rows a result shows) and rlm.text only.
 from __future__ import annotations
 
 from rlm.run.typed.compile import compile_sql, execute_code, to_action
-from rlm.run.typed.conditions import left_out
+from rlm.run.typed.conditions import left_out, with_conditions
 from rlm.run.typed.describe import describe_actions
 from rlm.run.typed.schema import action_schema
 
-__all__ = ["action_schema", "compile_sql", "describe_actions", "execute_code", "left_out", "to_action"]
+__all__ = [
+    "action_schema",
+    "compile_sql",
+    "describe_actions",
+    "execute_code",
+    "left_out",
+    "to_action",
+    "with_conditions",
+]

@@ -9,8 +9,14 @@ What is checked depends on the table alone, never on the question's wording: a v
 column whose whole set of values the table lists (a status, a level, a kind, a region) that
 the question states as a word, in a query that neither filters on that column nor names the
 value in any filter, nor ranks or groups by that column (there the question may name the
-values it compares). The model is told (it may add the filter); a final answer given after such
-a query, and not after a later one without it, carries the doubt to the run's result, where
+values it compares).
+
+Where such a condition is plain (its value listed by one column only, no negation just before
+it, room for the filter), rlm adds it to the query before it runs (`with_conditions`): a small
+model told of the filter answered from the rows it had, without running the query again. The
+model is told what was added and that sending the same action again runs it as written. Where
+it is not plain, the model is told (it may add the filter); a final answer given after such a
+query, and not after a later one without it, carries the doubt to the run's result, where
 `--strict` withholds it.
 """
 
@@ -19,15 +25,21 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rlm.run.typed.check import Problem, check_action
-from rlm.run.typed.columns import Column, table_columns
+from rlm.run.typed.check import Checked, Problem, check_action
+from rlm.run.typed.columns import Column, TableColumns, table_columns
 from rlm.run.typed.compile import read_json
+from rlm.run.typed.vocabulary import MAX_FILTERS
 
-__all__ = ["left_out"]
+__all__ = ["left_out", "with_conditions"]
 
 # Values that stand for no condition when a question states them ("answer yes or no").
 _NOT_CONDITIONS = frozenset({"yes", "no", "true", "false", "none", "null", "n/a", "unknown", "other", "all"})
 _MAX_NAMED = 3  # conditions told at once: more would be noise in the model's next prompt
+# Words that turn a value stated just after them into a condition to leave out, not to keep.
+_NEGATIONS = (
+    r"not|no|non|never|nor|neither|without|except|excluding|exclude|excludes|besides|"
+    r"other\s+than|apart\s+from|aside\s+from|rather\s+than|instead\s+of|isn't|aren't|wasn't|weren't"
+)
 
 
 def left_out(question: str, content: str | None, table: dict[str, Any]) -> list[str]:
@@ -38,22 +50,57 @@ def left_out(question: str, content: str | None, table: dict[str, Any]) -> list[
         checked = check_action(read_json(content), cols)
     except Problem:
         return []
+    return [_said(column, value) for _, column, value in _missing(question, checked, cols)[:_MAX_NAMED]]
+
+
+def with_conditions(
+    question: str, content: str | None, table: dict[str, Any]
+) -> tuple[dict[str, Any], list[str]] | None:
+    """The typed action in `content` with a `=` filter added for each condition the question
+    names that it leaves out, and those conditions (`column = value`); None when there is none,
+    or when any of them is not plain enough to add unasked: its value is listed by two columns
+    (the question may mean either: a pickup or a dropoff borough), a negation comes just before
+    it ("other than Queens"), or the filters would be more than an action takes."""
+    cols = table_columns(table)
+    try:
+        action = read_json(content)
+        checked = check_action(action, cols)
+    except Problem:
+        return None
+    missing = _missing(question, checked, cols)
+    where = list(action.get("where") or [])
+    if not missing or len(where) + len(missing) > MAX_FILTERS:
+        return None
+    for text, column, _ in missing:
+        said = _spoken(text)
+        others = (c for c in cols.columns if c is not column and c.values)
+        if any(_spoken(str(v)) == said for c in others for v in c.values or ()) or _negated(question, text):
+            return None
+    where += [{"column": column.name, "cmp": "=", "value": value} for _, column, value in missing]
+    amended = {**action, "where": where}
+    try:
+        check_action(amended, cols)
+    except Problem:
+        return None
+    return amended, [_said(column, value) for _, column, value in missing]
+
+
+def _missing(question: str, checked: Checked, cols: TableColumns) -> list[tuple[str, Column, Any]]:
+    """(the value as text, its column, the value) of each condition the question names that the
+    query leaves out, the longest first; [] for an action that is not a query."""
     if checked.args is not None:  # grep, peek, final: not a query of the table's rows
         return []
     filtered = {f.column.name for f in checked.where}
     # A filter's text read as the question is: a value's `_` as a space.
-    filter_text = (
-        " ".join(str(getattr(f.value, "text", f.value)) for f in checked.where).casefold().replace("_", " ")
-    )
+    filter_text = " ".join(_spoken(str(getattr(f.value, "text", f.value))) for f in checked.where)
     keyed = {c.name for c in (checked.by, checked.column) if c is not None and checked.op in ("top", "group")}
-    found: list[tuple[str, Column, Any]] = []  # (the value as text, its column, the value)
+    found: list[tuple[str, Column, Any]] = []
     for column in cols.columns:
         if column.values is None or column.name in filtered or column.name in keyed:
             continue
         for value in column.values:
             text = str(value)
-            said = text.casefold().replace("_", " ")
-            if _condition_like(text) and said not in filter_text and _states(question, text):
+            if _condition_like(text) and _spoken(text) not in filter_text and _states(question, text):
                 found.append((text, column, value))
     # The longest first, and none inside one kept: "Central Asia" names a sub-region, not Asia.
     kept: list[tuple[str, Column, Any]] = []
@@ -62,7 +109,12 @@ def left_out(question: str, content: str | None, table: dict[str, Any]) -> list[
             c for _, c, _ in kept
         ):
             kept.append((text, column, value))
-    return [_said(column, value) for _, column, value in kept[:_MAX_NAMED]]
+    return kept
+
+
+def _spoken(text: str) -> str:
+    """A value as a question would say it: any case, a `_` as a space."""
+    return text.casefold().replace("_", " ")
 
 
 def _condition_like(text: str) -> bool:
@@ -73,12 +125,23 @@ def _condition_like(text: str) -> bool:
     return any(ch.isalpha() for ch in text) or (text.isdigit() and int(text) >= 100)
 
 
-def _states(question: str, text: str) -> bool:
-    """Whether the question states `text` as a whole word (any case; a plural `404s` counts; a
-    value's `_` read as a space: `failed_password` is stated by "failed password")."""
+def _stated(text: str) -> str:
+    """The pattern of `text` stated as a whole word (a plural `404s` counts; a `_` read as a
+    space or an underscore: `failed_password` is stated by "failed password")."""
     words = r"[\s_]+".join(re.escape(w) for w in text.split("_") if w)
-    pattern = rf"(?<![\w.-]){words}s?(?![\w-]|\.\w)"
-    return re.search(pattern, question, re.IGNORECASE) is not None
+    return rf"(?<![\w.-]){words}s?(?![\w-]|\.\w)"
+
+
+def _states(question: str, text: str) -> bool:
+    """Whether the question states `text` as a whole word, in any case."""
+    return re.search(_stated(text), question, re.IGNORECASE) is not None
+
+
+def _negated(question: str, text: str) -> bool:
+    """Whether a negation comes within three words before a statement of `text`: "not from
+    Queens", "other than green ones", "excluding the 404s"."""
+    before = rf"\b(?:{_NEGATIONS})\b(?:\W+\w+){{0,3}}?\W+"
+    return re.search(before + _stated(text), question, re.IGNORECASE) is not None
 
 
 def _said(column: Column, value: Any) -> str:
