@@ -9,7 +9,8 @@ typed protocol's prompt or schema can be compared on many questions in minutes:
    and the request rlm would send (messages and the table's action schema) is kept;
 2. the request goes to the local model's server (llama.cpp, greedy, the schema as its
    grammar), as rlm's own client would send it;
-3. the action is compiled to SQL (rlm.run.typed.compile_sql) and run on the input's table;
+3. the action is compiled to SQL (rlm.run.typed.compile_sql) and run on the input's table,
+   with the conditions rlm adds before it runs (rlm.run.typed.with_conditions), as a run does;
    it *holds the answer* when a cell of its result is the task's answer (every item of a set),
    scored as `rlm eval` normalises answers.
 
@@ -46,7 +47,7 @@ from rlm.input.source import open_source  # noqa: E402
 from rlm.local import installed_gguf  # noqa: E402
 from rlm.local.server import local_server  # noqa: E402
 from rlm.model import client as model_client  # noqa: E402
-from rlm.run.typed import compile_sql  # noqa: E402
+from rlm.run.typed import compile_sql, with_conditions  # noqa: E402
 
 
 class _Captured(Exception):
@@ -141,6 +142,7 @@ def run_action(action: dict[str, Any], table: dict[str, Any]) -> list[tuple[Any,
     except ValueError as exc:
         return f"not a query: {str(exc)[:80]}"
     with duckdb.connect(table["path"], read_only=True) as con:
+        con.execute("SET TimeZone = 'UTC'")  # as the worker's sql() connection has it
         return con.execute(query).fetchall()
 
 
@@ -168,7 +170,8 @@ def main() -> int:
             started = time.monotonic()
             action, probability = ask_server(server.api_base, request)
             seconds = round(time.monotonic() - started, 1)
-            rows = run_action(action, table)
+            added = with_conditions(task.question, json.dumps(action), table)
+            rows = run_action(added[0] if added else action, table)
             held = not isinstance(rows, str) and holds_answer(task, rows)
             results.append(
                 {
@@ -178,11 +181,13 @@ def main() -> int:
                     "p": probability,
                     "seconds": seconds,
                     "action": action,
+                    "added": added[1] if added else [],
                 }
             )
             if not args.json:
                 print(
                     f"{task.id} {'holds ' if held else 'misses'} {action.get('op')!s:15} p={probability} {seconds} s"
+                    + (f" (added {'; '.join(added[1])})" if added else "")
                 )
     held_count = sum(1 for r in results if r.get("holds"))
     ops: dict[str, int] = {}

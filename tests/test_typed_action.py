@@ -472,8 +472,8 @@ SAME_ROWS = {
         ({"op": "max", "column": "ts"}, "SELECT max(ts) FROM log"),
         (
             {"op": "group", "by": "ts", "bucket": "hour", "k": 50},
-            "SELECT date_trunc('hour', ts) AS h, count(*) AS n FROM log WHERE ts IS NOT NULL GROUP BY h "
-            "ORDER BY n DESC, h LIMIT 50",
+            "SELECT strftime(date_trunc('hour', ts), '%Y-%m-%d %H:00') AS h, count(*) AS n FROM log "
+            "WHERE ts IS NOT NULL GROUP BY h ORDER BY n DESC, h LIMIT 50",
         ),
         (
             {"op": "group", "by": "status", "agg": "sum", "column": "bytes"},
@@ -550,8 +550,8 @@ SAME_ROWS = {
         ),
         (
             {"op": "group", "by": "pickup", "bucket": "day", "k": 50},
-            "SELECT date_trunc('day', pickup) AS d, count(*) AS n FROM log WHERE pickup IS NOT NULL GROUP BY d "
-            "ORDER BY n DESC, d LIMIT 50",
+            "SELECT strftime(CAST(pickup AS DATE), '%Y-%m-%d') AS d, count(*) AS n FROM log "
+            "WHERE pickup IS NOT NULL GROUP BY d ORDER BY n DESC, d LIMIT 50",
         ),
         (
             {"op": "group", "by": "payment", "agg": "avg", "column": "tip", "order": "least"},

@@ -21,6 +21,8 @@ __all__ = ["compile_sql", "execute_code", "read_json", "to_action"]
 _MAX_STARTS = 32  # places a JSON object is tried from in one reply
 _FINEST = {TIME: "second", DATE: "day"}  # a value this precise is compared as it is
 _EXAMPLE = '{"op": "count"}'
+# How a time bucket's key is written: text in this form sorts as time does (order key).
+_BUCKET_SHOWN = {"minute": "%Y-%m-%d %H:%M", "hour": "%Y-%m-%d %H:00", "day": "%Y-%m-%d", "month": "%Y-%m"}
 
 
 def execute_code(query: str) -> str:
@@ -112,7 +114,10 @@ def _group_sql(action: Checked) -> str:
     by = action.by
     assert by is not None
     if action.bucket:
-        key = f"date_trunc({sql_string(action.bucket)}, {by.expr}) AS {sql_name(action.bucket)}"
+        # Shown at the bucket's own precision ("2015-05-17 20:00" for an hour), in the sql()
+        # connection's UTC: not as a full timestamp whose zeros and offset a model copies.
+        truncated = f"date_trunc({sql_string(action.bucket)}, {by.expr})"
+        key = f"strftime({truncated}, {sql_string(_BUCKET_SHOWN[action.bucket])}) AS {sql_name(action.bucket)}"
     else:
         key = f"{by.expr} AS {sql_name(by.name)}"
     measures = ['count(*) AS "count"']
