@@ -117,7 +117,9 @@ def _group_sql(action: Checked) -> str:
         # Shown at the bucket's own precision ("2015-05-17 20:00" for an hour), in the sql()
         # connection's UTC: not as a full timestamp whose zeros and offset a model copies.
         truncated = f"date_trunc({sql_string(action.bucket)}, {by.expr})"
-        key = f"strftime({truncated}, {sql_string(_BUCKET_SHOWN[action.bucket])}) AS {sql_name(action.bucket)}"
+        key = (
+            f"strftime({truncated}, {sql_string(_BUCKET_SHOWN[action.bucket])}) AS {sql_name(action.bucket)}"
+        )
     else:
         key = f"{by.expr} AS {sql_name(by.name)}"
     measures = ['count(*) AS "count"']
