@@ -708,18 +708,27 @@ def _listed_condition(table: dict[str, Any]) -> tuple[str, Any] | None:
     return None
 
 
-@pytest.mark.parametrize("name", FORMATS)
-def test_a_value_the_question_names_and_the_query_leaves_out_is_found(tables: dict, name: str) -> None:
-    table, _ = tables[name]
+def _condition_case(table: dict[str, Any], name: str) -> tuple[str, Any, str, str, str, dict] | None:
+    """(column, value, another text column, a question naming the value, the condition as told,
+    a query of the other column with no filter) on this format's table; None for JSON lines."""
     found = _listed_condition(table)
     if found is None:
         assert name == "jsonl", "the access log and the CSV list a status and a colour"
-        return
+        return None
     column, value = found
     other = next(c for c, t in table["columns"] if t == "VARCHAR" and c not in (column, "line"))
     question = f"How many different {other} values are there on the lines with {value}?"
     said = f"{column} = {value!r}" if isinstance(value, str) else f"{column} = {value}"
-    plain = {"op": "count_distinct", "column": other}
+    return column, value, other, question, said, {"op": "count_distinct", "column": other}
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_a_value_the_question_names_and_the_query_leaves_out_is_found(tables: dict, name: str) -> None:
+    table, _ = tables[name]
+    case = _condition_case(table, name)
+    if case is None:
+        return
+    column, value, other, question, said, plain = case
     assert left_out(question, json.dumps(plain), table) == [said]
     assert left_out(question.upper(), json.dumps(plain), table) == [said]  # any case
     # With a filter on that column, or on the value in another: nothing left out.
@@ -740,15 +749,10 @@ def test_a_value_the_question_names_and_the_query_leaves_out_is_found(tables: di
 @pytest.mark.parametrize("name", FORMATS)
 def test_a_plain_condition_left_out_is_added_to_the_query(tables: dict, name: str) -> None:
     table, con = tables[name]
-    found = _listed_condition(table)
-    if found is None:
-        assert name == "jsonl", "the access log and the CSV list a status and a colour"
+    case = _condition_case(table, name)
+    if case is None:
         return
-    column, value = found
-    other = next(c for c, t in table["columns"] if t == "VARCHAR" and c not in (column, "line"))
-    question = f"How many different {other} values are there on the lines with {value}?"
-    said = f"{column} = {value!r}" if isinstance(value, str) else f"{column} = {value}"
-    plain = {"op": "count_distinct", "column": other}
+    column, value, other, question, said, plain = case
     on_it = {**plain, "where": [{"column": column, "cmp": "=", "value": value}]}
     added = with_conditions(question, json.dumps(plain), table)
     assert added is not None and added[1] == [said]
