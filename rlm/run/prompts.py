@@ -190,7 +190,8 @@ def conditions_added_note(conditions: list[str]) -> str:
     named = "; ".join(conditions)
     return (
         f"Note: the question names {named}, which your action had no filter on: rlm added it to where, "
-        "so the result above is of those rows only. To run your action as you wrote it, send it again."
+        "so the result above is of those rows only. Only if the question asks about all rows, send your "
+        "action again to run it as you wrote it."
     )
 
 
