@@ -274,3 +274,41 @@ def test_a_slice_sent_to_the_cluster_names_each_line_s_file_and_number_as_at_hom
         assert at_home is not None and there is not None
         assert [there(i) for i in range(1, b - a + 2)] == [at_home(i) for i in range(1, b - a + 2)]
         assert window_parts(sent, None, None) == window_parts(parts, a, b)
+
+
+def test_children_waited_for_at_once_each_get_their_own_outcome(scheduler: str) -> None:
+    """Four threads wait on children at once, as a run's fan-out does (--concurrency 4), each
+    child's outcome megabytes long so its transfer takes a while: every wait gets the outcome
+    its child returned. (Waiting by Future.result(timeout) raced: Dask shares one transfer
+    between the threads gathering, and a wait that timed out cancelled the others' transfer.)"""
+    import threading
+    from types import SimpleNamespace
+
+    from rlm.run.executor import DaskExecutor
+
+    def child(task: Any) -> dict[str, Any]:
+        import time
+
+        time.sleep(0.05 * (task.n % 4))
+        return {"n": task.n, "payload": str(task.n) * 4_000_000}
+
+    executor = DaskExecutor(scheduler, child_runner=child)
+    outcomes: dict[int, dict[str, Any]] = {}
+
+    def wait_on(first: int) -> None:
+        for n in range(first, 24, 4):
+            task = SimpleNamespace(n=n, stop_event=f"stop-{n}")
+            outcomes[n] = executor.investigate(task, lambda: False)  # type: ignore[arg-type]
+
+    try:
+        threads = [threading.Thread(target=wait_on, args=(k,)) for k in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    finally:
+        executor.close()
+    assert sorted(outcomes) == list(range(24))
+    for n, out in outcomes.items():
+        assert "error" not in out, (n, out.get("error"))
+        assert out["n"] == n and out["payload"] == str(n) * 4_000_000

@@ -14,6 +14,7 @@ run on the worker with its own sandbox there (rlm.run.remote_child).
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
@@ -136,13 +137,14 @@ class DaskExecutor:
         client = self.connect()
         data = client.scatter(task, hash=False)
         future = client.submit(self.child_runner, data, pure=False)
+        # Waited for by its done callback, its outcome read once: a Future.result(timeout) that
+        # times out cancels the transfer Dask shares between the threads gathering at once,
+        # and another child's wait then failed with Dask's own UnboundLocalError.
+        finished = threading.Event()
+        future.add_done_callback(lambda _f: finished.set())
         told = False
         try:
-            while not future.done():
-                try:
-                    future.result(timeout=_POLL_S)
-                except Exception:  # noqa: BLE001, S110 (not done yet, or failed: read once it is done)
-                    pass
+            while not finished.wait(_POLL_S):
                 if Interrupted.last is not None or (stopped() and not told):
                     Event(task.stop_event, client=client).set()  # type: ignore[no-untyped-call]
                     told = True
