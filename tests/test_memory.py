@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import FIXTURES, cli_env, run_cli, write_script
@@ -371,3 +372,70 @@ def test_a_rerun_neither_reads_nor_adds_to_the_memory(tmp_path: Path) -> None:
     assert rerun["run_id"] != first["run_id"] and "memory" not in rerun
     with MemoryStore(db) as store:
         assert [m.id for m in store.memories()] == [1] and store.run(rerun["run_id"]) is None
+
+
+def test_a_new_file_is_not_hashed_whole_for_memories_of_other_files(tmp_path: Path) -> None:
+    """recall() awaits the input's whole sha256 (a scan that starts once the table is built)
+    only when memory holds a file of the same size and first bytes: memories of other files,
+    however many, leave a first question about a new file waiting for neither. The same file,
+    and a file it grew from, are still recalled."""
+    import hashlib
+
+    from rlm.memory.recall import recall
+    from rlm.memory.store import head_sha256
+
+    new = tmp_path / "new.log"
+    new.write_bytes(b"N" * 300_000)
+    same_size = tmp_path / "same_size.log"
+    same_size.write_bytes(b"S" * 300_000)
+    smaller = tmp_path / "smaller.log"
+    smaller.write_bytes(b"M" * 100_000)
+    tiny = tmp_path / "tiny.log"
+    tiny.write_bytes(b"T" * 100)
+    hashed: list[str] = []
+
+    def whole_hash(path: Path) -> Any:
+        def run() -> str:
+            hashed.append(path.name)
+            return hashlib.sha256(path.read_bytes()).hexdigest()
+
+        return run
+
+    def remember(store: MemoryStore, path: Path, text: str, head: str | None = None) -> None:
+        store.add(
+            input_sha=hashlib.sha256(path.read_bytes()).hexdigest(),
+            input_size=path.stat().st_size,
+            question="how many 404s?",
+            text=text,
+            evidence="n0.s1",
+            run_id=f"r-{path.name}",
+            input_head=head_sha256(str(path)) if head is None else head,
+        )
+
+    def offered(store: MemoryStore, path: Path) -> list[str]:
+        found = recall(
+            store, path=str(path), size=path.stat().st_size, sha256=whole_hash(path), question="404s?"
+        )
+        return [m.text for m in found.offered]
+
+    with MemoryStore(tmp_path / "memory.sqlite3") as store:
+        for other, text in ((same_size, "404s in the same-size file"), (smaller, "404s in the smaller file")):
+            remember(store, other, text)
+        remember(store, tiny, "404s in the tiny file")
+        assert offered(store, new) == [] and hashed == []
+        # the file itself: hashed whole, its memory offered
+        remember(store, new, "404s in the new file")
+        assert offered(store, new) == ["404s in the new file"] and hashed == ["new.log"]
+        # a file it grew from: its memory offered for its first lines, without the whole hash
+        grown = tmp_path / "grown.log"
+        grown.write_bytes(new.read_bytes() + b"N" * 1000)
+        hashed.clear()
+        assert offered(store, grown) == [
+            "[holds for the file's first 1 lines only: it has grown since] 404s in the new file"
+        ]
+        assert hashed == []
+        # a memory kept before first bytes were recorded may be this file's: hashed whole
+        remember(store, same_size, "404s, recorded without a head", head="")
+        hashed.clear()
+        offered(store, new)
+        assert hashed == ["new.log"]

@@ -64,17 +64,18 @@ def recall(
     """The memories this question needs, of this input, kept before `before` (the run's start).
 
     `terms` are the input's table columns and values, which make a question's words anchors.
-    The input's sha256 is awaited only when some memory could match a file of its size (a
-    first question about a new file pays nothing). The database's bounds are applied first,
-    at most once a day (MemoryStore.prune_if_due)."""
+    The input's sha256 (a scan of the whole file, which starts once its table is built) is
+    awaited only when a memory was kept of a file of the same size and first bytes: a first
+    question about a new file waits for neither, however many other files memory knows. The
+    database's bounds are applied first, at most once a day (MemoryStore.prune_if_due)."""
     store.prune_if_due()
-    if not store.has_memories_up_to(size):
-        return Recall(store, path)
-    digest = sha256()
-    if not digest or digest.startswith("unavailable"):
-        return Recall(store, path)
     prefixes = store.prefixes_matching(path, size)
-    inputs = [digest, *prefixes]
+    digest = sha256() if store.has_memories_like(size, head_sha256(path)) else ""
+    if digest.startswith("unavailable"):
+        digest = ""
+    inputs = [digest, *prefixes] if digest else list(prefixes)
+    if not inputs:
+        return Recall(store, path)
     file = terms or FileTerms()
     asked = question_terms(question, file)
     candidates = store.candidates(inputs, before)

@@ -403,10 +403,13 @@ class MemoryStore:
                 keys[str(row["input_sha"])] = old_size
         return keys
 
-    def has_memories_up_to(self, size: int) -> bool:
-        """Whether any memory could match a file of this size (else its hash need not be awaited)."""
+    def has_memories_like(self, size: int, head: str) -> bool:
+        """Whether a memory was kept of a file of this size beginning with these bytes (`head`:
+        head_sha256; a memory kept before heads were recorded has none and may match). Only
+        then can its memories be this file's, and its whole hash is worth waiting for."""
         row = self.db.execute(
-            "SELECT 1 FROM memories WHERE input_size <= ? AND tier != 'retired' LIMIT 1", (size,)
+            "SELECT 1 FROM memories WHERE input_size = ? AND input_head IN (?, '') AND tier != 'retired' LIMIT 1",
+            (size, head),
         ).fetchone()
         return row is not None
 
