@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -61,10 +62,16 @@ def _rows(con: Any, query: str) -> list[tuple[Any, ...]]:
     ]
 
 
-def _branches(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The schema's branches by the ops they take."""
+def _branches(schema: dict[str, Any], after: bool = False) -> dict[str, dict[str, Any]]:
+    """The schema's branches by the ops they take: those of a column's own values, or (`after`)
+    those of a value read after a text, where the two differ."""
     out = {}
     for branch in schema["anyOf"]:
+        if ("after" in branch["required"]) != after and branch["properties"]["op"].get("enum", [""])[0] in (
+            "sum",
+            "min",
+        ):
+            continue
         op = branch["properties"]["op"]
         for name in op.get("enum", [op.get("const")]):
             out[name] = branch
@@ -101,6 +108,16 @@ def test_the_schema_names_exactly_the_tables_columns(tables: dict, name: str) ->
     numbers = branches["sum"]["properties"]["column"]["enum"]
     assert numbers == _expected_numbers(name, table)
     assert "line" not in numbers and all(n in expected for n in numbers)
+    # a value read after a text: of the text columns where values follow words (the lead-ins the
+    # table found), `after` required for a total or extreme; none offered where there are none
+    texts = [n for n, t in table["columns"] if t == "VARCHAR" and n in table["lead_ins"]]
+    offered = _branches(schema, after=True)
+    for op in ("top", "count_distinct"):
+        assert ("after" in offered[op]["properties"]) == bool(texts), (op, texts)
+    assert ("sum" in offered and "min" in offered) == bool(texts), texts
+    if texts:
+        assert offered["sum"] is offered["min"] and offered["sum"]["required"][-2:] == ["column", "after"]
+        assert offered["sum"]["properties"]["column"]["enum"] == texts
     groups = [b["properties"] for b in schema["anyOf"] if b["properties"]["op"] == {"const": "group"}]
     assert groups[0]["by"]["enum"] == expected and "bucket" not in groups[0]
     assert all(g["column"]["enum"] == numbers for g in groups)
@@ -631,7 +648,7 @@ def test_a_value_with_quotes_survives_into_the_query(tables: dict) -> None:
 def test_the_description_has_an_example_of_each_shape_on_this_tables_columns(tables: dict, name: str) -> None:
     table, _ = tables[name]
     text = describe_actions(table)
-    assert len(text) < 1800, len(text)  # about 450 tokens of a 4,096-token window
+    assert len(text) < 1900, len(text)  # about 475 tokens of a 4,096-token window
     shown = [json.loads(line[line.index("{") :]) for line in text.splitlines()[1:-2]]
     assert [_said(a) for _, a in examples(table)] == shown
     ops = {a["op"] for a in shown}
@@ -827,3 +844,77 @@ def test_a_total_of_line_numbers_is_refused_in_words(tables: dict, name: str) ->
     assert isinstance(
         to_action(json.dumps({"op": "max", "column": "line_no"}), table), Action
     )  # the last line
+
+
+# --------------------------------------------------------------------------- a value read after a text
+
+_AUTH = ROOT / "fixtures" / "auth.log"
+_HDFS = ROOT / "fixtures" / "data" / "loghub" / "HDFS_2k.log"
+
+
+def _after_in_raw_lines(path: Path, marker: str, number: bool) -> list[str]:
+    """What follows `marker` (any case) in each raw line's message (its text after the header's
+    first ": ", as both formats write it), found here by Python's re: a number (commas dropped),
+    else the token up to a space, a comma or a bracket, a closing full stop or colon cut. Lines
+    with nothing there give nothing."""
+    token = r"\s*(-?\d[\d,]*(?:\.\d+)?)" if number else r"\s*([^\s,;'\"()<>\[\]{}]+)"
+    found = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        message = line.split(": ", 1)[-1]
+        m = re.search(re.escape(marker) + token, message, re.IGNORECASE)
+        if m and (value := m.group(1).replace(",", "") if number else m.group(1).rstrip(".:")):
+            found.append(value)
+    return found
+
+
+@pytest.mark.parametrize("path", [_AUTH, _HDFS])
+def test_a_value_read_after_a_text_is_what_the_raw_lines_write_there(tmp_path: Path, path: Path) -> None:
+    """`after` on a free-text column: the most common value, the distinct count, and a total and
+    the extremes of the number written after a lead-in the table found, each the same as Python's
+    re finds in the raw lines."""
+    table = open_source(str(path), cache_dir=str(tmp_path)).profile.with_table().table
+    assert table is not None and table["lead_ins"], table.get("lead_ins")
+    column = next(iter(table["lead_ins"]))
+    con = duckdb.connect(table["path"], read_only=True)
+    try:
+        for marker in table["lead_ins"][column]:
+            words = _after_in_raw_lines(path, marker.strip(), number=False)
+            numbers = [float(v) for v in _after_in_raw_lines(path, marker.strip(), number=True)]
+            assert words, marker  # a lead-in is written before values
+            top = con.execute(
+                compile_sql({"op": "top", "column": column, "after": marker, "k": 3}, table)
+            ).fetchall()
+            counts = sorted((-words.count(w), w) for w in set(words))[:3]
+            assert top == [(w, -n) for n, w in counts], marker
+            distinct = {"op": "count_distinct", "column": column, "after": marker}
+            assert con.execute(compile_sql(distinct, table)).fetchall() == [(len(set(words)),)]
+            for op, want in (
+                ("sum", sum(numbers) if numbers else None),
+                ("min", min(numbers, default=None)),
+                ("max", max(numbers, default=None)),
+            ):
+                got = con.execute(
+                    compile_sql({"op": op, "column": column, "after": marker}, table)
+                ).fetchall()
+                assert got[0][1] == len(numbers) and got[0][0] == pytest.approx(want), (marker, op)
+    finally:
+        con.close()
+
+
+def test_after_is_held_to_a_text_column_and_a_few_words(tables: dict) -> None:
+    table, _ = tables["apache"]
+    for action, told in (
+        ({"op": "top", "column": "bytes", "after": "x"}, "\"after\" needs a text column; 'bytes' is number"),
+        (
+            {"op": "sum", "column": "path", "after": ""},
+            '"after" must be the text written just before the value',
+        ),
+        ({"op": "top", "column": "path", "after": "x" * 61}, '"after" takes at most 60 characters'),
+        ({"op": "count", "after": "page="}, '"count" takes only: asks, op, where; not "after"'),
+    ):
+        problem = to_action(json.dumps(action), table)
+        assert isinstance(problem, ParseError) and told in problem.message, (action, problem)
+    # a total of a text column is refused unless a value is read out of it
+    plain = to_action(json.dumps({"op": "sum", "column": "path"}), table)
+    assert isinstance(plain, ParseError) and "needs a number column" in plain.message
+    assert isinstance(to_action(json.dumps({"op": "max", "column": "path", "after": "page="}), table), Action)

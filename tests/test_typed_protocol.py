@@ -179,3 +179,37 @@ def test_a_condition_the_question_names_and_the_query_leaves_out_is_added_or_dou
     assert fixed.returncode == 0 and fixed.stdout.strip() == str(right), fixed.stderr
     assert "no filter" not in fixed.stderr
     assert "no filter" not in stub.requests[3]["body"]["messages"][-1]["content"]
+
+
+def test_a_value_written_inside_messages_is_read_out_by_after(tmp_path: Path) -> None:
+    """On a log whose messages write values after words, the model is told the words the table
+    found (lead-ins) and may ask for the value after one: the most common source address of the
+    failed logins, read out of the messages, as a query whose rows the model sees."""
+    auth = Path(__file__).resolve().parent.parent / "fixtures" / "auth.log"
+    failed = [line for line in auth.read_text().splitlines() if "Failed password" in line]
+    sources = [re.search(r"from (\S+)", line)[1] for line in failed]  # type: ignore[index]
+    busiest = max(sorted(set(sources)), key=sources.count)
+    replies = [
+        json.dumps(
+            {
+                "op": "top",
+                "column": "message",
+                "after": "from ",
+                "k": 3,
+                "where": [{"column": "message", "cmp": "contains", "value": "Failed password"}],
+            }
+        ),
+        json.dumps({"op": "final", "answer": busiest}),
+        json.dumps({"answer": busiest, "citations": ["F1"]}),
+    ]
+    with OpenAIStub(replies) as stub:
+        proc = _ask(stub, auth, "which address failed to log in most often?", tmp_path, "--no-memory")
+    assert proc.returncode == 0 and proc.stdout == f"{busiest}\n", proc.stderr
+    first = stub.requests[0]["body"]
+    assert "after" in json.dumps(first["response_format"]["json_schema"]["schema"])
+    system = first["messages"][0]["content"]
+    assert 'value after a text in message, e.g. "from "' in system, system
+    step = latest_trace(tmp_path)["steps"][0]
+    assert "regexp_extract" in step["action"]["args"]["code"]
+    shown = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert f"{busiest} " in shown and str(sources.count(busiest)) in shown, shown[-600:]

@@ -42,7 +42,7 @@ __all__ = [
     "build_progress",
 ]
 
-TABLE_VERSION = 8  # 8: parts of different formats each parsed by its own; 2: a log stored in parts, current storage format; 3: common values; 4: sshd login events name their method; 5: example queries; 6: up to 40 values a column; 7: a CSV's header and blank JSON lines are not rows
+TABLE_VERSION = 9  # 9: lead-ins of free-text columns; 8: parts of different formats each parsed by its own; 2: a log stored in parts, current storage format; 3: common values; 4: sshd login events name their method; 5: example queries; 6: up to 40 values a column; 7: a CSV's header and blank JSON lines are not rows
 # A build's work folder in the cache (rlm.privatefiles.private_workdir): the sweep of the cache
 # folder (rlm.input.cachedir) removes those a killed process left.
 BUILD_PREFIX = "rlm-build-"
@@ -264,6 +264,20 @@ def _is_description(info: Any) -> bool:
         and isinstance(info.get("examples") or [], list)
         and isinstance(info.get("note") or "", str)
         and isinstance(info.get("not_rows") or "", str)
+        and _lead_ins(info.get("lead_ins") or {})
+    )
+
+
+def _lead_ins(value: Any) -> bool:
+    """{column name: [lead-in, ...]}, each of the shape the build keeps, nothing else: they go
+    into the model's prompt, and a cached file is read as data, never trusted."""
+    from rlm.input.tablevalues import LEAD_IN_SHAPE
+
+    return isinstance(value, dict) and all(
+        isinstance(k, str)
+        and isinstance(v, list)
+        and all(isinstance(x, str) and LEAD_IN_SHAPE.fullmatch(x) for x in v)
+        for k, v in value.items()
     )
 
 
@@ -417,7 +431,7 @@ def build_table(
         # worker handed a hard link of it (rlm.sandbox.client), Landlock or not.
         publish_private(tmp_db, db_path, mode=0o400)
         columns = built.columns
-        values, examples = _what_columns_hold(duckdb, db_path, columns, fmt)
+        values, examples, leads = _what_columns_hold(duckdb, db_path, columns, fmt)
     except Exception as exc:
         # DuckDB answers a Ctrl-C or SIGTERM that lands inside a query with an error of its
         # own ("Query interrupted", or "connection is busy" from a part still running): the
@@ -439,6 +453,7 @@ def build_table(
         "examples": examples,
         "note": _with_cut_note(built.note, cut),
         "values": values,
+        "lead_ins": leads,
         "build_s": round(time.perf_counter() - started, 3),
     }
 
@@ -467,22 +482,23 @@ def _stop_if_asked(exc: BaseException) -> None:
 
 def _what_columns_hold(
     duckdb: Any, db_path: str, columns: list[tuple[str, str]], fmt: Any
-) -> tuple[dict[str, list[list[Any]]], list[str]]:
-    """The profile's common values of the built table's categorical columns, and its example
-    queries (rlm.input.tablevalues)."""
-    from rlm.input.tablevalues import common_values, example_queries, found_measure, reserved_words
+) -> tuple[dict[str, list[list[Any]]], list[str], dict[str, list[str]]]:
+    """The profile's common values of the built table's categorical columns, its example
+    queries and the lead-ins of its free-text columns (rlm.input.tablevalues)."""
+    from rlm.input.tablevalues import common_values, example_queries, found_measure, lead_ins, reserved_words
 
-    if not columns:
-        return {}, example_queries([], {}, [])
     con = duckdb.connect(db_path, read_only=True, config={"memory_limit": f"{_build_memory_mb()}MB"})
     try:
+        if not columns:
+            return {}, example_queries([], {}, []), lead_ins(con, [], {})
         values, entities = common_values(con, columns, fmt.categories, fmt.entities)
         reserved = reserved_words(con)
+        leads = lead_ins(con, columns, values)
     finally:
         con.close()
     # A log format declares what its totals are of (if anything); CSV and JSON lines have it found.
     measure = fmt.measure if fmt.categories else found_measure(columns)
-    return values, example_queries(columns, values, entities, measure, reserved)
+    return values, example_queries(columns, values, entities, measure, reserved), leads
 
 
 def _remove_db(db: str) -> None:

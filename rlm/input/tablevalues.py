@@ -17,6 +17,7 @@ one shape (a copied `LIMIT 10` answered "how many distinct" with 10).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rlm.text.sqltext import sql_name, sql_value
@@ -27,6 +28,18 @@ TOP = 6  # values shown per column in the profile
 # means the column's whole set is known (rlm.run.typed holds a filter on it to those values).
 VOCABULARY = 40
 MAX_FOUND = 6  # columns found in a CSV / JSON lines table
+# Lead-ins: the words a free-text column writes right before a value ("size 67108864", "uid=0",
+# "from 10.0.0.1"), read from its first LEAD_IN_ROWS rows; a word before fewer than
+# LEAD_IN_MIN of them is not one. They tell a model what it can read out of the text (and the
+# typed `after` field reads it: rlm.run.typed).
+LEAD_IN_ROWS = 20000
+LEAD_IN_MIN = 3
+LEAD_INS = 4  # kept per column
+# A whole word and what ends it ("=", ":", a space), then a digit, or a space then a path ("to
+# /10.0.0.1"): taken with that next character, cut off after (RE2 has no lookahead). A URL's
+# "http:" is not one.
+_LEAD_IN_RE = r"(?:^|[^A-Za-z0-9_.-])([A-Za-z][A-Za-z_.-]{1,30}(?:(?:=|: ?| )[0-9]| /))"
+LEAD_IN_SHAPE = re.compile(r"[A-Za-z][A-Za-z_.-]{1,30}(?:=|: ?| )")  # what a lead-in kept is
 MAX_SCANNED = 24  # text columns judged at most (one scan computes them all)
 _TEXT_TYPES = ("VARCHAR", "BOOLEAN")
 
@@ -116,6 +129,25 @@ def example_queries(
         out.append(
             f"SELECT {_ident(cat)}, sum({_ident(measure)}) AS total FROM log GROUP BY {_ident(cat)} ORDER BY total DESC"
         )
+    return out
+
+
+def lead_ins(
+    con: Any, columns: list[tuple[str, str]], values: dict[str, list[list[Any]]]
+) -> dict[str, list[str]]:
+    """{text column: the words most often written right before a number or a path in it}, for
+    the free-text columns (those whose values are not listed whole; `line` only when the table
+    parsed no other text column)."""
+    text = [n for n, t in columns if t.upper() == "VARCHAR" and n not in values]
+    out: dict[str, list[str]] = {}
+    for name in text[:MAX_FOUND] or ([] if columns else ["line"]):
+        rows = con.execute(
+            f"SELECT left(w, -1) AS lead, count(*) AS n FROM (SELECT unnest(regexp_extract_all(v, {sql_value(_LEAD_IN_RE)}, 1)) AS w "
+            f"FROM (SELECT {sql_name(name)} AS v FROM log WHERE v IS NOT NULL LIMIT {LEAD_IN_ROWS})) "
+            f"GROUP BY lead HAVING count(*) >= {LEAD_IN_MIN} ORDER BY n DESC, lead LIMIT {LEAD_INS}"
+        ).fetchall()
+        if rows:
+            out[name] = [str(w) for w, _ in rows]
     return out
 
 

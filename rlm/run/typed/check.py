@@ -25,6 +25,7 @@ from rlm.run.typed.vocabulary import (
     EQUALITY,
     FIELDS,
     GROUP_K,
+    MAX_AFTER,
     MAX_FILTERS,
     MAX_K,
     MAX_PEEK_LINES,
@@ -77,6 +78,7 @@ class Checked:
     order_by: Column | None = None
     take: str = "first"
     where: tuple[Filter, ...] = ()
+    after: str | None = None  # the value of `column` is the one written right after this text
     args: dict[str, Any] | None = None  # grep, peek, final: the arguments of the action
 
 
@@ -329,11 +331,26 @@ def check_action(obj: Any, cols: TableColumns) -> Checked:
     if op == "group":
         return _group(cols, obj, k, where)
     column = _column(cols, obj["column"], "column")
-    if op in ("sum", "avg"):
+    # A value read out of text (`after`) is the number written there where a total or an
+    # extreme is asked (rlm.run.typed.compile); else the column is itself of the kind asked.
+    after = _after(cols, column, obj.get("after"))
+    if after is None and op in ("sum", "avg"):
         _amount(cols, column, op)
-    elif op in ("min", "max"):
+    elif after is None and op in ("min", "max"):
         _of_kind(cols, column, (NUMBER, TIME, DATE), op)
-    return Checked(op, column=column, k=k or DEFAULT_K, where=where)
+    return Checked(op, column=column, k=k or DEFAULT_K, where=where, after=after)
+
+
+def _after(cols: TableColumns, column: Column, after: Any) -> str | None:
+    """The text a value is written after, in a text column; None when not given."""
+    if after is None:
+        return None
+    if not isinstance(after, str) or not after.strip():
+        raise Problem('"after" must be the text written just before the value, such as "from "')
+    if len(after) > MAX_AFTER:
+        raise Problem(f'"after" takes at most {MAX_AFTER} characters: the few words just before the value')
+    _of_kind(cols, column, (TEXT,), '"after"')
+    return after
 
 
 def _amount(cols: TableColumns, column: Column, what: str) -> Column:

@@ -9,6 +9,7 @@ group, ties are broken by the key, every name and value is quoted by rlm.text.sq
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from rlm.run.actions import Action, ParseError, validate
@@ -100,6 +101,8 @@ def _sql(action: Checked) -> str:
         return _group_sql(action)
     column = action.column
     assert column is not None
+    if action.after is not None:
+        return _after_sql(action, column)
     if op == "top":
         return (
             f'SELECT {column.expr} AS {sql_name(column.name)}, count(*) AS "count" FROM log'
@@ -108,6 +111,39 @@ def _sql(action: Checked) -> str:
     call = f"count(DISTINCT {column.expr})" if op == "count_distinct" else f"{op}({column.expr})"
     label = "distinct" if op == "count_distinct" else op
     return f"SELECT {call} AS {sql_name(f'{label} {column.name}')} FROM log{_where(where)}"
+
+
+# What a value read after a text is: a number (commas of thousands dropped) where a total or an
+# extreme is asked, else a token that ends at a space, a comma or a bracket (an IP, a user, an id;
+# a full stop or colon closing a sentence is not part of it).
+_NUMBER_AFTER = r"\s*(-?[0-9][0-9,]*(?:\.[0-9]+)?)"
+_TOKEN_AFTER = r"\s*([^\s,;'\"()<>\[\]{}]+)"
+_RE_SPECIAL = re.compile(r"([\\.^$|?*+()\[\]{}])")
+
+
+def _after_sql(action: Checked, column: Column) -> str:
+    """An op over the value written right after `action.after` in a text column, of the lines
+    that hold that text (any case): a count of distinct values, the most common, or a total,
+    average or extreme of the number written there, beside how many lines had one."""
+    after = str(action.after).strip()
+    numeric = action.op in ("sum", "avg", "min", "max")
+    pattern = "(?i)" + _RE_SPECIAL.sub(r"\\\1", after) + (_NUMBER_AFTER if numeric else _TOKEN_AFTER)
+    found = f"regexp_extract({column.expr}, {sql_string(pattern)}, 1)"
+    holds = f"contains(lower({column.expr}), lower({sql_string(after)}))"
+    label = sql_name(f"{column.name} after {after}")
+    if numeric:
+        number = f"TRY_CAST(replace({found}, ',', '') AS DOUBLE)"
+        return (
+            f'SELECT {action.op}({number}) AS {label}, count({number}) AS "lines with one" '
+            f"FROM log{_where(action.where, holds)}"
+        )
+    token = f"NULLIF(rtrim({found}, '.:'), '')"
+    if action.op == "count_distinct":
+        return f"SELECT count(DISTINCT {token}) AS {label} FROM log{_where(action.where, holds)}"
+    return (
+        f'SELECT {token} AS {label}, count(*) AS "count" FROM log{_where(action.where, holds, f"{token} IS NOT NULL")} '
+        f"GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT {action.k}"
+    )
 
 
 def _group_sql(action: Checked) -> str:

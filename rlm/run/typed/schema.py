@@ -48,12 +48,14 @@ def _op(*ops: str) -> dict[str, Any]:
 def _asking(branch: dict[str, Any]) -> dict[str, Any]:
     """The branch with "asks" first: what a question asks for that its op gives (ASKS). The
     grammar writes an object's properties in order, so the model says what is asked before it
-    names the op, and the op is then held to that branch's."""
+    names the op, and the op is then held to that branch's (a branch of ops that answer
+    different asks, such as a number read out of text, takes each of theirs)."""
     op = branch["properties"]["op"]
-    asks = ASKS[op.get("const") or op["enum"][0]]
+    phrases = list(dict.fromkeys(ASKS[o] for o in op.get("enum", [op.get("const")])))
+    asks = {"const": phrases[0]} if len(phrases) == 1 else {"enum": phrases}
     return {
         **branch,
-        "properties": {"asks": {"const": asks}, **branch["properties"]},
+        "properties": {"asks": asks, **branch["properties"]},
         "required": ["asks", *branch["required"]],
     }
 
@@ -125,18 +127,27 @@ def action_schema(table: dict[str, Any]) -> dict[str, Any]:
     numbers = [n for n in cols.names(NUMBER) if n != "line_no"]
     extremes = cols.names(NUMBER, TIME, DATE)
     k = _count(MAX_K)
+    # `after`: the value written right after a text, offered where the table found free text
+    # (its columns that write values after words: lead_ins); check.py holds it to a text column.
+    texts = [n for n in cols.names(TEXT) if n in (table.get("lead_ins") or {})]
+    after = {"after": _STRING} if texts else {}
     branches = [
         _object({"op": _op("count"), "where": where}, ["op"]),
-        _object({"op": _op("count_distinct"), "column": every, "where": where}, ["op", "column"]),
-        _object({"op": _op("top"), "column": every, "k": k, "where": where}, ["op", "column"]),
+        _object({"op": _op("count_distinct"), "column": every, **after, "where": where}, ["op", "column"]),
+        _object({"op": _op("top"), "column": every, **after, "k": k, "where": where}, ["op", "column"]),
     ]
-    if numbers:
+    # A total or an extreme of a number column, or of the number written after a text.
+    for ops, of in ((("sum", "avg"), numbers), (("min", "max"), extremes)):
+        if of:
+            branches.append(
+                _object({"op": _op(*ops), "column": {"enum": of}, "where": where}, ["op", "column"])
+            )
+    if texts:
         branches.append(
-            _object({"op": _op("sum", "avg"), "column": {"enum": numbers}, "where": where}, ["op", "column"])
-        )
-    if extremes:
-        branches.append(
-            _object({"op": _op("min", "max"), "column": {"enum": extremes}, "where": where}, ["op", "column"])
+            _object(
+                {"op": _op(*AGGREGATES), "column": {"enum": texts}, "after": _STRING, "where": where},
+                ["op", "column", "after"],
+            )
         )
     # Per value of any column; per time bucket of a time column (a DATE by day or month only).
     branches.append(_group(cols.names(), (), numbers, k, where))

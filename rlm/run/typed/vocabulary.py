@@ -11,6 +11,7 @@ from __future__ import annotations
 from rlm.sandbox.worker.sql_result import SHOWN_ROWS
 
 __all__ = [
+    "AFTER_OPS",
     "AGGREGATES",
     "ASKS",
     "BUCKETS",
@@ -20,6 +21,7 @@ __all__ = [
     "EQUALITY",
     "FIELDS",
     "GROUP_K",
+    "MAX_AFTER",
     "MAX_FILTERS",
     "MAX_K",
     "MAX_PEEK_LINES",
@@ -37,6 +39,10 @@ __all__ = [
 SQL_OPS = ("count", "count_distinct", "top", "sum", "avg", "min", "max", "group", "rows")
 OPS = (*SQL_OPS, "grep", "peek", "final")
 
+# The ops that take `after`: their column's value is then the one written right after that text
+# in a text column (a user named inside a message, the size after "size "), not the whole text.
+AFTER_OPS = ("count_distinct", "top", "sum", "avg", "min", "max")
+MAX_AFTER = 60  # characters of an `after` text
 AGGREGATES = ("sum", "avg", "min", "max")  # what `group` computes of `column` beside the count
 BUCKETS = ("minute", "hour", "day", "month")  # the time buckets `group` counts per
 DAY_BUCKETS = BUCKETS[2:]  # those of a DATE column
@@ -81,12 +87,12 @@ ASKS: dict[str, str] = {
 # The fields each op takes (besides "op"), and those it cannot go without.
 FIELDS: dict[str, tuple[str, ...]] = {
     "count": ("where",),
-    "count_distinct": ("column", "where"),
-    "top": ("column", "k", "where"),
-    "sum": ("column", "where"),
-    "avg": ("column", "where"),
-    "min": ("column", "where"),
-    "max": ("column", "where"),
+    "count_distinct": ("column", "after", "where"),
+    "top": ("column", "after", "k", "where"),
+    "sum": ("column", "after", "where"),
+    "avg": ("column", "after", "where"),
+    "min": ("column", "after", "where"),
+    "max": ("column", "after", "where"),
     "group": ("by", "bucket", "agg", "column", "order", "k", "where"),
     "rows": ("columns", "order_by", "take", "k", "where"),
     "grep": ("pattern", "max_matches", "ignore_case"),
