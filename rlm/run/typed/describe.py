@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from rlm.run.typed.columns import DATE, NUMBER, TEXT, TIME, TableColumns, table_columns
-from rlm.run.typed.vocabulary import ASKS, MAX_FILTERS, MAX_K
+from rlm.run.typed.vocabulary import ASKS, DEFAULT_K, MAX_FILTERS, MAX_K
 
 __all__ = ["describe_actions", "examples"]
 
@@ -51,7 +51,7 @@ def examples(table: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     out: list[tuple[str, dict[str, Any]]] = [
         ("count", {"op": "count", "where": [_filter_example(cols)]}),
         ("count_distinct", {"op": "count_distinct", "column": entity}),
-        ("top", {"op": "top", "column": entity, "k": 5}),
+        ("top (most common values)", {"op": "top", "column": entity, "k": 5}),
     ]
     if number is not None:
         out.append(("sum|avg|min|max", {"op": "sum", "column": number}))
@@ -60,7 +60,7 @@ def examples(table: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     group: dict[str, Any] = {"op": "group", "by": category or entity}
     if number is not None:
         group.update({"agg": "avg", "column": number})
-    aggregates = "agg, " if number is not None else ""
+    aggregates = "agg sum|avg|min|max, " if number is not None else ""
     out.append((f"group per value ({aggregates}order most|least|key)", group))
     # A value written inside free text, after words the table found before values there.
     leads = table.get("lead_ins") or {}
@@ -76,7 +76,7 @@ def examples(table: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     shown = [n for n in (when, entity) if n is not None][:2]
     out.append(("rows (first|last k; order_by)", {"op": "rows", "columns": shown, "take": "last", "k": 3}))
     out += [
-        ("grep (regex)", {"op": "grep", "pattern": "[Ee]rror"}),
+        ("grep (Python regex)", {"op": "grep", "pattern": "[Ee]rror"}),
         ("peek", {"op": "peek", "start": 1, "length": 20}),
         ("final", {"op": "final", "answer": "..."}),
     ]
@@ -93,15 +93,18 @@ def describe_actions(table: dict[str, Any]) -> str:
     lines.append(
         f'"where": up to {MAX_FILTERS} filters, all must hold; cmp = != < <= > >= contains starts_with '
         '(text, any case); time "YYYY-MM-DD hh:mm" (a day alone: whole day). '
-        f"k up to {MAX_K}."
+        f"k 1-{MAX_K}, default {DEFAULT_K}."
     )
+    # A value inside text is read by `after` only where the table found free text (its example
+    # is shown then): elsewhere the guide stays as it was measured.
+    inside = "a name, IP or number written inside text -> add after; " if table.get("lead_ins") else ""
     # What each shape of question asks for, in the words questions use: a small model otherwise
     # reaches for the first example (a count) whatever was asked.
     lines.append(
-        "Choose by the question: how many -> count; how many different -> count_distinct; most common "
-        "value -> top; which value or period has the most, fewest, largest or smallest -> group, order "
-        "most|least; one total, average, max or min -> sum|avg|max|min; a name, IP or number inside text "
-        "-> add after; a line's details -> rows; words in raw lines -> grep. "
+        "Choose by the question: how many -> count; how many different -> count_distinct; which value "
+        "appears most often -> top; which value, hour or day has the most or fewest lines, or the largest or "
+        "smallest total or average -> group, order most|least; one total, average, max or min -> sum, avg, "
+        f"max, min; {inside}a line's details, first or last -> rows; words in raw lines -> grep or line contains. "
         "Put each condition the question states in where. Two steps are fine: find a value, then filter on it."
     )
     return "\n".join(lines)
