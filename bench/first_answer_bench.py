@@ -16,12 +16,15 @@ one run measures, on the same machine and back to back:
   * the second question (the cache warm), the same way;
   * with --warm, the first and second question again with a warm process running
     (`rlm warm start`: litellm imported once, a process forked per run), its own cache
-    cleared first: what a user who keeps one running waits.
+    cleared first: what a user who keeps one running waits;
+  * with --seasoned, each first question is asked by a user who has used rlm before:
+    its memory holds a finding about another file (one question about the repository's
+    access log, asked just before).
 
 Medians of --repeats runs (the file and the page cache are warm for every
 contender). Usage:
 
-    python bench/first_answer_bench.py [--size-mb 1024] [--repeats 3] [--dir /tmp] [--shapes access,syslog,csv] [--warm]
+    python bench/first_answer_bench.py [--size-mb 1024] [--repeats 3] [--dir /tmp] [--shapes access,syslog,csv] [--warm] [--seasoned]
 """
 
 from __future__ import annotations
@@ -155,6 +158,14 @@ def _ask(path: Path, query: str, work: Path, cache: Path, warm: Path | None = No
     return took, first
 
 
+def _remember_another_file(work: Path, cache: Path) -> None:
+    """One question about the repository's access log, its answer citing its count: memory then
+    holds a finding about another file, as a user's who has asked anything before does."""
+    _ask(ROOT / "fixtures" / "access.log", "SELECT count(*) FROM log WHERE status = 404", work, cache)
+    if not list((work / ".data").rglob("memory.sqlite3")):
+        raise SystemExit("the seeding question left no memory")
+
+
 def _median(xs: list[float]) -> float:
     return statistics.median(xs)
 
@@ -168,6 +179,11 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the built files")
     ap.add_argument(
         "--warm", action="store_true", help="also ask with a warm process running (`rlm warm start`)"
+    )
+    ap.add_argument(
+        "--seasoned",
+        action="store_true",
+        help="ask as a user who has used rlm before: memory holds a finding about another file",
     )
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="rlm-first-", dir=args.dir))
@@ -194,6 +210,8 @@ def main() -> None:
                 cache = work / "cache"
                 shutil.rmtree(cache, ignore_errors=True)
                 shutil.rmtree(work / ".data", ignore_errors=True)  # no memory of the file either
+                if args.seasoned:
+                    _remember_another_file(work, cache)
                 took, first = _ask(path, query, work, cache)
                 row["first"].append(took)
                 row["first_request"].append(first)
@@ -201,6 +219,8 @@ def main() -> None:
                 if args.warm:
                     shutil.rmtree(cache, ignore_errors=True)
                     shutil.rmtree(work / ".data", ignore_errors=True)
+                    if args.seasoned:
+                        _remember_another_file(work, cache)
                     took, first = _ask(path, query, work, cache, warm)
                     row["warm_first"].append(took)
                     row["warm_first_request"].append(first)

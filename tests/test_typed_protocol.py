@@ -213,3 +213,44 @@ def test_a_value_written_inside_messages_is_read_out_by_after(tmp_path: Path) ->
     assert "regexp_extract" in step["action"]["args"]["code"]
     shown = stub.requests[1]["body"]["messages"][-1]["content"]
     assert f"{busiest} " in shown and str(sources.count(busiest)) in shown, shown[-600:]
+
+
+def test_an_after_copied_from_the_example_is_told_once(tmp_path: Path, apache_log: Path) -> None:
+    """The `after` example is written on the table's own first lead-in: a model that copies it
+    where the question names no such text is told so, and sent again, the action runs as
+    written; a question that names the text takes it at once."""
+    from rlm.run.typed import copied_after
+    from rlm.run.typed.describe import example_after
+
+    copied = {"op": "top", "column": "path", "after": "page=", "k": 5}
+    plain = {"op": "top", "column": "path", "k": 1}
+    paths = [line.split('"')[1].split()[1] for line in apache_log.read_text().splitlines()]
+    busiest = max(sorted(set(paths)), key=paths.count)
+    replies = [
+        json.dumps(copied),
+        json.dumps(plain),
+        json.dumps({"op": "final", "answer": busiest}),
+        json.dumps({"answer": busiest, "citations": ["F1"]}),
+    ]
+    question = "which path was requested most often?"
+    with OpenAIStub(replies) as stub:
+        proc = _ask(stub, apache_log, question, tmp_path, "--no-memory")
+    assert proc.returncode == 0 and proc.stdout == f"{busiest}\n", proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert '"after": "page=" is the example\'s text, and the question does not name it' in told, told[-500:]
+    steps = latest_trace(tmp_path)["steps"]
+    assert steps[0]["action"] is None and "regexp_extract" not in json.dumps(steps[1]["action"])
+    # sent again, or asked by a question that names the text, it runs
+    from rlm.input.source import open_source
+
+    described = open_source(str(apache_log), cache_dir=str(tmp_path / "c")).profile.with_table().table
+    assert example_after(described) == ("path", described["lead_ins"]["path"])
+    assert copied_after(copied, described, question) is not None
+    assert copied_after(copied, described, "which page= value is most common?") is None
+    assert copied_after({**copied, "after": "commentlimit="}, described, question) is None
+    (tmp_path / "again").mkdir()
+    once_more = [json.dumps(copied), json.dumps(copied), json.dumps({"op": "final", "answer": "x"}), "x"]
+    with OpenAIStub(once_more) as stub:
+        _ask(stub, apache_log, question, tmp_path / "again", "--no-memory")
+    ran = [s["action"] for s in latest_trace(tmp_path / "again")["steps"]]
+    assert "regexp_extract" in json.dumps(ran[1]), ran
