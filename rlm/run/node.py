@@ -27,7 +27,7 @@ from rlm.run.node_prompt import NodePrompt, PromptShape
 from rlm.run.runner import REPEATS_STOP, ActionRunner, Outcome
 from rlm.run.scope import Asker, NodeResult, NodeScope
 from rlm.run.settings import sizing_for
-from rlm.run.typed import action_schema, copied_after, describe_actions, left_out, to_action, with_conditions
+from rlm.run.typed import action_schema, describe_actions, left_out, to_action, with_conditions
 from rlm.run.typed.check import Problem
 from rlm.run.typed.compile import read_json
 from rlm.sandbox.client import WorkerLost
@@ -82,7 +82,6 @@ class Node:
         self.left_out: list[str] = []
         # The model's actions (their JSON) rlm added conditions to: sent again, they run as written.
         self.amended: set[str] = set()
-        self.copied: set[str] = set()  # typed actions told their `after` is the example's
 
     def last_observations(self, count: int) -> list[str]:
         """What the model saw last (the end of the conversation), for the synthesis."""
@@ -211,7 +210,7 @@ class Node:
             call = reply.tool_calls[0]
             return parse_tool_call(call.name, call.arguments, call.id), 0
         if self.table is not None:
-            return self._typed(reply.content), 0
+            return to_action(reply.content, self.table), 0
         actions = list(text_actions(reply.content))
         visible_from = self.prompt.visible_from()
         for n, action in enumerate(actions):
@@ -220,20 +219,6 @@ class Node:
             if action.name == "final" or not self.runner.would_refuse(action.name, action.args, visible_from):
                 return action, n
         return actions[0], 0
-
-    def _typed(self, content: str | None) -> Action | ParseError:
-        """The typed reply's action; an `after` copied from the example where the question names
-        no such text is told once (the same action sent again runs as written)."""
-        try:
-            obj = read_json(content)
-        except Problem:
-            obj = None
-        told = copied_after(obj, self.table or {}, self.question)
-        key = json.dumps(obj, sort_keys=True)
-        if told is not None and key not in self.copied:
-            self.copied.add(key)
-            return ParseError(told)
-        return to_action(content or "", self.table or {})
 
     def _with_conditions(self, action: Action, content: str) -> tuple[Action | ParseError, str, list[str]]:
         """The typed query to run, the action it was compiled from, and the conditions rlm added.

@@ -10,8 +10,7 @@ runs one query through the sandbox's `sql()`, a grep, a peek or a final.
     schema      action_schema: the JSON schema a server's grammar holds a reply to
     check       a parsed action checked against the table, problems in words for the model
     compile     compile_sql and to_action: the query, and the Action a reply asks for
-    describe    describe_actions: the system prompt's lines, an example per shape; copied_after:
-                an `after` that copies the example's text where the question names none
+    describe    describe_actions: the system prompt's lines, an example per shape
     conditions  left_out and with_conditions: what the question names that a query has no
                 filter on, and the query with it added
 
@@ -23,13 +22,12 @@ from __future__ import annotations
 
 from rlm.run.typed.compile import compile_sql, execute_code, to_action
 from rlm.run.typed.conditions import left_out, with_conditions
-from rlm.run.typed.describe import copied_after, describe_actions
+from rlm.run.typed.describe import describe_actions
 from rlm.run.typed.schema import action_schema
 
 __all__ = [
     "action_schema",
     "compile_sql",
-    "copied_after",
     "describe_actions",
     "execute_code",
     "left_out",

@@ -10,7 +10,7 @@ from typing import Any
 from rlm.run.typed.columns import DATE, NUMBER, TEXT, TIME, TableColumns, table_columns
 from rlm.run.typed.vocabulary import ASKS, DEFAULT_K, MAX_FILTERS, MAX_K
 
-__all__ = ["copied_after", "describe_actions", "example_after", "examples"]
+__all__ = ["describe_actions", "examples"]
 
 
 def _pick(*candidates: list[str]) -> str | None:
@@ -29,31 +29,6 @@ def _filter_example(cols: TableColumns) -> dict[str, Any]:
     if number is not None:
         return {"column": number, "cmp": ">", "value": 0}
     return {"column": "line", "cmp": "contains", "value": "error"}
-
-
-def example_after(table: dict[str, Any]) -> tuple[str, list[str]] | None:
-    """The free-text column the `after` example is written on, and its lead-ins (the first is
-    the example's); None when the table found no free text."""
-    leads = table.get("lead_ins") or {}
-    free = _pick([n for n in table_columns(table).names(TEXT) if n in leads])
-    return None if free is None else (free, list(leads[free]))
-
-
-def copied_after(action: Any, table: dict[str, Any], question: str) -> str | None:
-    """What to tell a model whose `after` is the example's own text while the question does not
-    name it (a small model copies an example's values: it read the path after "page=" where
-    the most requested path was asked); None when the action does not do that."""
-    shown = example_after(table)
-    after = action.get("after") if isinstance(action, dict) else None
-    if shown is None or not isinstance(after, str):
-        return None
-    text = after.strip().lower()
-    if text != shown[1][0].strip().lower() or text in question.lower():
-        return None
-    return (
-        f'"after": {json.dumps(after)} is the example\'s text, and the question does not name it; give the '
-        'text written just before the value the question asks for, or leave "after" out to take the whole value'
-    )
 
 
 def examples(table: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -88,14 +63,14 @@ def examples(table: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     aggregates = "agg sum|avg|min|max, " if number is not None else ""
     out.append((f"group per value ({aggregates}order most|least|key)", group))
     # A value written inside free text, after words the table found before values there.
-    free_text = example_after(table)
-    if free_text is not None:
-        free, leads = free_text
-        said = ", ".join(json.dumps(w, ensure_ascii=False) for w in leads[:2])
+    leads = table.get("lead_ins") or {}
+    free = _pick([n for n in cols.names(TEXT) if n in leads])
+    if free is not None:
+        said = ", ".join(json.dumps(w, ensure_ascii=False) for w in leads[free][:2])
         out.append(
             (
                 f"value after a text in {free}, e.g. {said}",
-                {"op": "top", "column": free, "after": leads[0], "k": 5},
+                {"op": "top", "column": free, "after": leads[free][0], "k": 5},
             )
         )
     shown = [n for n in (when, entity) if n is not None][:2]
