@@ -31,6 +31,12 @@ def _filter_example(cols: TableColumns) -> dict[str, Any]:
     return {"column": "line", "cmp": "contains", "value": "error"}
 
 
+def _free_text(table: dict[str, Any]) -> str | None:
+    """The text column the `after` example is written on: the first the table found lead-ins in."""
+    leads = table.get("lead_ins") or {}
+    return _pick([n for n in table_columns(table).names(TEXT) if n in leads])
+
+
 def examples(table: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(the op and what it takes, an example action) for each shape of op, on this table's columns."""
     cols = table_columns(table)
@@ -63,14 +69,14 @@ def examples(table: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     aggregates = "agg sum|avg|min|max, " if number is not None else ""
     out.append((f"group per value ({aggregates}order most|least|key)", group))
     # A value written inside free text, after words the table found before values there.
-    leads = table.get("lead_ins") or {}
-    free = _pick([n for n in cols.names(TEXT) if n in leads])
+    free = _free_text(table)
     if free is not None:
-        said = ", ".join(json.dumps(w, ensure_ascii=False) for w in leads[free][:2])
+        leads = table["lead_ins"][free]
+        said = ", ".join(json.dumps(w, ensure_ascii=False) for w in leads[:2])
         out.append(
             (
                 f"value after a text in {free}, e.g. {said}",
-                {"op": "top", "column": free, "after": leads[free][0], "k": 5},
+                {"op": "top", "column": free, "after": leads[0], "k": 5},
             )
         )
     shown = [n for n in (when, entity) if n is not None][:2]
@@ -97,7 +103,7 @@ def describe_actions(table: dict[str, Any]) -> str:
     )
     # A value inside text is read by `after` only where the table found free text (its example
     # is shown then): elsewhere the guide stays as it was measured.
-    inside = "a name, IP or number written inside text -> add after; " if table.get("lead_ins") else ""
+    inside = "a name, IP or number written inside text -> add after; " if _free_text(table) else ""
     # What each shape of question asks for, in the words questions use: a small model otherwise
     # reaches for the first example (a count) whatever was asked.
     lines.append(

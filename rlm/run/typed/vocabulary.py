@@ -11,7 +11,6 @@ from __future__ import annotations
 from rlm.sandbox.worker.sql_result import SHOWN_ROWS
 
 __all__ = [
-    "AFTER_OPS",
     "AGGREGATES",
     "ASKS",
     "BUCKETS",
@@ -39,10 +38,10 @@ __all__ = [
 SQL_OPS = ("count", "count_distinct", "top", "sum", "avg", "min", "max", "group", "rows")
 OPS = (*SQL_OPS, "grep", "peek", "final")
 
-# The ops that take `after`: their column's value is then the one written right after that text
-# in a text column (a user named inside a message, the size after "size "), not the whole text.
-AFTER_OPS = ("count_distinct", "top", "sum", "avg", "min", "max")
-MAX_AFTER = 60  # characters of an `after` text
+# `after` (count_distinct, top, sum, avg, min, max: FIELDS): the column's value is then the one
+# written right after that text in a text column (a user named inside a message, the size after
+# "size "), not the whole text; at most MAX_AFTER characters of it.
+MAX_AFTER = 60
 AGGREGATES = ("sum", "avg", "min", "max")  # what `group` computes of `column` beside the count
 BUCKETS = ("minute", "hour", "day", "month")  # the time buckets `group` counts per
 DAY_BUCKETS = BUCKETS[2:]  # those of a DATE column
