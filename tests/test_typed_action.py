@@ -648,8 +648,7 @@ def test_a_value_with_quotes_survives_into_the_query(tables: dict) -> None:
 def test_the_description_has_an_example_of_each_shape_on_this_tables_columns(tables: dict, name: str) -> None:
     table, _ = tables[name]
     text = describe_actions(table)
-    # about 450 tokens of a 4,096-token window; 40 more where free text is read by `after`
-    assert len(text) < (2050 if table["lead_ins"] else 1800), len(text)
+    assert len(text) < 1800, len(text)  # about 450 tokens of a 4,096-token window
     shown = [json.loads(line[line.index("{") :]) for line in text.splitlines()[1:-2]]
     assert [_said(a) for _, a in examples(table)] == shown
     ops = {a["op"] for a in shown}

@@ -31,12 +31,6 @@ def _filter_example(cols: TableColumns) -> dict[str, Any]:
     return {"column": "line", "cmp": "contains", "value": "error"}
 
 
-def _free_text(table: dict[str, Any]) -> str | None:
-    """The text column the `after` example is written on: the first the table found lead-ins in."""
-    leads = table.get("lead_ins") or {}
-    return _pick([n for n in table_columns(table).names(TEXT) if n in leads])
-
-
 def examples(table: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(the op and what it takes, an example action) for each shape of op, on this table's columns."""
     cols = table_columns(table)
@@ -68,17 +62,6 @@ def examples(table: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         group.update({"agg": "avg", "column": number})
     aggregates = "agg sum|avg|min|max, " if number is not None else ""
     out.append((f"group per value ({aggregates}order most|least|key)", group))
-    # A value written inside free text, after words the table found before values there.
-    free = _free_text(table)
-    if free is not None:
-        leads = table["lead_ins"][free]
-        said = ", ".join(json.dumps(w, ensure_ascii=False) for w in leads[:2])
-        out.append(
-            (
-                f"value after a text in {free}, e.g. {said}",
-                {"op": "top", "column": free, "after": leads[0], "k": 5},
-            )
-        )
     shown = [n for n in (when, entity) if n is not None][:2]
     out.append(("rows (first|last k; order_by)", {"op": "rows", "columns": shown, "take": "last", "k": 3}))
     out += [
@@ -101,16 +84,13 @@ def describe_actions(table: dict[str, Any]) -> str:
         '(text, any case); time "YYYY-MM-DD hh:mm" (a day alone: whole day). '
         f"k 1-{MAX_K}, default {DEFAULT_K}."
     )
-    # A value inside text is read by `after` only where the table found free text (its example
-    # is shown then): elsewhere the guide stays as it was measured.
-    inside = "a name, IP or number written inside text -> add after; " if _free_text(table) else ""
     # What each shape of question asks for, in the words questions use: a small model otherwise
     # reaches for the first example (a count) whatever was asked.
     lines.append(
         "Choose by the question: how many -> count; how many different -> count_distinct; which value "
         "appears most often -> top; which value, hour or day has the most or fewest lines, or the largest or "
         "smallest total or average -> group, order most|least; one total, average, max or min -> sum, avg, "
-        f"max, min; {inside}a line's details, first or last -> rows; words in raw lines -> grep or line contains. "
+        "max, min; a line's details, first or last -> rows; words in raw lines -> grep or line contains. "
         "Put each condition the question states in where. Two steps are fine: find a value, then filter on it."
     )
     return "\n".join(lines)
