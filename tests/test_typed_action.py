@@ -419,6 +419,36 @@ def test_grep_peek_and_final_are_the_existing_actions(tables: dict) -> None:
     assert isinstance(empty, ParseError) and "must not be empty" in empty.message
 
 
+def test_top_of_a_time_column_is_refused_with_the_group_that_counts_per_period(tables: dict) -> None:
+    """`top` of a timestamp counts lines per exact second; asked for a busiest period, the model
+    is shown the `group` per bucket, and that action, sent as shown, runs."""
+    table, con = tables["apache"]
+    refused = to_action('{"op": "top", "column": "ts", "k": 3}', table)
+    assert isinstance(refused, ParseError)
+    assert "to the second" in refused.message
+    shown = re.search(r"\{.*?\}", refused.message)
+    assert shown is not None
+    assert isinstance(to_action(shown.group(0), table), Action)
+    hours = _rows(con, compile_sql(json.loads(shown.group(0)), table))
+    by_hand = _rows(
+        con,
+        "SELECT date_trunc('hour', ts) AS h, count(*) AS n FROM log GROUP BY 1 ORDER BY n DESC, h LIMIT 3",
+    )
+    assert [row[-1] for row in hours[:3]] == [row[1] for row in by_hand]
+    assert str(by_hand[0][0])[:13] in str(hours[0])
+    # Other columns keep their most common values.
+    assert isinstance(to_action('{"op": "top", "column": "ip", "k": 3}', table), Action)
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_the_first_turns_schema_has_every_op_but_final(tables: dict, name: str) -> None:
+    table, _ = tables[name]
+    full, first = action_schema(table), action_schema(table, answering=False)
+    ops = [set(_branches(schema)) for schema in (full, first)]
+    assert "final" in ops[0] and ops[1] == ops[0] - {"final"}
+    assert [b for b in full["anyOf"] if b not in first["anyOf"]] == [full["anyOf"][-1]]
+
+
 # --------------------------------------------------------------------------- compiled SQL = SQL by hand
 
 SAME_ROWS = {

@@ -69,7 +69,11 @@ def test_a_typed_action_is_held_to_the_tables_schema_and_runs_as_a_query(
     allowed = _strings(schema)
     # The columns the model may name are the table's, and only those.
     assert {"status", "ip", "path", "method"} <= allowed and "country" not in allowed
-    assert {"count", "top", "group", "rows", "grep", "peek", "final"} <= allowed
+    assert {"count", "top", "group", "rows", "grep", "peek"} <= allowed
+    # A final before anything was looked at is refused, so the first turn's grammar has none;
+    # once a query ran, it has.
+    assert "final" not in allowed
+    assert "final" in _strings(stub.requests[1]["body"]["response_format"]["json_schema"]["schema"])
     system = first["messages"][0]["content"]
     assert "JSON" in system and "```python" not in system  # no free code is asked of the model
     # ... nor shown: the profile's example queries are for code, which this model cannot run.
@@ -213,3 +217,22 @@ def test_a_value_written_inside_messages_is_read_out_by_after(tmp_path: Path) ->
     assert "regexp_extract" in step["action"]["args"]["code"]
     shown = stub.requests[1]["body"]["messages"][-1]["content"]
     assert f"{busiest} " in shown and str(sources.count(busiest)) in shown, shown[-600:]
+
+
+def test_a_model_that_keeps_answering_before_looking_is_stopped_at_the_second_refusal(
+    tmp_path: Path, apache_log: Path
+) -> None:
+    """A server without a grammar lets a final through on the first turn: it is refused with the
+    typed ops to use, and refused again it ends the loop, not the time budget."""
+    replies = [json.dumps({"op": "final", "answer": "2015-05-17 10"})] * 6
+    with OpenAIStub(replies) as stub:
+        proc = _ask(stub, apache_log, "which hour had the most requests?", tmp_path)
+    assert proc.stdout == ""
+    assert proc.returncode == 1  # no answer could be established
+    assert "answering before it had looked at the file" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    steps = latest_trace(tmp_path)["steps"]
+    assert len(steps) == 2
+    told = steps[0]["observation"]["preview"]
+    assert told.startswith("final refused") and "count, top, group" in told and "execute" not in told
+    assert len(stub.requests) == 2

@@ -51,6 +51,8 @@ class Node:
         self.protocol = "text" if protocol == "typed" and not table else protocol
         self.table = table if self.protocol == "typed" else None
         self.schema = action_schema(self.table) if self.table else None
+        # Until an action has run a final is refused: the grammar then does not offer one.
+        self.first_schema = action_schema(self.table, answering=False) if self.table else None
         self.tools = tool_schemas() if self.protocol == "tools" else None
         self.window = self.model.context_window()
         self.sizing = sizing_for(host.settings, self.window)
@@ -119,7 +121,10 @@ class Node:
             started = time.monotonic()
             host.progress(Phase(f"waiting for the model ({self.id}, step {step})"))
             reply = self.model.complete(
-                messages, tools=self.tools, max_tokens=self.sizing.reply_tokens, schema=self.schema
+                messages,
+                tools=self.tools,
+                max_tokens=self.sizing.reply_tokens,
+                schema=self.schema if self.runner.observed else self.first_schema,
             )
         except BudgetExceeded as exc:  # refused, or the time (or the cost) ran out while it was asked
             return self._result(None, "budget", step - 1, exc.detail)
@@ -194,7 +199,12 @@ class Node:
             )
         self.repeats = self.repeats + 1 if outcome.repeated else 0
         if outcome.repeated and self.repeats >= REPEATS_STOP[outcome.repeated]:
-            return self._result(None, "stuck", step, "the model kept repeating an action it had already run")
+            detail = (
+                "the model kept answering before it had looked at the file"
+                if outcome.repeated == "final"
+                else "the model kept repeating an action it had already run"
+            )
+            return self._result(None, "stuck", step, detail)
         return None
 
     def _result(self, draft: str | None, stop: StopReason, steps: int, detail: str = "") -> NodeResult:
@@ -244,7 +254,8 @@ class Node:
         name, args = action.name, action.args
         if name == "final":
             if not self.runner.observed:
-                return Outcome(prompts.FIRST_FINAL_REFUSED, ok=False)
+                refused = prompts.final_refused(typed=self.table is not None)
+                return Outcome(refused, ok=False, repeated="final")
             self.host.add_finding(args["answer"], "final_draft", self.id, step, topic="final_draft")
             return Outcome("final answer recorded", final=args["answer"])
         visible_from = self.prompt.visible_from()

@@ -207,10 +207,15 @@ def repeated_failure(action: str, step: int, error: str) -> str:
     )
 
 
-FIRST_FINAL_REFUSED = (
-    "final refused: you have not looked at the file yet. Examine it first with peek, grep or execute, "
-    "then answer from what you find."
-)
+def final_refused(*, typed: bool) -> str:
+    """The reply to a final sent before anything was looked at: how to look, in the protocol's ops."""
+    how = (
+        "query the table with one of the other ops (count, top, group, rows, grep, peek)"
+        if typed
+        else "examine it with peek, grep or execute"
+    )
+    return f"final refused: you have not looked at the file yet. First {how}, then answer from what you find."
+
 
 NO_OUTPUT = "(no output — did you forget to print?)"
 

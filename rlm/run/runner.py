@@ -33,7 +33,9 @@ REPEATED_FAILURES_STOP = 2  # the same exact call failing this often is not run 
 # Refused repeats in a row that end a node's loop. Told twice to use a result it has, a model
 # gains nothing from more turns; a failing call asked again unchanged gets one more telling,
 # as it may be the model's way to see the error again, but one that asked 18 times burnt 11 minutes.
-REPEATS_STOP = {"result": 2, "failure": 3}
+# A final sent again before anything was looked at is refused again: a model that ignored the
+# telling once went on sending it until its time ran out (18 turns), so the second ends the loop.
+REPEATS_STOP = {"result": 2, "failure": 3, "final": 2}
 
 # Actions whose result depends on the file and the code only: what --verify re-runs.
 WORKER_ACTIONS = ("peek", "grep", "execute")
@@ -72,7 +74,7 @@ class Outcome:
     ok: bool = True
     final: str | None = None
     fatal: str | None = None
-    repeated: Literal["result", "failure"] | None = None  # refused: what it would have repeated
+    repeated: Literal["result", "failure", "final"] | None = None  # refused: what it would have repeated
 
 
 @dataclass(frozen=True)

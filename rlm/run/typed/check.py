@@ -334,6 +334,8 @@ def check_action(obj: Any, cols: TableColumns) -> Checked:
     # A value read out of text (`after`) is the number written there where a total or an
     # extreme is asked (rlm.run.typed.compile); else the column is itself of the kind asked.
     after = _after(cols, column, obj.get("after"))
+    if op == "top" and column.kind == TIME:
+        _busiest(column)
     if after is None and op in ("sum", "avg"):
         _amount(cols, column, op)
     elif after is None and op in ("min", "max"):
@@ -351,6 +353,16 @@ def _after(cols: TableColumns, column: Column, after: Any) -> str | None:
         raise Problem(f'"after" takes at most {MAX_AFTER} characters: the few words just before the value')
     _of_kind(cols, column, (TEXT,), '"after"')
     return after
+
+
+def _busiest(column: Column) -> None:
+    """`top` of a time column counts lines per exact instant, which is seldom what is asked: the
+    busiest period is a `group` per time bucket (what small models reached for `top` to find)."""
+    example = f'{{"op": "group", "by": "{column.name}", "bucket": "hour"}}'
+    raise Problem(
+        f"top of '{column.name}' would count lines per exact time, to the second; for the busiest "
+        f"minute, hour, day or month count lines per period: {example} (bucket minute|hour|day|month)"
+    )
 
 
 def _amount(cols: TableColumns, column: Column, what: str) -> Column:

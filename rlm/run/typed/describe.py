@@ -57,11 +57,15 @@ def examples(table: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         out.append(("sum|avg|min|max", {"op": "sum", "column": number}))
     if when is not None:
         out.append(("group per minute|hour|day|month", {"op": "group", "by": when, "bucket": "hour"}))
-    group: dict[str, Any] = {"op": "group", "by": category or entity}
-    if number is not None:
-        group.update({"agg": "avg", "column": number})
-    aggregates = "agg sum|avg|min|max, " if number is not None else ""
-    out.append((f"group per value ({aggregates}order most|least|key)", group))
+    # Lines per value: an aggregate shown here was copied where the most lines were asked, so
+    # it is named, not shown.
+    aggregates = ", or agg sum|avg|min|max of a column" if number else ""
+    out.append(
+        (
+            f"group per value (lines per value{aggregates}; order most|least|key)",
+            {"op": "group", "by": category or entity},
+        )
+    )
     shown = [n for n in (when, entity) if n is not None][:2]
     out.append(("rows (first|last k; order_by)", {"op": "rows", "columns": shown, "take": "last", "k": 3}))
     out += [

@@ -116,9 +116,12 @@ def _group(
     return _object(properties, required)
 
 
-def action_schema(table: dict[str, Any]) -> dict[str, Any]:
+def action_schema(table: dict[str, Any], *, answering: bool = True) -> dict[str, Any]:
     """The JSON schema of one action object on this table: an anyOf branch per shape of op (ops
-    of one shape share one; `group` per value and per time bucket are two)."""
+    of one shape share one; `group` per value and per time bucket are two).
+
+    Without `answering`, no `final`: the schema of a turn before anything was looked at, where a
+    final is refused (a small model otherwise sent the refused final again, turn after turn)."""
     cols = table_columns(table)
     where = _filter(cols)
     every = {"enum": cols.names()}
@@ -179,6 +182,7 @@ def action_schema(table: dict[str, Any]) -> dict[str, Any]:
             {"op": _op("peek"), "start": {"type": "integer", "minimum": 1}, "length": _count(MAX_PEEK_LINES)},
             ["op", "start"],
         ),
-        _object({"op": _op("final"), "answer": _STRING}, ["op", "answer"]),
     ]
+    if answering:
+        branches.append(_object({"op": _op("final"), "answer": _STRING}, ["op", "answer"]))
     return {"anyOf": [_asking(b) for b in branches]}
