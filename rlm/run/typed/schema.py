@@ -140,10 +140,11 @@ def action_schema(table: dict[str, Any], *, answering: bool = True) -> dict[str,
         _object({"op": _op("top"), "column": every, **after, "k": k, "where": where}, ["op", "column"]),
     ]
     # A total or an extreme of a number column, or of the number written after a text.
-    for ops, of in ((("sum", "avg"), numbers), (("min", "max"), extremes)):
+    # Each op its own branch, so that the phrase said first (ASKS) holds the op to it.
+    for op, of in (("sum", numbers), ("avg", numbers), ("min", extremes), ("max", extremes)):
         if of:
             branches.append(
-                _object({"op": _op(*ops), "column": {"enum": of}, "where": where}, ["op", "column"])
+                _object({"op": _op(op), "column": {"enum": of}, "where": where}, ["op", "column"])
             )
     if texts:
         branches.append(

@@ -66,16 +66,17 @@ MAX_PEEK_LINES = 100  # a longer peek is brought down to it
 # (and the question restated last), the 1.5B offline model's first action took the operation
 # asked for on 22 of 23 dev questions, against 19 with the question restated alone and 13 with
 # neither (the same captured prompts sent to its server, greedy); without them it reached for
-# `rows` (the file's last lines) where a most common value was asked. Ops that share a schema
-# branch (sum|avg, min|max) share a phrase.
+# `rows` (the file's last lines) where a most common value was asked. A total, an average and
+# each extreme have their own phrase and schema branch: sharing one ("a total or average"), the
+# op was then the example's (a sum where an average was asked).
 ASKS: dict[str, str] = {
     "count": "how many lines match",
     "count_distinct": "how many different values",
     "top": "which value appears on the most lines",
-    "sum": "a total or average",
-    "avg": "a total or average",
-    "min": "the highest or lowest value",
-    "max": "the highest or lowest value",
+    "sum": "a total",
+    "avg": "an average",
+    "min": "the lowest, smallest or earliest value",
+    "max": "the highest, largest or latest value",
     "group": "which value or period has most or least, or a figure for each",
     "rows": "details of particular lines",
     "grep": "text inside raw lines",
