@@ -10,7 +10,8 @@ typed protocol's prompt or schema can be compared on many questions in minutes:
 2. the request goes to the local model's server (llama.cpp, greedy, the schema as its
    grammar), as rlm's own client would send it;
 3. the action is compiled to SQL (rlm.run.typed.compile_sql) and run on the input's table,
-   with the conditions rlm adds before it runs (rlm.run.typed.with_conditions), as a run does;
+   with the conditions rlm adds before it runs (rlm.run.typed.with_question_conditions: values a
+   column lists, the line the question quotes), as a run does;
    it *holds the answer* when a cell of its result is the task's answer (every item of a set),
    scored as `rlm eval` normalises answers.
 
@@ -33,6 +34,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +49,7 @@ from rlm.input.source import open_source  # noqa: E402
 from rlm.local import installed_gguf  # noqa: E402
 from rlm.local.server import local_server  # noqa: E402
 from rlm.model import client as model_client  # noqa: E402
-from rlm.run.typed import compile_sql, with_conditions  # noqa: E402
+from rlm.run.typed import compile_sql, with_question_conditions  # noqa: E402
 
 
 class _Captured(Exception):
@@ -135,6 +137,17 @@ def holds_answer(task: Task, rows: list[tuple[Any, ...]]) -> bool:
     return all(found(v) for v in items)
 
 
+def _holds(path: Path) -> Callable[[str], bool]:
+    """Whether a line of the file holds a text, in any case: what the run asks its worker's grep."""
+
+    def holds(text: str) -> bool:
+        wanted = text.casefold()
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return any(wanted in line.casefold() for line in fh)
+
+    return holds
+
+
 def run_action(action: dict[str, Any], table: dict[str, Any]) -> list[tuple[Any, ...]] | str:
     """The action's rows on the table, or what kind of action it was when it is not a query."""
     try:
@@ -170,7 +183,7 @@ def main() -> int:
             started = time.monotonic()
             action, probability = ask_server(server.api_base, request)
             seconds = round(time.monotonic() - started, 1)
-            added = with_conditions(task.question, json.dumps(action), table)
+            added = with_question_conditions(task.question, json.dumps(action), table, _holds(task.file))
             rows = run_action(added[0] if added else action, table)
             held = not isinstance(rows, str) and holds_answer(task, rows)
             results.append(

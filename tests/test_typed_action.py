@@ -24,7 +24,16 @@ from jsonschema import Draft202012Validator
 from rlm.input.source import open_source
 from rlm.input.tablevalues import VOCABULARY
 from rlm.run.actions import Action, ParseError
-from rlm.run.typed import action_schema, compile_sql, describe_actions, left_out, to_action, with_conditions
+from rlm.run.typed import (
+    action_schema,
+    compile_sql,
+    describe_actions,
+    left_out,
+    quoted_part,
+    to_action,
+    with_conditions,
+    with_quoted,
+)
 from rlm.run.typed.describe import examples
 from rlm.run.typed.vocabulary import AGGREGATES, ASKS, MAX_FILTERS
 from rlm.text.sqltext import sql_name, sql_value
@@ -448,6 +457,36 @@ def test_the_first_turns_schema_has_every_op_but_final(tables: dict, name: str) 
     ops = [set(_branches(schema)) for schema in (full, first)]
     assert "final" in ops[0] and ops[1] == ops[0] - {"final"}
     assert [b for b in full["anyOf"] if b not in first["anyOf"]] == [full["anyOf"][-1]]
+
+
+def test_the_one_line_a_question_quotes_is_its_literal_part(tables: dict) -> None:
+    table, _ = tables["apache"]
+    assert quoted_part("How many lines hold 'Googlebot/2.1'?", table) == "Googlebot/2.1"
+    assert (
+        quoted_part('Count the "Googlebot/2.1 (+http://<url>)" requests', table) == "Googlebot/2.1 (+http://"
+    )
+    assert quoted_part("Which IP sent 'N bytes to <host>' most?", table) == "bytes to"
+    # Two quotes may be alternatives or a comparison; a column's name or listed value is not a
+    # line; a negated quote is no condition to add; a quote of placeholders holds no text.
+    assert quoted_part("Lines with 'Googlebot' or 'bingbot'?", table) is None
+    assert quoted_part("The most common 'path'?", table) is None
+    assert quoted_part("How many 'GET' requests?", table) is None
+    assert quoted_part("How many requests not from 'Googlebot'?", table) is None
+    assert quoted_part("How many 'N.N.N.N - <x>' lines?", table) is None
+    assert quoted_part("How many lines hold Googlebot?", table) is None
+
+
+def test_a_quoted_part_is_added_only_where_the_query_has_no_text_filter_and_room() -> None:
+    top = {"op": "top", "column": "ip", "where": [{"column": "status", "cmp": "=", "value": 404}]}
+    assert with_quoted(top, "Googlebot")["where"][-1] == {
+        "column": "line",
+        "cmp": "contains",
+        "value": "Googlebot",
+    }
+    agent = {"column": "agent", "cmp": "contains", "value": "bot"}
+    assert with_quoted({**top, "where": [agent]}, "Googlebot") is None
+    full = [{"column": "status", "cmp": "!=", "value": n} for n in range(MAX_FILTERS)]
+    assert with_quoted({**top, "where": full}, "Googlebot") is None
 
 
 # --------------------------------------------------------------------------- compiled SQL = SQL by hand

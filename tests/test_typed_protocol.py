@@ -236,3 +236,37 @@ def test_a_model_that_keeps_answering_before_looking_is_stopped_at_the_second_re
     told = steps[0]["observation"]["preview"]
     assert told.startswith("final refused") and "count, top, group" in told and "execute" not in told
     assert len(stub.requests) == 2
+
+
+def test_the_line_a_question_quotes_is_added_to_a_query_that_has_no_text_filter(tmp_path: Path) -> None:
+    """A question that names its lines by quoting them (a placeholder for what varies): the
+    model's query over every line gets `line contains` the quote's literal part, found in the
+    file first, and the model is told; a quote the file does not hold changes nothing."""
+    log = Path(__file__).resolve().parent.parent / "fixtures" / "auth.log"
+    raw = log.read_text().splitlines()
+    closed = sum(1 for line in raw if "connection closed by" in line.lower())
+    assert 0 < closed < len(raw)
+    count = json.dumps({"op": "count"})
+
+    def replies(answer: int) -> list[str]:
+        final = json.dumps({"op": "final", "answer": str(answer)})
+        return [count, final, json.dumps({"answer": str(answer), "citations": ["F1"]})]
+
+    question = "How many 'Connection closed by <ip> [preauth]' lines are there? Answer with a number."
+    with OpenAIStub(replies(closed)) as stub:
+        proc = _ask(stub, log, question, tmp_path, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["answer"] == str(closed)
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "line contains 'Connection closed by', which your action had no filter on: rlm added it" in told
+    assert f"count\n-----\n{closed}\n" in told, told[:400]
+    code = latest_trace(tmp_path)["steps"][0]["action"]["args"]["code"]
+    assert "connection closed by" in code.lower()
+
+    # A quote no line holds: the query runs as the model wrote it.
+    absent = "How many 'Session reaped for <ip>' lines are there?"
+    with OpenAIStub(replies(len(raw))) as stub:
+        proc = _ask(stub, log, absent, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "rlm added" not in told and f"count\n-----\n{len(raw)}\n" in told

@@ -27,7 +27,13 @@ from rlm.run.node_prompt import NodePrompt, PromptShape
 from rlm.run.runner import REPEATS_STOP, ActionRunner, Outcome
 from rlm.run.scope import Asker, NodeResult, NodeScope
 from rlm.run.settings import sizing_for
-from rlm.run.typed import action_schema, describe_actions, left_out, to_action, with_conditions
+from rlm.run.typed import (
+    action_schema,
+    describe_actions,
+    left_out,
+    to_action,
+    with_question_conditions,
+)
 from rlm.run.typed.check import Problem
 from rlm.run.typed.compile import read_json
 from rlm.sandbox.client import WorkerLost
@@ -240,12 +246,17 @@ class Node:
             asked = json.dumps(read_json(content), sort_keys=True)
         except Problem:
             return action, content, []
-        amended = None if asked in self.amended else with_conditions(self.question, content, self.table)
+        amended = None
+        if asked not in self.amended:
+            amended = with_question_conditions(self.question, content, self.table, self.runner.holds_text)
         if amended is None:
             return action, content, []
         self.amended.add(asked)
         text = json.dumps(amended[0], ensure_ascii=False)
-        return to_action(text, self.table), text, amended[1]
+        query = to_action(text, self.table)
+        if isinstance(query, ParseError):  # a filter the table cannot take: run as sent
+            return action, content, []
+        return query, text, amended[1]
 
     # -- actions --------------------------------------------------------------
     def _act(self, action: Action | ParseError, step: int) -> Outcome:

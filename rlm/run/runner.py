@@ -123,6 +123,7 @@ class ActionRunner:
         self.observed = False  # whether any action has run (a `final` before one is refused)
         self.done: dict[str, Done] = {}
         self.failures: dict[str, int] = {}  # how often each exact call failed
+        self._held: dict[str, bool] = {}  # texts looked for in the input (holds_text)
         # Bumped by anything that may change the worker's variables: a cell, a restart,
         # partition_map's result variable. The same code against a new state is not a repeat.
         self.state = 0
@@ -176,6 +177,18 @@ class ActionRunner:
         if not outcome.ok:
             self.failures[key] = self.failures.get(key, 0) + 1
         return outcome
+
+    def holds_text(self, text: str) -> bool:
+        """Whether some line of the input holds `text`, in any case (a grep in the worker, once a
+        text); False when the worker cannot say."""
+        if text not in self._held:
+            reply = self._request(
+                "grep",
+                {"pattern": re.escape(text), "max_matches": 1, "ignore_case": True},
+                timeout=self.cell_seconds(grace=5),
+            )
+            self._held[text] = isinstance(reply, dict) and bool(reply.get("ok")) and bool(reply.get("total"))
+        return self._held[text]
 
     def would_refuse(self, name: str, args: dict[str, Any], visible_from: int) -> bool:
         """Whether `act` would refuse this action as a repeat of one already run."""

@@ -30,7 +30,7 @@ from rlm.run.typed.columns import Column, TableColumns, table_columns
 from rlm.run.typed.compile import read_json
 from rlm.run.typed.vocabulary import MAX_FILTERS
 
-__all__ = ["left_out", "with_conditions"]
+__all__ = ["left_out", "negated", "with_conditions"]
 
 # Values that stand for no condition when a question states them ("answer yes or no").
 _NOT_CONDITIONS = frozenset({"yes", "no", "true", "false", "none", "null", "n/a", "unknown", "other", "all"})
@@ -74,7 +74,7 @@ def with_conditions(
     for text, column, _ in missing:
         said = _spoken(text)
         others = (c for c in cols.columns if c is not column and c.values)
-        if any(_spoken(str(v)) == said for c in others for v in c.values or ()) or _negated(question, text):
+        if any(_spoken(str(v)) == said for c in others for v in c.values or ()) or negated(question, text):
             return None
     where += [{"column": column.name, "cmp": "=", "value": value} for _, column, value in missing]
     amended = {**action, "where": where}
@@ -137,7 +137,7 @@ def _states(question: str, text: str) -> bool:
     return re.search(_stated(text), question, re.IGNORECASE) is not None
 
 
-def _negated(question: str, text: str) -> bool:
+def negated(question: str, text: str) -> bool:
     """Whether a negation comes within three words before a statement of `text`: "not from
     Queens", "other than green ones", "excluding the 404s"."""
     before = rf"\b(?:{_NEGATIONS})\b(?:\W+\w+){{0,3}}?\W+"

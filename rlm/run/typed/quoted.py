@@ -1,0 +1,82 @@
+"""A text the question quotes, as the condition on raw lines that a typed query leaves out.
+
+Questions about logs name the lines they mean by quoting them: a message, or its fixed words
+with placeholders for what varies (`<ip>`, `N`, `...`). A small model's query often ranks or
+totals over every line instead, and its figure is grounded all the same.
+
+What is taken depends on the question's quoting and the file, never on particular words: the
+one text the question quotes (two or more may be alternatives or a comparison: none is taken),
+that is not a column's name nor a value a column lists (rlm.run.typed.conditions has those),
+with no negation just before it; of a quote with placeholders, its longest literal part. The
+node adds `line contains PART` only where the file holds that part (a worker grep) and the
+query has no text filter of its own, and tells the model, as for a value (`with_conditions`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from rlm.run.typed.check import Problem
+from rlm.run.typed.columns import table_columns
+from rlm.run.typed.compile import read_json
+from rlm.run.typed.conditions import negated, with_conditions
+from rlm.run.typed.vocabulary import MAX_FILTERS, TEXT_MATCH
+
+__all__ = ["quoted_part", "with_question_conditions", "with_quoted"]
+
+_QUOTED = re.compile(r"(?<!\w)'([^'\n]{2,120})'(?!\w)|\"([^\"\n]{2,120})\"|“([^”\n]{2,120})”")
+# What stands for a varying part inside a quoted line: <ip>, ..., a lone capital (N, X), and
+# the words questions use for a field's value.
+_PLACEHOLDER = re.compile(r"<[^<>]*>|\.{2,}|…|\b(?:[A-Z]|NAME|NUM|NUMBER|VALUE|ID|IP|HOST|USER)\b")
+_MIN_LETTERS = 3  # a part shorter than this matches too much to be a condition
+_EDGES = " \t,;:.-=[](){}\"'"
+
+
+def quoted_part(question: str, table: dict[str, Any]) -> str | None:
+    """The literal text of the one line-like text the question quotes; None when it quotes
+    none, several, or only names or values the table knows."""
+    cols = table_columns(table)
+    known = {n.casefold() for n in cols.names()}
+    known |= {str(v).casefold() for c in cols.columns for v in (c.values or ())}
+    quotes = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(question)]
+    quotes = [q for q in quotes if q.strip().casefold() not in known]
+    if len(quotes) != 1 or negated(question, quotes[0]):
+        return None
+    # Around a placeholder, punctuation belongs to the varying part ("close, N bytes" -> "bytes").
+    parts = _PLACEHOLDER.split(quotes[0])
+    part = quotes[0].strip() if len(parts) == 1 else max((p.strip(_EDGES) for p in parts), key=len)
+    return part if sum(ch.isalpha() for ch in part) >= _MIN_LETTERS else None
+
+
+def with_quoted(action: dict[str, Any], part: str) -> dict[str, Any] | None:
+    """The action with `line contains PART` added; None where it has a text filter already (the
+    model chose its own), names the part in a filter, or has no room for one more."""
+    where = list(action.get("where") or [])
+    if len(where) >= MAX_FILTERS:
+        return None
+    for f in where:
+        value = str(f.get("value", "")).casefold() if isinstance(f, dict) else ""
+        if (isinstance(f, dict) and f.get("cmp") in TEXT_MATCH) or (value and value in part.casefold()):
+            return None
+    return {**action, "where": [*where, {"column": "line", "cmp": "contains", "value": part}]}
+
+
+def with_question_conditions(
+    question: str, content: str, table: dict[str, Any], holds_text: Callable[[str], bool]
+) -> tuple[dict[str, Any], list[str]] | None:
+    """The typed action in `content` with the conditions the question names and it leaves out:
+    values a column lists (with_conditions), then the line the question quotes where
+    `holds_text` finds it in the input; and those conditions. None when nothing is added."""
+    try:
+        action = read_json(content)
+    except Problem:
+        return None
+    amended = with_conditions(question, content, table)
+    query, added = amended if amended is not None else (action, [])
+    part = quoted_part(question, table)
+    quoted = with_quoted(query, part) if part is not None and isinstance(query, dict) else None
+    if part is not None and quoted is not None and holds_text(part):
+        query, added = quoted, [*added, f"line contains {part!r}"]
+    return (query, added) if added else None
