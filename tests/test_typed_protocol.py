@@ -263,6 +263,14 @@ def test_the_line_a_question_quotes_is_added_to_a_query_that_has_no_text_filter(
     code = latest_trace(tmp_path)["steps"][0]["action"]["args"]["code"]
     assert "connection closed by" in code.lower()
 
+    # Sent again as it was, it runs as written, and an answer after it is in doubt.
+    final = json.dumps({"op": "final", "answer": str(len(raw))})
+    again = [count, count, final, json.dumps({"answer": str(len(raw)), "citations": ["F2"]})]
+    with OpenAIStub(again) as stub:
+        strict = _ask(stub, log, question, tmp_path, "--strict")
+    assert strict.returncode == 1 and strict.stdout == ""
+    assert "line contains 'Connection closed by' (--strict): 2000" in strict.stderr, strict.stderr
+
     # A quote no line holds: the query runs as the model wrote it.
     absent = "How many 'Session reaped for <ip>' lines are there?"
     with OpenAIStub(replies(len(raw))) as stub:

@@ -31,6 +31,7 @@ from rlm.run.typed import (
     action_schema,
     describe_actions,
     left_out,
+    quoted_left_out,
     to_action,
     with_question_conditions,
 )
@@ -156,7 +157,9 @@ class Node:
             self.table_untold = False
             self.runner.table_values = (host.table or {}).get("values") or {}
         if self.table is not None and isinstance(action, Action) and action.name == "execute":
-            self.left_out = left_out(self.question, ran, self.table)
+            self.left_out = left_out(self.question, ran, self.table) + quoted_left_out(
+                self.question, ran, self.table, self.runner.holds_text
+            )
             note = None
             if added:
                 note = prompts.conditions_added_note(added)

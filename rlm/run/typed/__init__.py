@@ -13,7 +13,8 @@ runs one query through the sandbox's `sql()`, a grep, a peek or a final.
     describe    describe_actions: the system prompt's lines, an example per shape
     conditions  left_out and with_conditions: what the question names that a query has no
                 filter on, and the query with it added
-    quoted      quoted_part and with_quoted: the line a question quotes, as a filter on `line`;
+    quoted      quoted_part, with_quoted, quoted_left_out: the line a question quotes, as a filter
+                on `line`;
                 with_question_conditions: both kinds added, as a run adds them
 
 Imports rlm.run.actions and actionspec (the actions it compiles to), rlm.input.tablevalues,
@@ -25,7 +26,7 @@ from __future__ import annotations
 from rlm.run.typed.compile import compile_sql, execute_code, to_action
 from rlm.run.typed.conditions import left_out, with_conditions
 from rlm.run.typed.describe import describe_actions
-from rlm.run.typed.quoted import quoted_part, with_question_conditions, with_quoted
+from rlm.run.typed.quoted import quoted_left_out, quoted_part, with_question_conditions, with_quoted
 from rlm.run.typed.schema import action_schema
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "describe_actions",
     "execute_code",
     "left_out",
+    "quoted_left_out",
     "quoted_part",
     "to_action",
     "with_conditions",

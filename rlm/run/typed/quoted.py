@@ -18,13 +18,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from rlm.run.typed.check import Problem
+from rlm.run.typed.check import Problem, check_action
 from rlm.run.typed.columns import table_columns
 from rlm.run.typed.compile import read_json
 from rlm.run.typed.conditions import negated, with_conditions
 from rlm.run.typed.vocabulary import MAX_FILTERS, TEXT_MATCH
 
-__all__ = ["quoted_part", "with_question_conditions", "with_quoted"]
+__all__ = ["quoted_left_out", "quoted_part", "with_question_conditions", "with_quoted"]
 
 _QUOTED = re.compile(r"(?<!\w)'([^'\n]{2,120})'(?!\w)|\"([^\"\n]{2,120})\"|“([^”\n]{2,120})”")
 # What stands for a varying part inside a quoted line: <ip>, ..., a lone capital (N, X), and
@@ -53,14 +53,24 @@ def quoted_part(question: str, table: dict[str, Any]) -> str | None:
 def with_quoted(action: dict[str, Any], part: str) -> dict[str, Any] | None:
     """The action with `line contains PART` added; None where it has a text filter already (the
     model chose its own), names the part in a filter, or has no room for one more."""
-    where = list(action.get("where") or [])
-    if len(where) >= MAX_FILTERS:
+    where = _where(action)
+    if len(where) >= MAX_FILTERS or _filters_text(where, part):
         return None
+    return {**action, "where": [*where, {"column": "line", "cmp": "contains", "value": part}]}
+
+
+def _where(action: dict[str, Any]) -> list[Any]:
+    where = action.get("where") or []
+    return [where] if isinstance(where, dict) else list(where)  # one filter given bare
+
+
+def _filters_text(where: list[Any], part: str) -> bool:
+    """Whether the filters have a text match of their own, or name the part (or a piece of it)."""
     for f in where:
         value = str(f.get("value", "")).casefold() if isinstance(f, dict) else ""
         if (isinstance(f, dict) and f.get("cmp") in TEXT_MATCH) or (value and value in part.casefold()):
-            return None
-    return {**action, "where": [*where, {"column": "line", "cmp": "contains", "value": part}]}
+            return True
+    return False
 
 
 def with_question_conditions(
@@ -80,3 +90,21 @@ def with_question_conditions(
     if part is not None and quoted is not None and holds_text(part):
         query, added = quoted, [*added, f"line contains {part!r}"]
     return (query, added) if added else None
+
+
+def quoted_left_out(
+    question: str, content: str | None, table: dict[str, Any], holds_text: Callable[[str], bool]
+) -> list[str]:
+    """`line contains PART` when the query in `content` leaves out the line the question quotes
+    and the input holds it (a query sent again as written after rlm added it): [] otherwise."""
+    part = quoted_part(question, table)
+    if part is None:
+        return []
+    try:
+        action = read_json(content)
+        checked = check_action(action, table_columns(table))
+    except Problem:
+        return []
+    if checked.args is not None or _filters_text(_where(action), part):
+        return []
+    return [f"line contains {part!r}"] if holds_text(part) else []
