@@ -81,12 +81,14 @@ def with_question_conditions(
     `holds_text` finds it in the input; and those conditions. None when nothing is added."""
     try:
         action = read_json(content)
+        if check_action(action, table_columns(table)).args is not None:
+            return None  # grep, peek, final: not a query of the table's rows
     except Problem:
         return None
     amended = with_conditions(question, content, table)
     query, added = amended if amended is not None else (action, [])
     part = quoted_part(question, table)
-    quoted = with_quoted(query, part) if part is not None and isinstance(query, dict) else None
+    quoted = with_quoted(query, part) if part is not None else None
     if part is not None and quoted is not None and holds_text(part):
         query, added = quoted, [*added, f"line contains {part!r}"]
     return (query, added) if added else None
