@@ -107,6 +107,7 @@ def test_rlm_eval_runs_the_tasks_and_scores_passes_and_failures(tmp_path: Path) 
             "question": "which client came most?",
             "answer": "192.0.2.1",
             "check": "exact",
+            "tolerance": None,  # a tasks file may say no tolerance so
         },
         {"id": "c", "file": str(log), "question": "the methods?", "answer": methods, "check": "set"},
     ]

@@ -112,7 +112,7 @@ def load_tasks(path: Path) -> list[Task]:
                 question=str(raw["question"]),
                 answer=raw["answer"],
                 check=check,
-                tolerance=float(raw.get("tolerance", 0.0)),
+                tolerance=float(raw.get("tolerance") or 0.0),  # null: none, as for an exact check
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
