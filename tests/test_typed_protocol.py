@@ -278,3 +278,17 @@ def test_the_line_a_question_quotes_is_added_to_a_query_that_has_no_text_filter(
     assert proc.returncode == 0, proc.stderr
     told = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "rlm added" not in told and f"count\n-----\n{len(raw)}\n" in told
+
+
+def test_the_same_unusable_action_sent_again_ends_the_loop(tmp_path: Path, apache_log: Path) -> None:
+    """An action refused for the same fault, turn after turn, ends the loop at the fourth, with
+    the reason on stderr, not when the time runs out."""
+    unusable = json.dumps({"op": "group", "by": "method", "column": "bytes"})  # an aggregate of what?
+    with OpenAIStub([unusable] * 8) as stub:
+        proc = _ask(stub, apache_log, "which method has the largest responses?", tmp_path)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert "kept sending an action that fails the same way" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    steps = latest_trace(tmp_path)["steps"]
+    assert len(steps) == 4 and len(stub.requests) == 4
+    assert all('"agg" (sum, avg, min or max) and "column"' in s["parse_error"] for s in steps)

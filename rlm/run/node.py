@@ -87,6 +87,7 @@ class Node:
         self.table_untold = scope.spec.table_pending
         self.repeats = 0  # refused repeats in a row
         self.empties = 0  # empty replies in a row
+        self.unusable = ""  # why the last reply could not be used, if it could not
         # What the question names that the last typed query left out: a final answer after it is in doubt.
         self.left_out: list[str] = []
         # The model's actions (their JSON) rlm added conditions to: sent again, they run as written.
@@ -208,11 +209,11 @@ class Node:
             )
         self.repeats = self.repeats + 1 if outcome.repeated else 0
         if outcome.repeated and self.repeats >= REPEATS_STOP[outcome.repeated]:
-            detail = (
-                "the model kept answering before it had looked at the file"
-                if outcome.repeated == "final"
-                else "the model kept repeating an action it had already run"
-            )
+            detail = {
+                "final": "the model kept answering before it had looked at the file",
+                "failure": "the model kept sending an action that fails the same way",
+                "result": "the model kept repeating an action it had already run",
+            }[outcome.repeated]
             return self._result(None, "stuck", step, detail)
         return None
 
@@ -264,7 +265,16 @@ class Node:
     # -- actions --------------------------------------------------------------
     def _act(self, action: Action | ParseError, step: int) -> Outcome:
         if isinstance(action, ParseError):
-            return Outcome(f"Your reply could not be used: {action.message}.", ok=False)
+            # The same fault again is a failure repeated (REPEATS_STOP): a model sent one
+            # invalid action 18 times, each refused alike, until its time ran out.
+            again = action.message == self.unusable
+            self.unusable = action.message
+            return Outcome(
+                f"Your reply could not be used: {action.message}.",
+                ok=False,
+                repeated="failure" if again else None,
+            )
+        self.unusable = ""
         name, args = action.name, action.args
         if name == "final":
             if not self.runner.observed:
