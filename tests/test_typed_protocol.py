@@ -96,22 +96,24 @@ def test_a_typed_action_is_held_to_the_tables_schema_and_runs_as_a_query(
 def test_a_column_the_table_lacks_is_refused_in_words_the_model_can_act_on(
     tmp_path: Path, apache_log: Path
 ) -> None:
-    ips = {line.split()[0] for line in apache_log.read_text().splitlines()}
+    ips = _distinct_ips(apache_log, 200)
+    ok = [{"column": "status", "cmp": "=", "value": 200}]
     replies = [
-        json.dumps({"op": "count_distinct", "column": "country"}),
-        json.dumps({"op": "count_distinct", "column": "ip"}),
-        json.dumps({"op": "final", "answer": str(len(ips))}),
-        json.dumps({"answer": str(len(ips)), "citations": ["F1"]}),
+        json.dumps({"op": "count_distinct", "column": "country", "where": ok}),
+        json.dumps({"op": "count_distinct", "column": "ip", "where": ok}),
+        json.dumps({"op": "final", "answer": str(ips)}),
+        json.dumps({"answer": str(ips), "citations": ["F1"]}),
     ]
+    question = "how many different clients got a 200?"
     with OpenAIStub(replies) as stub:
-        proc = _ask(stub, apache_log, "how many different clients?", tmp_path)
+        proc = _ask(stub, apache_log, question, tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == str(len(ips))
+    assert proc.stdout.strip() == str(ips)
     refusal = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "country" in refusal and "ip" in refusal  # what was wrong, and the columns there are
     # The question follows the newest result alone: an earlier turn is sent as it was first sent.
     third = stub.requests[2]["body"]["messages"]
-    assert "Question: how many different clients?" in third[-1]["content"]
+    assert f"Question: {question}" in third[-1]["content"]
     assert "Question:" not in third[-3]["content"] and third[-3]["content"] in refusal
     steps = latest_trace(tmp_path)["steps"]
     assert steps[0]["action"] is None or steps[0]["action"]["name"] != "execute"
@@ -159,23 +161,25 @@ def test_a_condition_the_question_names_and_the_query_leaves_out_is_added_or_dou
     step = latest_trace(tmp_path)["steps"][0]
     assert '"status" = 404' in step["action"]["args"]["code"] and "rlm added it" in step["told"]
 
-    # Sent again as it was, it runs as written: the answer after it is in doubt.
+    # Sent again as it was, it runs as written: the answer after it is in doubt (the action is
+    # also the prompt's own example for count_distinct on this table, which is said too).
     with OpenAIStub(replies(unfiltered, unfiltered, answer=everyone)) as stub:
         proc = _ask(stub, apache_log, question, tmp_path, "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["answer"] == str(everyone) and doc["grounded"] is True  # grounded, and still wrong
-    assert doc["doubts"] == ["status = 404"] and doc["confidence"] == "low"
+    assert doc["doubts"] == ["status = 404", "the prompt's example"] and doc["confidence"] == "low"
     assert "has no filter on status = 404, which the question names" in proc.stderr
     told = stub.requests[2]["body"]["messages"][-1]["content"]
     assert f"distinct ip\n-----------\n{everyone}\n" in told
     assert "the question names status = 404, and this query has no filter on it" in told
-    assert latest_trace(tmp_path)["synthesis"]["doubts"] == ["status = 404"]
+    assert latest_trace(tmp_path)["synthesis"]["doubts"] == ["status = 404", "the prompt's example"]
 
     with OpenAIStub(replies(unfiltered, unfiltered, answer=everyone)) as stub:
         strict = _ask(stub, apache_log, question, tmp_path, "--strict")
     assert strict.returncode == 1 and strict.stdout == ""
-    assert f"withheld as its query has no filter on status = 404 (--strict): {everyone}" in strict.stderr
+    withheld = "withheld as its query has no filter on status = 404, which the question names and is the prompt's example"
+    assert withheld in strict.stderr and f"(--strict): {everyone}" in strict.stderr
 
     # Told, the model runs the query again with the filter: its answer is not in doubt.
     with OpenAIStub(replies(unfiltered, unfiltered, filtered, answer=right)) as stub:
@@ -269,7 +273,7 @@ def test_the_line_a_question_quotes_is_added_to_a_query_that_has_no_text_filter(
     with OpenAIStub(again) as stub:
         strict = _ask(stub, log, question, tmp_path, "--strict")
     assert strict.returncode == 1 and strict.stdout == ""
-    assert "line contains 'Connection closed by' (--strict): 2000" in strict.stderr, strict.stderr
+    assert "line contains 'Connection closed by', which the question names (--strict): 2000" in strict.stderr
 
     # A quote no line holds: the query runs as the model wrote it.
     absent = "How many 'Session reaped for <ip>' lines are there?"
@@ -292,3 +296,63 @@ def test_the_same_unusable_action_sent_again_ends_the_loop(tmp_path: Path, apach
     steps = latest_trace(tmp_path)["steps"]
     assert len(steps) == 4 and len(stub.requests) == 4
     assert all('"agg" (sum, avg, min or max) and "column"' in s["parse_error"] for s in steps)
+
+
+def test_the_prompts_example_sent_as_it_is_is_refused_once_then_runs_in_doubt(
+    tmp_path: Path, apache_log: Path
+) -> None:
+    """A query that is the prompt's example for its op, word for word, is not run the first time:
+    the model is told it is the example, and its next action runs. Sent again, the example runs,
+    and an answer after it is in doubt: stderr and --json say why, --strict withholds it."""
+    from rlm.input.source import open_source
+    from rlm.run.typed.describe import examples
+
+    table = open_source(str(apache_log), cache_dir=str(tmp_path / "c")).profile.table
+    assert table is not None
+    shown = dict(examples(table))
+    example = next(a for what, a in shown.items() if what.startswith("top"))
+    assert example["op"] == "top" and example["column"] == "ip" and example["k"] == 5
+    # The question asks for the clients that fetched one path most: the example ranks every client.
+    question = "Which 5 client IPs fetched robots.txt most often?"
+    own = {**example, "where": [{"column": "path", "cmp": "contains", "value": "robots.txt"}]}
+    lines = apache_log.read_text().splitlines()
+
+    def busiest(chosen: list[str]) -> str:
+        ips = [line.split()[0] for line in chosen]
+        return max(sorted(set(ips)), key=ips.count)
+
+    robots, everyone = busiest([ln for ln in lines if "robots.txt" in ln.split('"')[1]]), busiest(lines)
+    assert robots != everyone
+
+    def replies(*actions: dict[str, Any], answer: str) -> list[str]:
+        final = json.dumps({"op": "final", "answer": answer})
+        return [*map(json.dumps, actions), final, json.dumps({"answer": answer, "citations": ["F1"]})]
+
+    # Refused once; the model's own query then runs, and its answer stands.
+    with OpenAIStub(replies(example, own, answer=robots)) as stub:
+        proc = _ask(stub, apache_log, question, tmp_path, "--json", "--strict")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["answer"] == robots and not doc["doubts"]
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "not run: that action is the example from the list of actions" in told
+    steps = latest_trace(tmp_path)["steps"]
+    assert steps[0]["observation"]["ok"] is False and "robots.txt" in steps[1]["action"]["args"]["code"]
+    assert robots in stub.requests[2]["body"]["messages"][-1]["content"]
+    # Nothing ran: the request after the refusal still offers no final.
+    assert "final" not in _strings(stub.requests[1]["body"]["response_format"]["json_schema"]["schema"])
+
+    # Sent again as it is, it runs: the answer after it is in doubt, and --strict withholds it.
+    with OpenAIStub(replies(example, example, answer=everyone)) as stub:
+        proc = _ask(stub, apache_log, question, tmp_path, "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert (
+        doc["answer"] == everyone and doc["doubts"] == ["the prompt's example"] and doc["confidence"] == "low"
+    )
+    assert "is the prompt's example action as shown there, not one written for the question" in proc.stderr
+    assert everyone in stub.requests[2]["body"]["messages"][-1]["content"]  # it ran: its rows were shown
+    with OpenAIStub(replies(example, example, answer=everyone)) as stub:
+        strict = _ask(stub, apache_log, question, tmp_path, "--strict")
+    assert strict.returncode == 1 and strict.stdout == ""
+    assert "withheld as its query is the prompt's example action" in strict.stderr

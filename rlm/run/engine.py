@@ -25,6 +25,7 @@ from rlm.model.tokens import count_message
 from rlm.run import prompts
 from rlm.run.actions import Action, ParseError
 from rlm.run.children import Children
+from rlm.run.doubts import doubt_clause
 from rlm.run.events import Progress, Restart, RunWarning, Step, no_progress
 from rlm.run.executor import LOCAL, ChildRunner, DaskExecutor
 from rlm.run.grounding import Grounding, ground
@@ -382,11 +383,10 @@ class Engine:
         grounding = self._grounding(synthesis)
         doubts = list(result.doubts) if synthesis.answer is not None else []
         if doubts:
-            left = "; ".join(doubts)
             synthesis = replace(
                 synthesis,
                 confidence="low",
-                confidence_reason=f"the query behind the answer has no filter on {left}, which the question names",
+                confidence_reason=f"the query behind the answer {doubt_clause(doubts)}",
             )
         self.trace.update(
             synthesis={

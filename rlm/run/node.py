@@ -21,6 +21,7 @@ from rlm.model.budget import BudgetExceeded
 from rlm.model.client import Reply
 from rlm.run import prompts
 from rlm.run.actions import Action, ParseError, parse_tool_call, text_actions, tool_schemas
+from rlm.run.doubts import EXAMPLE_COPIED
 from rlm.run.events import Phase
 from rlm.run.host import NodeHost, StepDone
 from rlm.run.node_prompt import NodePrompt, PromptShape
@@ -37,6 +38,7 @@ from rlm.run.typed import (
 )
 from rlm.run.typed.check import Problem
 from rlm.run.typed.compile import read_json
+from rlm.run.typed.describe import example_cells
 from rlm.sandbox.client import WorkerLost
 from rlm.trace.schema import BridgeCallRecord, StopReason
 from rlm.trace.writer import preview
@@ -60,6 +62,10 @@ class Node:
         self.schema = action_schema(self.table) if self.table else None
         # Until an action has run a final is refused: the grammar then does not offer one.
         self.first_schema = action_schema(self.table, answering=False) if self.table else None
+        # The prompt's example queries as they run: a model's query that is one of them is refused
+        # once, and an answer from it sent again is in doubt (rlm.run.doubts).
+        self.example_cells = example_cells(self.table) if self.table else frozenset()
+        self.examples_sent: set[str] = set()
         self.tools = tool_schemas() if self.protocol == "tools" else None
         self.window = self.model.context_window()
         self.sizing = sizing_for(host.settings, self.window)
@@ -141,13 +147,27 @@ class Node:
             self.prompt.learn_ratio(reply.prompt_tokens, est)
         action, skipped = self._parse(reply)
         ran, added = reply.content, list[str]()
-        if self.table is not None and isinstance(action, Action) and action.name == "execute":
-            action, ran, added = self._with_conditions(action, reply.content)
+        table = self.table
+        query = (
+            action if table is not None and isinstance(action, Action) and action.name == "execute" else None
+        )
+        code = str(query.args.get("code")) if query is not None else None
+        copied = code in self.example_cells
+        if query is not None:
+            action, ran, added = self._with_conditions(query, reply.content)
+        # The example with the question's conditions added is the question's query; as written,
+        # it is refused once, and runs when sent again (an answer after it is in doubt).
+        refused = copied and not added and code not in self.examples_sent
+        if copied and code is not None:
+            self.examples_sent.add(code)
         stopped: BudgetExceeded | None = None
         try:
-            if isinstance(action, Action):
-                host.progress(Phase(f"running {action.name} ({self.id}, step {step})"))
-            outcome = self._act(action, step)
+            if refused:
+                outcome = Outcome(prompts.example_refused(), ok=False)
+            else:
+                if isinstance(action, Action):
+                    host.progress(Phase(f"running {action.name} ({self.id}, step {step})"))
+                outcome = self._act(action, step)
         except BudgetExceeded as exc:  # a sub-call hit a limit: this step is the last
             stopped = exc
             outcome = Outcome(f"stopped: {exc.detail}", ok=False)
@@ -157,15 +177,17 @@ class Node:
         if self.table_untold and (told := host.table_news()) is not None:
             self.table_untold = False
             self.runner.table_values = (host.table or {}).get("values") or {}
-        if self.table is not None and isinstance(action, Action) and action.name == "execute":
-            self.left_out = left_out(self.question, ran, self.table) + quoted_left_out(
-                self.question, ran, self.table, self.runner.holds_text
+        if table is not None and query is not None and not refused:
+            self.left_out = left_out(self.question, ran, table) + quoted_left_out(
+                self.question, ran, table, self.runner.holds_text
             )
+            if copied and not added:
+                self.left_out.append(EXAMPLE_COPIED)
             note = None
             if added:
                 note = prompts.conditions_added_note(added)
-            elif self.left_out:
-                note = prompts.left_out_note(self.left_out)
+            elif conditions := [d for d in self.left_out if d != EXAMPLE_COPIED]:
+                note = prompts.left_out_note(conditions)  # the example was said when it was refused
             if note is not None:
                 told = note if told is None else told.rstrip("\n") + "\n" + note
         # The model reads the run's notes (the table's news, a condition left out) after what

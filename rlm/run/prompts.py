@@ -195,6 +195,15 @@ def conditions_added_note(conditions: list[str]) -> str:
     )
 
 
+def example_refused() -> str:
+    """The reply to a typed query that is the prompt's example for its op, as shown there."""
+    return (
+        "not run: that action is the example from the list of actions, as shown there, not one written "
+        "for this question. Write the action this question asks for, with the columns, values and "
+        "conditions it names. (Sent again as it is, it runs, and an answer from it is marked in doubt.)"
+    )
+
+
 def ran_a_later_block(skipped: int) -> str:
     first = "the first block" if skipped == 1 else f"the first {skipped} blocks"
     return f"({first} of your reply repeated what you already ran, so this is the result of the next one)\n"

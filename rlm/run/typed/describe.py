@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from rlm.run.actions import Action
 from rlm.run.typed.columns import DATE, NUMBER, TEXT, TIME, TableColumns, table_columns
+from rlm.run.typed.compile import to_action
 from rlm.run.typed.vocabulary import ASKS, DEFAULT_K, MAX_FILTERS, MAX_K
 
-__all__ = ["describe_actions", "examples"]
+__all__ = ["describe_actions", "example_cells", "examples"]
 
 
 def _pick(*candidates: list[str]) -> str | None:
@@ -74,6 +76,18 @@ def examples(table: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         ("final", {"op": "final", "answer": "..."}),
     ]
     return out
+
+
+def example_cells(table: dict[str, Any]) -> frozenset[str]:
+    """The cells the example queries (count ... rows) compile to on this table: a model's query
+    that compiles to one of them is the example copied, not written for its question (on the
+    development sets' traces 22 of 23 such answers were wrong)."""
+    cells = set()
+    for _, example in examples(table):
+        action = to_action(json.dumps(example), table)
+        if isinstance(action, Action) and action.name == "execute":
+            cells.add(str(action.args["code"]))
+    return frozenset(cells)
 
 
 def describe_actions(table: dict[str, Any]) -> str:
