@@ -298,20 +298,17 @@ def test_the_same_unusable_action_sent_again_ends_the_loop(tmp_path: Path, apach
     assert all('"agg" (sum, avg, min or max) and "column"' in s["parse_error"] for s in steps)
 
 
-def test_the_prompts_example_sent_as_it_is_is_refused_once_then_runs_in_doubt(
-    tmp_path: Path, apache_log: Path
-) -> None:
-    """A query that is the prompt's example for its op, word for word, is not run the first time:
-    the model is told it is the example, and its next action runs. Sent again, the example runs,
-    and an answer after it is in doubt: stderr and --json say why, --strict withholds it."""
+def test_an_answer_from_the_prompts_example_as_shown_is_in_doubt(tmp_path: Path, apache_log: Path) -> None:
+    """A query that is the prompt's example for its op, word for word, runs, and the model is told
+    it is the example: an answer after it is in doubt (stderr, --json, confidence low) and
+    --strict withholds it; the model's own query after it clears the doubt."""
     from rlm.input.source import open_source
     from rlm.run.typed.describe import examples
 
     table = open_source(str(apache_log), cache_dir=str(tmp_path / "c")).profile.table
     assert table is not None
-    shown = dict(examples(table))
-    example = next(a for what, a in shown.items() if what.startswith("top"))
-    assert example["op"] == "top" and example["column"] == "ip" and example["k"] == 5
+    example = next(a for what, a in examples(table) if what.startswith("top"))
+    assert example["op"] == "top" and example["column"] == "ip"
     # The question asks for the clients that fetched one path most: the example ranks every client.
     question = "Which 5 client IPs fetched robots.txt most often?"
     own = {**example, "where": [{"column": "path", "cmp": "contains", "value": "robots.txt"}]}
@@ -328,22 +325,8 @@ def test_the_prompts_example_sent_as_it_is_is_refused_once_then_runs_in_doubt(
         final = json.dumps({"op": "final", "answer": answer})
         return [*map(json.dumps, actions), final, json.dumps({"answer": answer, "citations": ["F1"]})]
 
-    # Refused once; the model's own query then runs, and its answer stands.
-    with OpenAIStub(replies(example, own, answer=robots)) as stub:
-        proc = _ask(stub, apache_log, question, tmp_path, "--json", "--strict")
-    assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)
-    assert doc["answer"] == robots and not doc["doubts"]
-    told = stub.requests[1]["body"]["messages"][-1]["content"]
-    assert "not run: that action is the example from the list of actions" in told
-    steps = latest_trace(tmp_path)["steps"]
-    assert steps[0]["observation"]["ok"] is False and "robots.txt" in steps[1]["action"]["args"]["code"]
-    assert robots in stub.requests[2]["body"]["messages"][-1]["content"]
-    # Nothing ran: the request after the refusal still offers no final.
-    assert "final" not in _strings(stub.requests[1]["body"]["response_format"]["json_schema"]["schema"])
-
-    # Sent again as it is, it runs: the answer after it is in doubt, and --strict withholds it.
-    with OpenAIStub(replies(example, example, answer=everyone)) as stub:
+    # The example runs; the model is told what it is; the answer after it is in doubt.
+    with OpenAIStub(replies(example, answer=everyone)) as stub:
         proc = _ask(stub, apache_log, question, tmp_path, "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
@@ -351,8 +334,19 @@ def test_the_prompts_example_sent_as_it_is_is_refused_once_then_runs_in_doubt(
         doc["answer"] == everyone and doc["doubts"] == ["the prompt's example"] and doc["confidence"] == "low"
     )
     assert "is the prompt's example action as shown there, not one written for the question" in proc.stderr
-    assert everyone in stub.requests[2]["body"]["messages"][-1]["content"]  # it ran: its rows were shown
-    with OpenAIStub(replies(example, example, answer=everyone)) as stub:
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert everyone in told and "Note: that action is the example from the list of actions" in told
+    assert latest_trace(tmp_path)["synthesis"]["doubts"] == ["the prompt's example"]
+    with OpenAIStub(replies(example, answer=everyone)) as stub:
         strict = _ask(stub, apache_log, question, tmp_path, "--strict")
     assert strict.returncode == 1 and strict.stdout == ""
     assert "withheld as its query is the prompt's example action" in strict.stderr
+
+    # Told, the model sends the question's own query: its answer stands.
+    with OpenAIStub(replies(example, own, answer=robots)) as stub:
+        fixed = _ask(stub, apache_log, question, tmp_path, "--json", "--strict")
+    assert fixed.returncode == 0, fixed.stderr
+    doc = json.loads(fixed.stdout)
+    assert doc["answer"] == robots and not doc["doubts"] and "example" not in fixed.stderr
+    assert robots in stub.requests[2]["body"]["messages"][-1]["content"]
+    assert "robots.txt" in latest_trace(tmp_path)["steps"][1]["action"]["args"]["code"]

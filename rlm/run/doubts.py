@@ -3,8 +3,8 @@ synthesis's confidence use.
 
 A run's `doubts` hold conditions the question names that the query had no filter on
 (`status = 404`, `line contains '...'`: rlm.run.typed.conditions and quoted), and
-EXAMPLE_COPIED when the query was the prompt's example for its op, sent again after rlm
-refused it once (rlm.run.node): a query not written for the question.
+EXAMPLE_COPIED when the query was the prompt's example for its op as shown there, nothing of
+the question added (rlm.run.node): a query not written for the question.
 """
 
 from __future__ import annotations

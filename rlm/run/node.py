@@ -62,10 +62,8 @@ class Node:
         self.schema = action_schema(self.table) if self.table else None
         # Until an action has run a final is refused: the grammar then does not offer one.
         self.first_schema = action_schema(self.table, answering=False) if self.table else None
-        # The prompt's example queries as they run: a model's query that is one of them is refused
-        # once, and an answer from it sent again is in doubt (rlm.run.doubts).
+        # The prompt's example queries as they run: an answer after one is in doubt (rlm.run.doubts).
         self.example_cells = example_cells(self.table) if self.table else frozenset()
-        self.examples_sent: set[str] = set()
         self.tools = tool_schemas() if self.protocol == "tools" else None
         self.window = self.model.context_window()
         self.sizing = sizing_for(host.settings, self.window)
@@ -151,23 +149,17 @@ class Node:
         query = (
             action if table is not None and isinstance(action, Action) and action.name == "execute" else None
         )
-        code = str(query.args.get("code")) if query is not None else None
-        copied = code in self.example_cells
         if query is not None:
             action, ran, added = self._with_conditions(query, reply.content)
-        # The example with the question's conditions added is the question's query; as written,
-        # it is refused once, and runs when sent again (an answer after it is in doubt).
-        refused = copied and not added and code not in self.examples_sent
-        if copied and code is not None:
-            self.examples_sent.add(code)
+        # The prompt's example as shown, nothing of the question's added: a small model copies it
+        # whatever the question asks. It runs (a refusal was sent again word for word by the
+        # 1.5B model, every time), the model is told, and an answer after it is in doubt.
+        copied = query is not None and not added and query.args.get("code") in self.example_cells
         stopped: BudgetExceeded | None = None
         try:
-            if refused:
-                outcome = Outcome(prompts.example_refused(), ok=False)
-            else:
-                if isinstance(action, Action):
-                    host.progress(Phase(f"running {action.name} ({self.id}, step {step})"))
-                outcome = self._act(action, step)
+            if isinstance(action, Action):
+                host.progress(Phase(f"running {action.name} ({self.id}, step {step})"))
+            outcome = self._act(action, step)
         except BudgetExceeded as exc:  # a sub-call hit a limit: this step is the last
             stopped = exc
             outcome = Outcome(f"stopped: {exc.detail}", ok=False)
@@ -177,18 +169,15 @@ class Node:
         if self.table_untold and (told := host.table_news()) is not None:
             self.table_untold = False
             self.runner.table_values = (host.table or {}).get("values") or {}
-        if table is not None and query is not None and not refused:
-            self.left_out = left_out(self.question, ran, table) + quoted_left_out(
+        if table is not None and query is not None:
+            conditions = left_out(self.question, ran, table) + quoted_left_out(
                 self.question, ran, table, self.runner.holds_text
             )
-            if copied and not added:
-                self.left_out.append(EXAMPLE_COPIED)
-            note = None
-            if added:
-                note = prompts.conditions_added_note(added)
-            elif conditions := [d for d in self.left_out if d != EXAMPLE_COPIED]:
-                note = prompts.left_out_note(conditions)  # the example was said when it was refused
-            if note is not None:
+            self.left_out = [*conditions, EXAMPLE_COPIED] if copied else conditions
+            notes = [prompts.conditions_added_note(added)] if added else []
+            notes += [prompts.left_out_note(conditions)] if conditions and not added else []
+            notes += [prompts.example_ran_note()] if copied else []
+            for note in notes:
                 told = note if told is None else told.rstrip("\n") + "\n" + note
         # The model reads the run's notes (the table's news, a condition left out) after what
         # the action showed; the trace keeps them apart (`rlm replay --verify` compares the

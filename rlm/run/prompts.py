@@ -195,12 +195,12 @@ def conditions_added_note(conditions: list[str]) -> str:
     )
 
 
-def example_refused() -> str:
-    """The reply to a typed query that is the prompt's example for its op, as shown there."""
+def example_ran_note() -> str:
+    """Told after a typed query that is the prompt's example for its op, as shown there."""
     return (
-        "not run: that action is the example from the list of actions, as shown there, not one written "
-        "for this question. Write the action this question asks for, with the columns, values and "
-        "conditions it names. (Sent again as it is, it runs, and an answer from it is marked in doubt.)"
+        "Note: that action is the example from the list of actions, as shown there, not one written "
+        "for this question: an answer from it is marked in doubt. If the question asks for something "
+        "else, send the action it asks for, with the columns, values and conditions it names."
     )
 
 
