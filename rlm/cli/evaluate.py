@@ -20,8 +20,9 @@ answer states only values held by the findings its synthesis was shown
 (rlm.run.grounding). A right answer that is not grounded was right by luck or
 by the model's own knowledge, not by what the investigation established.
 `confident_wrong` counts the answers that are grounded, not in doubt, and wrong:
-those `rlm ask --strict` would still print. `doubted` counts the answers whose
-query left out a condition the question names (--strict withholds them), and
+those `rlm ask --strict` would still print. `doubted` counts the answers in
+doubt: their query left out a condition the question names, or was the
+prompt's example as shown (rlm.run.doubts; --strict withholds them), and
 `doubted_but_right` those of them that were right.
 
 With a baseline (`rlm eval --baseline plain`), every task is also answered by

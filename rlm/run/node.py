@@ -152,8 +152,8 @@ class Node:
         if query is not None:
             action, ran, added = self._with_conditions(query, reply.content)
         # The prompt's example as shown, nothing of the question's added: a small model copies it
-        # whatever the question asks. It runs (a refusal was sent again word for word by the
-        # 1.5B model, every time), the model is told, and an answer after it is in doubt.
+        # whatever the question asks. It runs (refused once, the 1.5B model sent it again word for
+        # word, 9 times of 9), the model is told, and an answer after it is in doubt.
         copied = query is not None and not added and query.args.get("code") in self.example_cells
         stopped: BudgetExceeded | None = None
         try:
