@@ -24,6 +24,7 @@ from rlm.model.client import ModelClient, Reply
 from rlm.model.tokens import count_message
 from rlm.run import prompts
 from rlm.run.actions import Action, ParseError
+from rlm.run.answer_form import in_asked_form
 from rlm.run.children import Children
 from rlm.run.doubts import doubt_clause
 from rlm.run.events import Progress, Restart, RunWarning, Step, no_progress
@@ -380,7 +381,12 @@ class Engine:
         synthesis = self.node_synthesis.synthesize(
             root, NodeResult(root.id, draft, result.stop, result.steps, result.detail)
         )
-        grounding = self._grounding(synthesis)
+        grounding = self._grounding(synthesis)  # of the value as the synthesis wrote it
+        formed = in_asked_form(self.question, synthesis.answer)
+        if formed is not None:
+            self.trace.warn(formed.note)
+            self.progress(RunWarning(formed.note))
+            synthesis = replace(synthesis, answer=formed.answer)
         doubts = list(result.doubts) if synthesis.answer is not None else []
         if doubts:
             synthesis = replace(

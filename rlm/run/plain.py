@@ -23,6 +23,7 @@ from rlm.input.source import Profile
 from rlm.model.budget import BudgetExceeded
 from rlm.model.client import ModelClient, Reply
 from rlm.model.tokens import count_text
+from rlm.run.answer_form import in_asked_form
 from rlm.run.engine import RunResult, budget_for
 from rlm.run.events import Phase, Progress, RunWarning, no_progress
 from rlm.run.framing import frame, unframe
@@ -307,6 +308,11 @@ class PlainRun:
         self.largest_prompt = max(self.largest_prompt, reply.prompt_tokens)
         answer, explanation = answer_of(reply.content)
         grounding = ground(answer, {SHOWN: excerpt.text}, self.question) if answer else None
+        formed = in_asked_form(self.question, answer)  # after the grounding, of what the model wrote
+        if formed is not None:
+            self.trace.warn(formed.note)
+            self.progress(RunWarning(formed.note))
+            answer = formed.answer
         self._update(
             prompt_tokens=reply.prompt_tokens,
             completion_tokens=reply.completion_tokens,

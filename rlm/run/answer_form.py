@@ -1,0 +1,120 @@
+"""An answer that is one date or time, written in the form the question asks for.
+
+Questions about logs state the form of a time they want with the usual letters ("in the form
+YYYY-MM-DD HH", "as HH:MM"); a small model's synthesis writes the value as its query printed
+it ("2015-05-19 19:00" from a group per hour), and a script that compares strings gets it
+wrong although the value is right. What is done depends on the question's stated form alone:
+the answer is rewritten only when it is exactly one date or time that holds every part the
+form asks for (nothing is invented: an hour is never given minutes it did not have), and the
+run says so where the user sees it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+__all__ = ["Formed", "in_asked_form"]
+
+_TOKEN = r"(?:YYYY|YY|MM|DD|HH|hh|mm|SS|ss)"
+# Two or more of the letters' tokens, joined by a separator or nothing: "YYYY-MM-DD HH", "YYMMDD HH", "HH:MM".
+_FORM = re.compile(rf"(?<![A-Za-z]){_TOKEN}(?:[-/: T.]?{_TOKEN})+")
+# After a form: a letter (not a form at all) or a fraction of a second (",mmm", ".SSS"), which
+# asks for more than the letters before it say: the form is not taken.
+_FORM_GOES_ON = re.compile(r"[A-Za-z]|[.,][A-Za-z]")
+_PIECES = re.compile(rf"{_TOKEN}|[-/: T.]")
+# One date-time as queries print them: a date, then optionally an hour, minutes, seconds and a fraction.
+_DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2})(?::(\d{2})(?::(\d{2})(?:[.,]\d+)?)?)?)?")
+_TIME = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?")
+# The parts a form asks for, finest last; and the strftime directive of each.
+_ORDER = ["year", "month", "day", "hour", "minute", "second"]
+_DIRECTIVE = {
+    "YYYY": "%Y",
+    "YY": "%y",
+    "DD": "%d",
+    "HH": "%H",
+    "hh": "%H",
+    "mm": "%M",
+    "SS": "%S",
+    "ss": "%S",
+}
+
+
+@dataclass(frozen=True)
+class Formed:
+    answer: str  # the answer in the asked form
+    form: str  # the form as the question wrote it
+    was: str  # the answer as it was written
+
+    @property
+    def note(self) -> str:
+        """What the run says of it (stderr, the trace): `was` matched a date or time whole, so it
+        holds digits and separators only."""
+        return f"the answer is written in the form the question asks ({self.form}): {self.was!r} as the synthesis wrote it"
+
+
+def _strftime(form: str) -> tuple[str, set[str]] | None:
+    """The strftime pattern of a written form and the parts it asks for; MM is minutes after an
+    hour, a month otherwise. None when a part is asked twice."""
+    out, parts, after_hour = [], set[str](), False
+    for piece in _PIECES.findall(form):
+        if piece == "MM" and after_hour:
+            directive, part = "%M", "minute"
+        elif piece == "MM":
+            directive, part = "%m", "month"
+        elif piece in _DIRECTIVE:
+            directive = _DIRECTIVE[piece]
+            part = {"%Y": "year", "%y": "year", "%d": "day", "%H": "hour", "%M": "minute", "%S": "second"}[
+                directive
+            ]
+        else:
+            out.append(piece)
+            continue
+        if part in parts:
+            return None
+        parts.add(part)
+        after_hour = after_hour or part == "hour"
+        out.append(directive)
+    return "".join(out), parts
+
+
+def _value(answer: str) -> tuple[datetime, set[str]] | None:
+    """The one date or time the whole answer is, and the parts it holds; None otherwise."""
+    text = answer.strip()
+    if m := _DATETIME.fullmatch(text):
+        numbers = [int(g) if g is not None else None for g in m.groups()]
+        held = {part for part, n in zip(_ORDER, numbers, strict=True) if n is not None}
+        year, month, day, hour, minute, second = (n or 0 for n in numbers)
+        return datetime(year, month or 1, day or 1, hour, minute, second), held
+    if t := _TIME.fullmatch(text):
+        clock = [int(g) if g is not None else None for g in t.groups()]
+        held = {"hour", "minute"} | ({"second"} if clock[2] is not None else set())
+        hour, minute, second = (n or 0 for n in clock)
+        return datetime(1900, 1, 1, hour, minute, second), held
+    return None
+
+
+def in_asked_form(question: str, answer: str | None) -> Formed | None:
+    """The answer written in the one date/time form the question states; None when the question
+    states none (or several), the answer is not one date or time, lacks a part the form asks
+    for, or is already in that form."""
+    if not answer:
+        return None
+    matches = list(_FORM.finditer(question))
+    forms = {m.group(0) for m in matches}
+    if len(forms) != 1 or any(_FORM_GOES_ON.match(question, m.end()) for m in matches):
+        return None
+    form = forms.pop()
+    pattern = _strftime(form)
+    try:
+        found = _value(answer)
+    except ValueError:  # not a real date (month 13): left as it is
+        return None
+    if pattern is None or found is None:
+        return None
+    (strftime, asked), (value, held) = pattern, found
+    if not asked <= held:
+        return None  # the form asks for a part the answer does not hold: nothing is invented
+    written = value.strftime(strftime)
+    return None if written == answer.strip() else Formed(written, form, answer.strip())

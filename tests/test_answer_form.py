@@ -1,0 +1,109 @@
+"""An answer that is one date or time is written in the form the question states, and only
+then: nothing is invented, nothing else is touched. Through the CLI, over a real HTTP model
+server, the user sees the answer in the asked form and a line on stderr saying so."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from conftest import latest_trace, run_cli, write_script
+from openai_stub import OpenAIStub
+
+from rlm.run.answer_form import in_asked_form
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "expected"),
+    [
+        ("Answer in the form YYYY-MM-DD HH (24-hour).", "2015-05-19 19:00", "2015-05-19 19"),
+        ("Answer in the form YYMMDD HH, e.g. 081109 21.", "2008-11-10 10:00", "081110 10"),
+        ("Which minute? Answer as HH:MM.", "2015-05-17 12:10:33", "12:10"),
+        ("Give it as YYYY-MM-DD.", " 2016-09-29 02:04:11 ", "2016-09-29"),
+        ("Answer as DD/MM/YYYY HH:MM:SS", "2015-10-18T18:06:01", "18/10/2015 18:06:01"),
+    ],
+)
+def test_an_answer_that_holds_every_part_the_form_asks_for_is_written_in_it(
+    question: str, answer: str, expected: str
+) -> None:
+    formed = in_asked_form(question, answer)
+    assert formed is not None and formed.answer == expected and formed.was == answer.strip()
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ("Answer in the form YYYY-MM-DD HH:MM:SS.", "2015-10-18 18:00"),  # no seconds: none invented
+        ("Answer as HH:MM:SS.", "12:10"),
+        ("Answer in the form YYYY-MM-DD HH:MM:SS,mmm.", "2015-10-18 18:06:01,840"),  # a fraction asked
+        ("Answer in the form YYYY-MM-DD HH.", "2015-05-19 19"),  # already in it
+        ("Answer in the form YYYY-MM-DD HH.", "around 2015-05-19 19:00"),  # not one value alone
+        ("Answer in the form YYYY-MM-DD HH.", "2015-05-19 19:00\n2015-05-20 08:00"),
+        ("Answer in the form YYYY-MM-DD HH.", "2015-13-19 19:00"),  # not a real date
+        ("How many requests? Answer with the number only.", "2015-05-19 19:00"),  # no form stated
+        ("From YYYY-MM-DD to DD/MM/YYYY?", "2015-05-19"),  # two forms: which one is meant is not known
+        (None, "2015-05-19 19:00"),
+    ],
+)
+def test_anything_else_is_left_as_it_is(question: str | None, answer: str) -> None:
+    assert in_asked_form(question or "", answer) is None
+
+
+def test_the_cli_prints_the_answer_in_the_form_the_question_asks_and_says_so(
+    tmp_path: Path, apache_log: Path
+) -> None:
+    hours = Counter(
+        datetime.strptime(m[1], "%d/%b/%Y:%H").strftime("%Y-%m-%d %H")
+        for line in apache_log.read_text().splitlines()
+        if '" 200 ' in line and (m := re.search(r"\[(\d\d/\w\w\w/\d{4}:\d\d)", line))
+    )
+    (busiest, _), (second, _) = hours.most_common(2)
+    assert hours[busiest] > hours[second]
+    as_printed = f"{busiest}:00"  # how a group per hour prints its key
+    action = {
+        "op": "group",
+        "by": "ts",
+        "bucket": "hour",
+        "k": 1,
+        "where": [{"column": "status", "cmp": "=", "value": 200}],
+    }
+    replies = [
+        json.dumps(action),
+        json.dumps({"op": "final", "answer": as_printed}),
+        json.dumps({"answer": as_printed, "citations": ["F1"]}),
+    ]
+    question = "During which hour were the most 200 responses logged? Answer in the form YYYY-MM-DD HH."
+    with OpenAIStub(replies) as stub:
+        proc = run_cli(
+            ["ask", str(apache_log), question, "-m", "openai/stub", "--api-base", stub.api_base,
+             "--protocol", "typed", "--json", "--strict"],
+            cwd=tmp_path,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["answer"] == busiest and doc["grounded"] is True
+    assert as_printed in stub.requests[1]["body"]["messages"][-1]["content"]  # the query's own row
+    said = f"the answer is written in the form the question asks (YYYY-MM-DD HH): '{as_printed}'"
+    assert said in proc.stderr
+    trace = latest_trace(tmp_path)
+    assert trace["synthesis"]["answer"] == busiest and any(said in w for w in trace["warnings"])
+
+
+def test_a_plain_call_answer_is_written_in_the_asked_form_too(tmp_path: Path) -> None:
+    """`--mode plain` (the baseline arm of `rlm eval`) gets the same rewriting, so the two modes
+    are scored alike."""
+    log = Path(__file__).resolve().parent.parent / "fixtures" / "access.log"
+    first = re.search(r"\[(\d\d/\w\w\w/\d{4}:\d\d:\d\d)", log.read_text())
+    assert first is not None
+    stamp = datetime.strptime(first[1], "%d/%b/%Y:%H:%M")
+    model = write_script(tmp_path / "s.json", {"default": f"Answer: {stamp:%Y-%m-%d %H:%M}"})
+    question = "When was the first request logged? Answer in the form YYYY-MM-DD HH."
+    proc = run_cli(["ask", str(log), question, "-m", model, "--mode", "plain"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"{stamp:%Y-%m-%d %H}\n"
+    assert f"written in the form the question asks (YYYY-MM-DD HH): '{stamp:%Y-%m-%d %H:%M}'" in proc.stderr
+    assert latest_trace(tmp_path)["answer"] == f"{stamp:%Y-%m-%d %H}"
