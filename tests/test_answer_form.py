@@ -46,6 +46,7 @@ def test_an_answer_that_holds_every_part_the_form_asks_for_is_written_in_it(
         ("Answer in the form YYYY-MM-DD HH.", "2015-13-19 19:00"),  # not a real date
         ("How many requests? Answer with the number only.", "2015-05-19 19:00"),  # no form stated
         ("From YYYY-MM-DD to DD/MM/YYYY?", "2015-05-19"),  # two forms: which one is meant is not known
+        ("Answer as hh:mm.", "2015-05-19 19:00"),  # hh may be a 12-hour clock
         (None, "2015-05-19 19:00"),
     ],
 )

@@ -17,7 +17,8 @@ from datetime import datetime
 
 __all__ = ["Formed", "in_asked_form"]
 
-_TOKEN = r"(?:YYYY|YY|MM|DD|HH|hh|mm|SS|ss)"
+# `hh` is left out: in many conventions it is a 12-hour clock, which an answer does not say.
+_TOKEN = r"(?:YYYY|YY|MM|DD|HH|mm|SS|ss)"
 # Two or more of the letters' tokens, joined by a separator or nothing: "YYYY-MM-DD HH", "YYMMDD HH", "HH:MM".
 _FORM = re.compile(rf"(?<![A-Za-z]){_TOKEN}(?:[-/: T.]?{_TOKEN})+")
 # After a form: a letter (not a form at all) or a fraction of a second (",mmm", ".SSS"), which
@@ -27,14 +28,13 @@ _PIECES = re.compile(rf"{_TOKEN}|[-/: T.]")
 # One date-time as queries print them: a date, then optionally an hour, minutes, seconds and a fraction.
 _DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2})(?::(\d{2})(?::(\d{2})(?:[.,]\d+)?)?)?)?")
 _TIME = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?")
-# The parts a form asks for, finest last; and the strftime directive of each.
+# The parts a date-time holds, in the order _DATETIME's groups give them; the directive of each letter.
 _ORDER = ["year", "month", "day", "hour", "minute", "second"]
 _DIRECTIVE = {
     "YYYY": "%Y",
     "YY": "%y",
     "DD": "%d",
     "HH": "%H",
-    "hh": "%H",
     "mm": "%M",
     "SS": "%S",
     "ss": "%S",
@@ -51,7 +51,7 @@ class Formed:
     def note(self) -> str:
         """What the run says of it (stderr, the trace): `was` matched a date or time whole, so it
         holds digits and separators only."""
-        return f"the answer is written in the form the question asks ({self.form}): {self.was!r} as the synthesis wrote it"
+        return f"the answer is written in the form the question asks ({self.form}): {self.was!r} as the model wrote it"
 
 
 def _strftime(form: str) -> tuple[str, set[str]] | None:
