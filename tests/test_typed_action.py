@@ -35,6 +35,7 @@ from rlm.run.typed import (
     with_quoted,
 )
 from rlm.run.typed.describe import examples
+from rlm.run.typed.placeholders import literal_parts
 from rlm.run.typed.vocabulary import AGGREGATES, ASKS, MAX_FILTERS
 from rlm.text.sqltext import sql_name, sql_value
 
@@ -474,6 +475,35 @@ def test_the_one_line_a_question_quotes_is_its_literal_part(tables: dict) -> Non
     assert quoted_part("How many requests not from 'Googlebot'?", table) is None
     assert quoted_part("How many 'N.N.N.N - <x>' lines?", table) is None
     assert quoted_part("How many lines hold Googlebot?", table) is None
+
+
+def test_a_text_written_with_placeholders_is_its_fixed_parts() -> None:
+    assert literal_parts("rhost=<host>  user=root") == ["rhost", "user=root"]
+    assert literal_parts("close, N bytes sent, M bytes received") == ["close", "bytes sent", "bytes received"]
+    assert literal_parts("Connection closed by ...") == ["Connection closed by"]
+    assert literal_parts("Failed password") == ["Failed password"]  # no placeholder: as written
+    assert literal_parts("<ip> - N") == []  # nothing fixed to match on
+
+
+def test_a_contains_filter_written_with_placeholders_matches_the_lines_holding_each_part(
+    tmp_path: Path,
+) -> None:
+    """A model that copies a quoted line whole into `contains` (placeholders and all) gets the
+    lines that hold each of its fixed parts, not none: counted here by Python on the raw lines."""
+    table = open_source(str(_AUTH), cache_dir=str(tmp_path)).profile.table
+    assert table is not None
+    written = "Failed password for invalid user <user> from <ip> port N ssh2"
+    parts = ["Failed password for invalid user", "from", "port", "ssh2"]
+    assert literal_parts(written) == parts
+    lines = _AUTH.read_text(encoding="utf-8").splitlines()
+    by_python = sum(all(p.lower() in line.lower() for p in parts) for line in lines)
+    assert 0 < by_python < len(lines) and not any(written.lower() in line.lower() for line in lines)
+    action = {"op": "count", "where": [{"column": "line", "cmp": "contains", "value": written}]}
+    con = duckdb.connect(table["path"], read_only=True)
+    try:
+        assert _rows(con, compile_sql(action, table)) == [(by_python,)]
+    finally:
+        con.close()
 
 
 def test_a_quoted_part_is_added_only_where_the_query_has_no_text_filter_and_room() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 from rlm.run.actions import Action, ParseError, validate
 from rlm.run.typed.check import Checked, Filter, Moment, Problem, check_action
 from rlm.run.typed.columns import DATE, TIME, Column, table_columns
+from rlm.run.typed.placeholders import literal_parts
 from rlm.text.sqltext import sql_name, sql_string, sql_value
 
 __all__ = ["compile_sql", "execute_code", "read_json", "to_action"]
@@ -68,7 +69,11 @@ def read_json(content: str | None) -> Any:
 
 def _condition(f: Filter) -> str:
     expr = f.column.expr
-    if f.cmp in ("contains", "starts_with"):
+    if f.cmp == "contains":
+        # A text written with placeholders (`rhost=<host> user=root`) holds each fixed part.
+        parts = literal_parts(str(f.value)) or [str(f.value)]
+        return " AND ".join(f"contains(lower({expr}), lower({sql_string(part)}))" for part in parts)
+    if f.cmp == "starts_with":
         return f"{f.cmp}(lower({expr}), lower({sql_string(str(f.value))}))"
     op = "<>" if f.cmp == "!=" else f.cmp
     if isinstance(f.value, Moment):

@@ -22,16 +22,13 @@ from rlm.run.typed.check import Problem, check_action
 from rlm.run.typed.columns import table_columns
 from rlm.run.typed.compile import read_json
 from rlm.run.typed.conditions import negated, with_conditions
+from rlm.run.typed.placeholders import literal_parts
 from rlm.run.typed.vocabulary import MAX_FILTERS, TEXT_MATCH
 
 __all__ = ["quoted_left_out", "quoted_part", "with_question_conditions", "with_quoted"]
 
 _QUOTED = re.compile(r"(?<!\w)'([^'\n]{2,120})'(?!\w)|\"([^\"\n]{2,120})\"|“([^”\n]{2,120})”")
-# What stands for a varying part inside a quoted line: <ip>, ..., a lone capital (N, X), and
-# the words questions use for a field's value.
-_PLACEHOLDER = re.compile(r"<[^<>]*>|\.{2,}|…|\b(?:[A-Z]|NAME|NUM|NUMBER|VALUE|ID|IP|HOST|USER)\b")
-_MIN_LETTERS = 3  # a part shorter than this matches too much to be a condition
-_EDGES = " \t,;:.-=[](){}\"'"
+_MIN_LETTERS = 3  # a quote shorter than this matches too much to be a condition
 
 
 def quoted_part(question: str, table: dict[str, Any]) -> str | None:
@@ -45,8 +42,8 @@ def quoted_part(question: str, table: dict[str, Any]) -> str | None:
     if len(quotes) != 1 or negated(question, quotes[0]):
         return None
     # Around a placeholder, punctuation belongs to the varying part ("close, N bytes" -> "bytes").
-    parts = _PLACEHOLDER.split(quotes[0])
-    part = quotes[0].strip() if len(parts) == 1 else max((p.strip(_EDGES) for p in parts), key=len)
+    parts = literal_parts(quotes[0])
+    part = max(parts, key=len).strip() if parts else ""
     return part if sum(ch.isalpha() for ch in part) >= _MIN_LETTERS else None
 
 

@@ -1,0 +1,30 @@
+"""The fixed parts of a log line written with placeholders for what varies.
+
+Questions quote the lines they mean with `<ip>`, `N`, `...` where the values go, and a small
+model copies such a text whole into a `contains` filter, where it matches no line (blind10's
+traces: two counts of 0). Split at its placeholders, the text is its fixed parts, each of
+which the line holds; a part with too few letters matches too much to be kept.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["literal_parts"]
+
+# What stands for a varying part inside a quoted line: <ip>, ..., a lone capital (N, X), and
+# the words questions use for a field's value.
+_PLACEHOLDER = re.compile(r"<[^<>]*>|\.{2,}|…|\b(?:[A-Z]|NAME|NUM|NUMBER|VALUE|ID|IP|HOST|USER)\b")
+_MIN_LETTERS = 3  # a part shorter than this matches too much to be a condition
+_EDGES = " \t,;:.-=[](){}\"'"
+
+
+def literal_parts(text: str) -> list[str]:
+    """The fixed parts of `text` in order, around its placeholders, each with enough letters to
+    match on; `[text]` when it has no placeholder; [] when no part is left."""
+    pieces = _PLACEHOLDER.split(text)
+    if len(pieces) == 1:
+        return [text]
+    return [
+        p for p in (piece.strip(_EDGES) for piece in pieces) if sum(ch.isalpha() for ch in p) >= _MIN_LETTERS
+    ]
