@@ -1,7 +1,7 @@
 """An answer that is one date or time, written in the form the question asks for.
 
-Questions about logs state the form of a time they want with the usual letters ("in the form
-YYYY-MM-DD HH", "as HH:MM"); a small model's synthesis writes the value as its query printed
+Questions about logs state the form of a time they want with the usual letters
+(`YYYY-MM-DD HH`, `HH:MM`); a small model's synthesis writes the value as its query printed
 it ("2015-05-19 19:00" from a group per hour), and a script that compares strings gets it
 wrong although the value is right. What is done depends on the question's stated form alone:
 the answer is rewritten only when it is exactly one date or time that holds every part the
