@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 from conftest import FIXTURES, cli_env, run_cli, write_script
 
+from rlm.errors import InputError
+from rlm.trace import eventlog
 from rlm.trace.reader import read_raw, read_trace
 from rlm.trace.writer import TraceWriter
 
@@ -186,6 +188,48 @@ def test_a_symlink_or_file_at_the_log_s_name_is_never_written_through(tmp_path: 
     assert victim.read_text() == "the user's own file\n"
     writer.close()
     assert read_trace(writer.path)["question"] == "q" and victim.read_text() == "the user's own file\n"
+
+
+def test_a_reader_never_finds_the_log_empty_or_half_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`replay` of a run just starting folds its log: the log appears with its first line whole."""
+    traces = tmp_path / "traces"
+    unreadable: list[str] = []
+    write = eventlog.append
+
+    def read_every_log_then_write(fd: int, data: bytes) -> None:
+        # Whatever a reader would find at the moment of each write, the first one included.
+        for log in traces.glob("*.jsonl"):
+            try:
+                read_raw(log)
+            except InputError as exc:
+                unreadable.append(str(exc))
+        write(fd, data)
+
+    monkeypatch.setattr(eventlog, "append", read_every_log_then_write)
+    writers = []
+    for n in range(3):
+        writer = TraceWriter(str(traces))
+        writer.update(question=f"q{n}", answer="x" * 20_000)
+        writer.update(status="running")
+        writers.append(writer)
+    assert unreadable == []
+    logs = sorted(traces.glob("*.jsonl"))
+    assert len(logs) == 3 and sorted(p.name for p in traces.iterdir()) == [p.name for p in logs]
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in logs)
+    assert {read_raw(p)["question"] for p in logs} == {"q0", "q1", "q2"}
+    for writer in writers:
+        writer.close()
+    # A file system without hard links: the log is made in place, and nothing is left beside it.
+    monkeypatch.setattr(os, "link", lambda *a, **k: (_ for _ in ()).throw(PermissionError(1, "no links")))
+    plain = tmp_path / "plain"
+    writer = TraceWriter(str(plain))
+    writer.update(question="in place")
+    assert writer.log_path is not None and read_raw(writer.log_path)["question"] == "in place"
+    assert [p.name for p in plain.iterdir()] == [writer.log_path.name]
+    writer.close()
+    assert writer.path is not None and read_trace(writer.path)["question"] == "in place"
 
 
 def test_a_cut_or_foreign_log_reads_as_far_as_it_goes_and_garbage_is_exit_3(tmp_path: Path) -> None:

@@ -25,8 +25,10 @@ O_NOFOLLOW, so neither a symlink nor a file planted at its name is ever written 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +51,41 @@ def document_path(log: str | os.PathLike[str]) -> Path:
     return Path(log).with_suffix(".json")
 
 
-def create_log(path: str | os.PathLike[str]) -> int:
-    """A new, empty 0600 log opened for appending; raises OSError (FileExistsError when
-    anything, a symlink included, is already at `path`)."""
+def create_log(path: str | os.PathLike[str], first: bytes) -> int:
+    """A new 0600 log holding `first` (its "start" line), opened for appending; raises OSError
+    (FileExistsError when anything, a symlink included, is already at `path`).
+
+    The log appears at `path` with its first line whole: it is written to a private file
+    beside it, then linked to `path` (link(2) never replaces a name), so a reader that finds
+    the log, a `replay` of a run just starting included, never sees it empty or half-written.
+    Where the file system has no hard links, the log is made at `path` and written there."""
+    target = Path(path)
+    temp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.new")
+    fd = _create(temp)
+    try:
+        append(fd, first)
+        try:
+            os.link(temp, target, follow_symlinks=False)
+        except FileExistsError:  # the name is taken: the caller picks another
+            raise
+        except OSError:  # no hard links here (EPERM, ENOTSUP on some mounts): the plain way
+            os.close(fd)
+            os.unlink(temp)
+            fd = _create(target)
+            append(fd, first)
+            return fd
+        os.unlink(temp)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    return fd
+
+
+def _create(path: Path) -> int:
+    """A new, empty 0600 file opened for appending; FileExistsError when anything is at `path`."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, FILE_MODE)
     try:
         os.fchmod(fd, FILE_MODE)  # a umask cannot widen it, but be exact as every private file is

@@ -250,7 +250,8 @@ class TraceWriter:
             try:
                 if self.path.exists():  # a finished trace of that name: never written over
                     raise FileExistsError(str(self.path))
-                self._fd = eventlog.create_log(eventlog.log_path(self.path))
+                first = self._lines([{"e": "start", "doc": self.doc}])
+                self._fd = eventlog.create_log(eventlog.log_path(self.path), first)
                 break
             except FileExistsError:
                 if self._named:
@@ -262,10 +263,6 @@ class TraceWriter:
                 return self._lost(f"cannot write the trace {self.path} ({exc.strerror or exc})")
         else:
             return self._lost(f"cannot write a trace in {self.path.parent} (every name tried exists)")
-        try:
-            eventlog.append(self._fd, self._lines([{"e": "start", "doc": self.doc}]))
-        except OSError as exc:
-            return self._lost(f"cannot write the trace {self.path} ({exc.strerror or exc})")
         return None
 
     def _write_document(self) -> str | None:
