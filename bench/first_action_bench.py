@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import json
 import math
@@ -50,6 +51,7 @@ from rlm.local import installed_gguf  # noqa: E402
 from rlm.local.server import local_server  # noqa: E402
 from rlm.model import client as model_client  # noqa: E402
 from rlm.run.typed import compile_sql, with_question_conditions  # noqa: E402
+from rlm.run.typed.fields import sample_lines, with_quoted_fields  # noqa: E402
 
 
 class _Captured(Exception):
@@ -180,6 +182,8 @@ def main() -> int:
             if request is None or request.get("schema") is None or table is None:
                 results.append({"id": task.id, "error": "no typed request (no table?)"})
                 continue
+            sample = functools.partial(sample_lines, str(task.file))
+            table = with_quoted_fields(table, task.question, sample)  # as a run's node has it
             started = time.monotonic()
             action, probability = ask_server(server.api_base, request)
             seconds = round(time.monotonic() - started, 1)

@@ -343,7 +343,7 @@ _LOG4J = (
         "%Y-%m-%d %H:%M:%S,%g",
         (("thread", "VARCHAR"),),
     ),
-    # ZooKeeper (loghub): "2015-07-29 17:41:44,747 - INFO  [thread:Class@line] - message"
+    # ZooKeeper (loghub): "2016-03-02 09:15:27,118 - INFO  [thread:Class@line] - message"
     _Log4j(
         "log4j-zookeeper",
         r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) - ([A-Z]+) +\[(.*?):?([^:\]]*)@(\d+)\] - (.*)$",

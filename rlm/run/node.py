@@ -39,6 +39,7 @@ from rlm.run.typed import (
 from rlm.run.typed.check import Problem
 from rlm.run.typed.compile import read_json
 from rlm.run.typed.describe import example_cells
+from rlm.run.typed.fields import sample_lines, with_quoted_fields
 from rlm.sandbox.client import WorkerLost
 from rlm.trace.schema import BridgeCallRecord, StopReason
 from rlm.trace.writer import preview
@@ -58,7 +59,12 @@ class Node:
         protocol = host.protocol_for(self.model)
         # A typed action compiles to a query on the table: without one (a slice's child) it is text.
         self.protocol = "text" if protocol == "typed" and not table else protocol
-        self.table = table if self.protocol == "typed" else None
+        # The values the question's quoted lines hold are columns too (rlm.run.typed.fields).
+        self.table = (
+            with_quoted_fields(table, question, lambda: sample_lines(scope.spec.path))
+            if self.protocol == "typed" and table
+            else None
+        )
         self.schema = action_schema(self.table) if self.table else None
         # Until an action has run a final is refused: the grammar then does not offer one.
         self.first_schema = action_schema(self.table, answering=False) if self.table else None

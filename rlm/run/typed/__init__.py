@@ -16,6 +16,8 @@ runs one query through the sandbox's `sql()`, a grep, a peek or a final.
     quoted      quoted_part, with_quoted, quoted_left_out: the line a question quotes, as a filter
                 on `line`;
                 with_question_conditions: both kinds added, as a run adds them
+    fields      with_quoted_fields: the values a quoted line's placeholders stand for (`<host>`,
+                `N`), as columns read from the raw line
 
 Imports rlm.run.actions and actionspec (the actions it compiles to), rlm.input.tablevalues,
 rlm.sandbox.worker.sql_result (how many rows a result shows) and rlm.text only.

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlm.input.tablevalues import VOCABULARY
+from rlm.run.typed.fields import read_fields
 from rlm.text.sqltext import sql_name, sql_string
 
 __all__ = ["BOOL", "DATE", "NUMBER", "TEXT", "TIME", "Column", "TableColumns", "kind_of", "table_columns"]
@@ -59,6 +60,8 @@ class Column:
     # The column's whole set of values (NULL aside), when the table lists it whole; else None.
     values: tuple[Any, ...] | None = None
     parent: str | None = None  # the STRUCT column a field is read from
+    # The text the question quotes that this column's value is read from (rlm.run.typed.fields).
+    quoted: str | None = None
 
     @property
     def zoned(self) -> bool:
@@ -152,7 +155,8 @@ def _complete(values: Any) -> tuple[Any, ...] | None:
 
 def table_columns(table: dict[str, Any]) -> TableColumns:
     """The columns of the table's description an action may name (at most MAX_COLUMNS: the
-    table's own first, then the fields of its objects)."""
+    table's own first, then the fields of its objects; last, the values the question's quoted
+    lines hold, rlm.run.typed.fields)."""
     listed = table.get("values") or {}
     # (position, column): the table's own columns, then object fields, each kept in the table's order
     own: list[tuple[tuple[int, int], Column]] = []
@@ -170,8 +174,22 @@ def table_columns(table: dict[str, Any]) -> TableColumns:
                 fields.append(((position, j), column))
     taken = {c.name for _, c in own}
     fields = [(p, c) for p, c in fields if c.name not in taken]  # a CSV header may itself be `a.b`
-    kept = sorted([*own, *fields][:MAX_COLUMNS], key=lambda pc: pc[0])
-    columns = tuple(c for _, c in kept)
+    quoted = read_fields(table)
+    kept = sorted([*own, *fields][: MAX_COLUMNS - len(quoted)], key=lambda pc: pc[0])
+    line = sql_name("line")
+    columns = (
+        *(c for _, c in kept),
+        *(
+            Column(
+                f.name,
+                "DOUBLE" if f.number else "VARCHAR",
+                NUMBER if f.number else TEXT,
+                f.sql(line),
+                quoted=f.template,
+            )
+            for f in quoted
+        ),
+    )
     nested: dict[str, list[str]] = {}
     for column in columns:
         if column.parent is not None:

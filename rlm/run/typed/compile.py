@@ -86,8 +86,12 @@ def _condition(f: Filter) -> str:
     return f"{expr} {op} {sql_value(f.value)}"
 
 
-def _where(filters: tuple[Filter, ...], *first: str) -> str:
-    conditions = [*first, *(_condition(f) for f in filters)]
+def _where(action: Checked, *first: str) -> str:
+    # A value read from a quoted line (rlm.run.typed.fields) is of the lines that text fits:
+    # rows and groups of other lines would only be NULLs (a filter on one holds them out itself).
+    named = (action.column, action.by, action.order_by, *action.columns)
+    fitting = dict.fromkeys(f"{c.expr} IS NOT NULL" for c in named if c is not None and c.quoted is not None)
+    conditions = list(dict.fromkeys([*first, *fitting, *(_condition(f) for f in action.where)]))
     return f" WHERE {' AND '.join(conditions)}" if conditions else ""
 
 
@@ -97,9 +101,9 @@ def _selected(column: Column) -> str:
 
 
 def _sql(action: Checked) -> str:
-    op, where = action.op, action.where
+    op = action.op
     if op == "count":
-        return f'SELECT count(*) AS "count" FROM log{_where(where)}'
+        return f'SELECT count(*) AS "count" FROM log{_where(action)}'
     if op == "rows":
         return _rows_sql(action)
     if op == "group":
@@ -111,11 +115,11 @@ def _sql(action: Checked) -> str:
     if op == "top":
         return (
             f'SELECT {column.expr} AS {sql_name(column.name)}, count(*) AS "count" FROM log'
-            f"{_where(where, f'{column.expr} IS NOT NULL')} GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT {action.k}"
+            f"{_where(action, f'{column.expr} IS NOT NULL')} GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT {action.k}"
         )
     call = f"count(DISTINCT {column.expr})" if op == "count_distinct" else f"{op}({column.expr})"
     label = "distinct" if op == "count_distinct" else op
-    return f"SELECT {call} AS {sql_name(f'{label} {column.name}')} FROM log{_where(where)}"
+    return f"SELECT {call} AS {sql_name(f'{label} {column.name}')} FROM log{_where(action)}"
 
 
 # What a value read after a text is: a number (commas of thousands dropped) where a total or an
@@ -140,13 +144,13 @@ def _after_sql(action: Checked, column: Column) -> str:
         number = f"TRY_CAST(replace({found}, ',', '') AS DOUBLE)"
         return (
             f'SELECT {action.op}({number}) AS {label}, count({number}) AS "lines with one" '
-            f"FROM log{_where(action.where, holds)}"
+            f"FROM log{_where(action, holds)}"
         )
     token = f"NULLIF(rtrim({found}, '.:'), '')"
     if action.op == "count_distinct":
-        return f"SELECT count(DISTINCT {token}) AS {label} FROM log{_where(action.where, holds)}"
+        return f"SELECT count(DISTINCT {token}) AS {label} FROM log{_where(action, holds)}"
     return (
-        f'SELECT {token} AS {label}, count(*) AS "count" FROM log{_where(action.where, holds, f"{token} IS NOT NULL")} '
+        f'SELECT {token} AS {label}, count(*) AS "count" FROM log{_where(action, holds, f"{token} IS NOT NULL")} '
         f"GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT {action.k}"
     )
 
@@ -170,7 +174,7 @@ def _group_sql(action: Checked) -> str:
     ranked = len(measures) + 1  # the column the groups are ranked by: the aggregate, else the count
     order = {"most": f"{ranked} DESC NULLS LAST, 1", "least": f"{ranked} ASC NULLS LAST, 1", "key": "1"}
     return (
-        f"SELECT {key}, {', '.join(measures)} FROM log{_where(action.where, f'{by.expr} IS NOT NULL')} "
+        f"SELECT {key}, {', '.join(measures)} FROM log{_where(action, f'{by.expr} IS NOT NULL')} "
         f"GROUP BY 1 ORDER BY {order[action.order]} LIMIT {action.k}"
     )
 
@@ -183,7 +187,7 @@ def _rows_sql(action: Checked) -> str:
         order = f"line_no {direction}"
     else:
         order = f"{by.expr} {direction} NULLS LAST, line_no {direction}"
-    return f"SELECT {', '.join(shown)} FROM log{_where(action.where)} ORDER BY {order} LIMIT {action.k}"
+    return f"SELECT {', '.join(shown)} FROM log{_where(action)} ORDER BY {order} LIMIT {action.k}"
 
 
 def compile_sql(action: dict[str, Any], table: dict[str, Any]) -> str:

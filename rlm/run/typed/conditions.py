@@ -28,7 +28,8 @@ from typing import Any
 from rlm.run.typed.check import Checked, Problem, check_action
 from rlm.run.typed.columns import Column, TableColumns, table_columns
 from rlm.run.typed.compile import read_json
-from rlm.run.typed.vocabulary import MAX_FILTERS
+from rlm.run.typed.placeholders import quoted_texts
+from rlm.run.typed.vocabulary import MAX_FILTERS, TEXT_MATCH
 
 __all__ = ["left_out", "negated", "with_conditions"]
 
@@ -90,6 +91,12 @@ def _missing(question: str, checked: Checked, cols: TableColumns) -> list[tuple[
     query leaves out, the longest first; [] for an action that is not a query."""
     if checked.args is not None:  # grep, peek, final: not a query of the table's rows
         return []
+    # A quoted text the query holds to (a filter on a piece of it, or a value read from it:
+    # rlm.run.typed.fields) is the condition as the question wrote it: a value the quote itself
+    # says is not one more to add (the parse's event for a quoted message may be narrower).
+    for quote in quoted_texts(question):
+        if _holds_to(quote, checked):
+            question = question.replace(quote, " ")
     filtered = {f.column.name for f in checked.where}
     # A filter's text read as the question is: a value's `_` as a space.
     filter_text = " ".join(_spoken(str(getattr(f.value, "text", f.value))) for f in checked.where)
@@ -110,6 +117,15 @@ def _missing(question: str, checked: Checked, cols: TableColumns) -> list[tuple[
         ):
             kept.append((text, column, value))
     return kept
+
+
+def _holds_to(quote: str, checked: Checked) -> bool:
+    """Whether the query reads a value of the quoted text, or filters its lines on a piece of it."""
+    used = (checked.column, checked.by, checked.order_by, *checked.columns)
+    if any(c is not None and c.quoted == quote for c in used):
+        return True
+    pieces = [str(f.value).casefold() for f in checked.where if f.cmp in TEXT_MATCH]
+    return any(piece and piece in quote.casefold() for piece in pieces)
 
 
 def _spoken(text: str) -> str:

@@ -35,7 +35,9 @@ def _filter_example(cols: TableColumns) -> dict[str, Any]:
 
 def examples(table: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(the op and what it takes, an example action) for each shape of op, on this table's columns."""
-    cols = table_columns(table)
+    # The table's own columns: a value of a quoted line is the question's, not an example's.
+    own = tuple(c for c in table_columns(table).columns if c.quoted is None)
+    cols = TableColumns(own, {})
     # An entity: a text column whose values are not listed whole (many of them); the raw line
     # only when the table parsed no text column.
     text = [n for n in cols.names(TEXT) if n != "line"]
@@ -102,6 +104,11 @@ def describe_actions(table: dict[str, Any]) -> str:
         '(text, any case); time "YYYY-MM-DD hh:mm" (a day alone: whole day). '
         f"k 1-{MAX_K}, default {DEFAULT_K}."
     )
+    quoted = [c for c in table_columns(table).columns if c.quoted is not None]
+    if quoted:
+        # The values of the lines the question quotes, as columns (rlm.run.typed.fields).
+        told = "; ".join(f'"{c.name}" ({c.kind}) is the {c.name} of each line "{c.quoted}"' for c in quoted)
+        lines.append(f"Columns from the lines the question quotes, empty on other lines: {told}.")
     # What each shape of question asks for, in the words questions use: a small model otherwise
     # reaches for the first example (a count) whatever was asked.
     lines.append(

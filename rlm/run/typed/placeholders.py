@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["literal_parts"]
+__all__ = ["PLACEHOLDER", "literal_parts", "quoted_texts"]
 
 # What stands for a varying part inside a quoted line: <ip>, ..., a lone capital (N, X), and
 # the words questions use for a field's value.
-_PLACEHOLDER = re.compile(r"<[^<>]*>|\.{2,}|…|\b(?:[A-Z]|NAME|NUM|NUMBER|VALUE|ID|IP|HOST|USER)\b")
+PLACEHOLDER = re.compile(r"<[^<>]*>|\.{2,}|…|\b(?:[A-Z]|NAME|NUM|NUMBER|VALUE|ID|IP|HOST|USER)\b")
+# A text a question quotes: in single quotes (not an apostrophe inside a word), double or curly.
+_QUOTED = re.compile(r"(?<!\w)'([^'\n]{2,160})'(?!\w)|\"([^\"\n]{2,160})\"|“([^”\n]{2,160})”")
 _MIN_LETTERS = 3  # a part shorter than this matches too much to be a condition
 _EDGES = " \t,;:.-=[](){}\"'"
 
@@ -22,9 +24,14 @@ _EDGES = " \t,;:.-=[](){}\"'"
 def literal_parts(text: str) -> list[str]:
     """The fixed parts of `text` in order, around its placeholders, each with enough letters to
     match on; `[text]` when it has no placeholder; [] when no part is left."""
-    pieces = _PLACEHOLDER.split(text)
+    pieces = PLACEHOLDER.split(text)
     if len(pieces) == 1:
         return [text]
     return [
         p for p in (piece.strip(_EDGES) for piece in pieces) if sum(ch.isalpha() for ch in p) >= _MIN_LETTERS
     ]
+
+
+def quoted_texts(question: str) -> list[str]:
+    """The texts a question quotes, in order."""
+    return [next(g for g in m.groups() if g) for m in _QUOTED.finditer(question)]

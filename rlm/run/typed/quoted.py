@@ -9,12 +9,13 @@ one text the question quotes (two or more may be alternatives or a comparison: n
 that is not a column's name nor a value a column lists (rlm.run.typed.conditions has those),
 with no negation just before it; of a quote with placeholders, its longest literal part. The
 node adds `line contains PART` only where the file holds that part (a worker grep) and the
-query has no text filter of its own, and tells the model, as for a value (`with_conditions`).
+query has no text filter of its own nor reads a value of the quote (rlm.run.typed.fields), and
+tells the model, as for a value (`with_conditions`).
 """
 
 from __future__ import annotations
 
-import re
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -22,12 +23,12 @@ from rlm.run.typed.check import Problem, check_action
 from rlm.run.typed.columns import table_columns
 from rlm.run.typed.compile import read_json
 from rlm.run.typed.conditions import negated, with_conditions
-from rlm.run.typed.placeholders import literal_parts
+from rlm.run.typed.fields import names_a_field
+from rlm.run.typed.placeholders import literal_parts, quoted_texts
 from rlm.run.typed.vocabulary import MAX_FILTERS, TEXT_MATCH
 
 __all__ = ["quoted_left_out", "quoted_part", "with_question_conditions", "with_quoted"]
 
-_QUOTED = re.compile(r"(?<!\w)'([^'\n]{2,120})'(?!\w)|\"([^\"\n]{2,120})\"|“([^”\n]{2,120})”")
 _MIN_LETTERS = 3  # a quote shorter than this matches too much to be a condition
 
 
@@ -37,8 +38,7 @@ def quoted_part(question: str, table: dict[str, Any]) -> str | None:
     cols = table_columns(table)
     known = {n.casefold() for n in cols.names()}
     known |= {str(v).casefold() for c in cols.columns for v in (c.values or ())}
-    quotes = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(question)]
-    quotes = [q for q in quotes if q.strip().casefold() not in known]
+    quotes = [q for q in quoted_texts(question) if q.strip().casefold() not in known]
     if len(quotes) != 1 or negated(question, quotes[0]):
         return None
     # Around a placeholder, punctuation belongs to the varying part ("close, N bytes" -> "bytes").
@@ -74,20 +74,23 @@ def with_question_conditions(
     question: str, content: str, table: dict[str, Any], holds_text: Callable[[str], bool]
 ) -> tuple[dict[str, Any], list[str]] | None:
     """The typed action in `content` with the conditions the question names and it leaves out:
-    values a column lists (with_conditions), then the line the question quotes where
-    `holds_text` finds it in the input; and those conditions. None when nothing is added."""
+    the line the question quotes where `holds_text` finds it in the input, and values a column
+    lists (with_conditions) but the quote's own; and those conditions. None when nothing is added."""
     try:
         action = read_json(content)
         if check_action(action, table_columns(table)).args is not None:
             return None  # grep, peek, final: not a query of the table's rows
     except Problem:
         return None
-    amended = with_conditions(question, content, table)
-    query, added = amended if amended is not None else (action, [])
-    part = quoted_part(question, table)
-    quoted = with_quoted(query, part) if part is not None else None
+    # The quote first: a value it says is then not added as well (rlm.run.typed.conditions).
+    part = quoted_part(question, table) if not names_a_field(action, table) else None
+    quoted = with_quoted(action, part) if part is not None else None
+    query, added = action, list[str]()
     if part is not None and quoted is not None and holds_text(part):
-        query, added = quoted, [*added, f"line contains {part!r}"]
+        query, added = quoted, [f"line contains {part!r}"]
+    amended = with_conditions(question, json.dumps(query), table)
+    if amended is not None:
+        query, added = amended[0], [*amended[1], *added]
     return (query, added) if added else None
 
 
@@ -104,6 +107,6 @@ def quoted_left_out(
         checked = check_action(action, table_columns(table))
     except Problem:
         return []
-    if checked.args is not None or _filters_text(_where(action), part):
+    if checked.args is not None or _filters_text(_where(action), part) or names_a_field(action, table):
         return []
     return [f"line contains {part!r}"] if holds_text(part) else []

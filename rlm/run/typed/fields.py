@@ -1,0 +1,191 @@
+"""The values a quoted line's placeholders stand for, offered as columns of the table.
+
+Questions about logs name a value inside free text by quoting its line with a placeholder where
+the value goes (`rhost=<host>`, `Took N seconds`). The table's parse rarely has that value as a
+column, and a small model then ranks or totals the nearest column it has (a host field, a pid):
+on the development sets' traces, none of a third of the questions, those about such values, was
+answered right. Each named placeholder of a quoted text becomes a column of its own, named as
+the question writes it (`<host>`, `N`): the value read from the raw line by a pattern built from
+the quoted text, NULL on a line the text does not fit.
+
+What is taken depends on the question's quoting alone, never on particular words: every quoted
+text (rlm.run.typed.quoted) with a placeholder that has a name (`<...>` with a word inside, a
+lone capital, NUM ...); `...` fits any text and names nothing. A field is a number (TRY_CAST:
+NULL where the text is not one) when every value it reads in the first lines of the input is
+one; where none of those lines fits, when its placeholder is not in angle brackets (`N`). A
+name the table already has, or one taken by an earlier placeholder, is not offered twice.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rlm.run.typed.placeholders import PLACEHOLDER, quoted_texts
+from rlm.text.sqltext import sql_string
+
+__all__ = [
+    "FIELDS_KEY",
+    "MAX_FIELDS",
+    "QuotedField",
+    "names_a_field",
+    "quoted_fields",
+    "read_fields",
+    "sample_lines",
+    "with_quoted_fields",
+]
+
+FIELDS_KEY = "quoted_fields"  # where a node's table description holds them
+MAX_FIELDS = 4  # each is one more name in every enum of the schema
+_UNNAMED = re.compile(r"<\s*>|\.{2,}|…")
+_SPECIAL = re.compile(r"([\\.^$|?*+()\[\]{}])")
+_EDGE_PUNCTUATION = ".,;:)]}'\""  # ends a sentence or a bracket, not a value written at the end
+SAMPLE_BYTES = 4 << 20  # the input's first lines a field's kind is read from (tens of ms to scan)
+_SAMPLE_VALUES = 64  # values enough to call a field's kind
+_NUMBER = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+@dataclass(frozen=True)
+class QuotedField:
+    """One named placeholder of a quoted text: a column read from the raw line."""
+
+    name: str  # as the question writes it: "<host>", "N"
+    template: str  # the quoted text it is part of
+    pattern: str  # a regular expression (RE2 and Python alike) whose group `group` is the value
+    group: int
+    number: bool
+
+    def sql(self, line: str) -> str:
+        """The value in SQL, read from the text column `line`: NULL where the line does not fit."""
+        found = f"NULLIF(rtrim(regexp_extract({line}, {sql_string(self.pattern)}, {self.group}), {sql_string(_EDGE_PUNCTUATION)}), '')"
+        return f"TRY_CAST(replace({found}, ',', '') AS DOUBLE)" if self.number else found
+
+    def as_json(self) -> list[Any]:
+        return [self.name, self.template, self.pattern, self.group, self.number]
+
+
+def _literal(text: str) -> str:
+    """Fixed text as a pattern: its characters as written, any run of spaces as one or more."""
+    return r"\s+".join(_SPECIAL.sub(r"\\\1", word) for word in re.split(r"\s+", text))
+
+
+def _fields_of(quoted: str, sample: Sequence[str]) -> list[QuotedField]:
+    """The named placeholders of one quoted text, each with the pattern of the whole text."""
+    template = quoted.strip()
+    pieces: list[str] = []
+    names: list[tuple[str, int]] = []  # (name, group)
+    end = 0
+    marks = list(PLACEHOLDER.finditer(template))
+    skip_space = False
+    for i, mark in enumerate(marks):
+        fixed = template[end : mark.start()]
+        pieces.append(_literal(fixed.lstrip() if skip_space else fixed))
+        skip_space = False
+        last = i == len(marks) - 1 and not template[mark.end() :].strip()
+        if _UNNAMED.fullmatch(mark.group()):
+            # Any text, spaces around it included: `failure; ... rhost=` fits `failure; rhost=`.
+            pieces[-1] = pieces[-1].removesuffix(r"\s+")
+            pieces.append(r"\s*.*?")
+            skip_space = True
+        else:
+            # A value is one token (or none: NULL): up to the fixed text after it, or a space at the end.
+            pieces.append(r"(\S*)" if last else r"(\S*?)")
+            names.append((mark.group(), len(names) + 1))
+        end = mark.end()
+    pieces.append(_literal(template[end:].lstrip() if skip_space else template[end:]))
+    pattern = "(?i)" + "".join(pieces)
+    found = _values_read(pattern, [g for _, g in names], sample)
+    return [
+        QuotedField(name, template, pattern, group, number=_is_number(name, found[group]))
+        for name, group in names
+        if name.strip("<> ")
+    ]
+
+
+def _values_read(pattern: str, groups: list[int], sample: Sequence[str]) -> dict[int, list[str]]:
+    """Each group's values in the first lines of `sample` the pattern fits (at most _SAMPLE_VALUES)."""
+    found: dict[int, list[str]] = {g: [] for g in groups}
+    if not groups:
+        return found
+    compiled = re.compile(pattern)
+    fits = 0
+    for line in sample:
+        match = compiled.search(line)
+        if match is None:
+            continue
+        for g in groups:
+            value = (match.group(g) or "").rstrip(_EDGE_PUNCTUATION).replace(",", "")
+            if value:
+                found[g].append(value)
+        fits += 1
+        if fits >= _SAMPLE_VALUES:
+            break
+    return found
+
+
+def _is_number(name: str, values: list[str]) -> bool:
+    """Whether a field is a number: by the values it reads, else by how it is written."""
+    if values:
+        return all(_NUMBER.fullmatch(v) for v in values)
+    return not name.startswith("<")
+
+
+def sample_lines(path: str) -> list[str]:
+    """The whole lines in the first SAMPLE_BYTES of a UTF-8 file; [] when it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(SAMPLE_BYTES)
+    except OSError:
+        return []
+    lines = head.decode("utf-8", errors="replace").splitlines()
+    return lines[:-1] if len(head) == SAMPLE_BYTES and len(lines) > 1 else lines
+
+
+def quoted_fields(question: str, column_names: list[str], sample: Sequence[str] = ()) -> list[QuotedField]:
+    """The named placeholders of the texts the question quotes, at most MAX_FIELDS, none with
+    the name of a column of `column_names` (any case); their kinds read from `sample` lines."""
+    taken = {n.casefold() for n in column_names}
+    out: list[QuotedField] = []
+    for template in quoted_texts(question):
+        for field in _fields_of(template, sample):
+            if field.name.casefold() in taken or len(out) >= MAX_FIELDS:
+                continue
+            taken.add(field.name.casefold())
+            out.append(field)
+    return out
+
+
+def with_quoted_fields(
+    table: dict[str, Any], question: str, sample: Callable[[], Sequence[str]] = tuple
+) -> dict[str, Any]:
+    """The table's description with the question's quoted fields (a copy; the same when none),
+    their kinds read from `sample()`, the input's first lines (read only when there are fields)."""
+    names = [str(pair[0]) for pair in table.get("columns") or [] if isinstance(pair, list | tuple) and pair]
+    if "line" not in names or not quoted_fields(question, names):
+        return table  # no field, or no raw line to read one from
+    fields = quoted_fields(question, names, sample())
+    return {**table, FIELDS_KEY: [f.as_json() for f in fields]} if fields else table
+
+
+def names_a_field(action: dict[str, Any], table: dict[str, Any]) -> bool:
+    """Whether a typed action names a quoted field anywhere: its query is then of the lines the
+    quoted text fits, as if it filtered on them."""
+    fields = {f.name for f in read_fields(table)}
+    if not fields:
+        return False
+    where = action.get("where") or []
+    named = [action.get(k) for k in ("column", "by", "order_by")]
+    named += list(action.get("columns") or []) if isinstance(action.get("columns"), list) else []
+    named += [f.get("column") for f in (where if isinstance(where, list) else [where]) if isinstance(f, dict)]
+    return any(isinstance(n, str) and n in fields for n in named)
+
+
+def read_fields(table: dict[str, Any]) -> list[QuotedField]:
+    """The quoted fields a table's description holds (those of with_quoted_fields)."""
+    out = []
+    for item in table.get(FIELDS_KEY) or []:
+        name, template, pattern, group, number = item
+        out.append(QuotedField(str(name), str(template), str(pattern), int(group), bool(number)))
+    return out

@@ -1,0 +1,156 @@
+"""The values a quoted line's placeholders stand for, as columns of the typed actions: named as
+the question writes them, of the kind the input's lines show, read from the raw lines by a
+pattern of the quoted text; compiled queries on them give what Python finds on the raw file,
+and through the CLI a model's action on one runs in the real worker."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from conftest import latest_trace, run_cli
+from openai_stub import OpenAIStub
+
+from rlm.input.source import open_source
+from rlm.run.typed import action_schema, compile_sql, describe_actions, with_question_conditions
+from rlm.run.typed.describe import examples
+from rlm.run.typed.fields import MAX_FIELDS, quoted_fields, read_fields, sample_lines, with_quoted_fields
+
+LOGHUB = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "loghub"
+LINUX = LOGHUB / "Linux_2k.log"
+OPENSTACK = LOGHUB / "OpenStack_2k.log"
+SESSIONS = "session opened for user <user> by (uid=N)"
+TOOK = "Took N seconds to deallocate network for instance"
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[Path, dict[str, Any]]]:
+    cache = tmp_path_factory.mktemp("fields-cache")
+    out = {}
+    for path in (LINUX, OPENSTACK):
+        table = open_source(str(path), cache_dir=str(cache)).profile.table
+        assert table is not None
+        out[path] = table
+    yield out
+
+
+def _rows(action: dict[str, Any], table: dict[str, Any]) -> list[tuple[Any, ...]]:
+    with duckdb.connect(table["path"], read_only=True) as con:
+        return con.execute(compile_sql(action, table)).fetchall()
+
+
+def _fielded(table: dict[str, Any], question: str, path: Path) -> dict[str, Any]:
+    return with_quoted_fields(table, question, lambda: sample_lines(str(path)))
+
+
+def test_each_named_placeholder_of_a_quoted_text_is_a_field_of_the_kind_its_lines_show() -> None:
+    sample = LINUX.read_text().splitlines()
+    fields = quoted_fields(f'Whose "{SESSIONS}" lines are most common?', ["line", "host"], sample)
+    assert [(f.name, f.number) for f in fields] == [("<user>", False), ("N", True)]
+    pattern = re.compile(fields[0].pattern)
+    found = [m for m in map(pattern.search, sample) if m]
+    assert found and found[0][1] == "cyrus" and found[0][2] == "0"
+    # In angle brackets but numbers in every line it fits: a number.
+    numeric = quoted_fields(f'"{SESSIONS.replace("uid=N", "uid=<uid>")}"', ["line"], sample)
+    assert [(f.name, f.number) for f in numeric] == [("<user>", False), ("<uid>", True)]
+    # No line fits: the kind is read from how it is written.
+    unseen = quoted_fields("'lease renewed for <client> after T ms'", ["line"], sample)
+    assert [(f.name, f.number) for f in unseen] == [("<client>", False), ("T", True)]
+    # `...` names nothing; a name the table has is not offered twice; at most MAX_FIELDS.
+    assert quoted_fields("'Connection from ... closed'", ["line"]) == []
+    assert [f.name for f in quoted_fields(f"'{SESSIONS}'", ["line", "N"])] == ["<user>"]
+    many = "'" + " ".join(f"k{i}=<v{i}>" for i in range(MAX_FIELDS + 3)) + "'"
+    assert len(quoted_fields(many, ["line"])) == MAX_FIELDS
+
+
+def test_queries_on_fields_give_what_python_finds_on_the_raw_lines(
+    tables: dict[Path, dict[str, Any]],
+) -> None:
+    raw = LINUX.read_text().splitlines()
+    users = Counter(
+        m[1] for m in (re.search(r"session opened for user (\S+) by \(uid=(\d+)\)", x) for x in raw) if m
+    )
+    table = _fielded(tables[LINUX], f"Which user has the most '{SESSIONS}' lines?", LINUX)
+    top = _rows({"op": "top", "column": "<user>", "k": 3}, table)
+    assert top == sorted(users.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+    assert _rows({"op": "count_distinct", "column": "<user>"}, table) == [(len(users),)]
+    # Rows of a field are the lines its text fits, not NULLs of every other line.
+    first = _rows({"op": "rows", "columns": ["<user>"], "k": 2}, table)
+    wanted = [i + 1 for i, x in enumerate(raw) if "session opened for user" in x][:2]
+    assert [r[0] for r in first] == wanted and all(r[1] for r in first)
+
+    lines = OPENSTACK.read_text().splitlines()
+    took = [
+        float(m[1]) for m in (re.search(r"Took (\S+) seconds to deallocate network", x) for x in lines) if m
+    ]
+    table = _fielded(tables[OPENSTACK], f"What is the mean of N in '{TOOK}'?", OPENSTACK)
+    [(mean,)] = _rows({"op": "avg", "column": "N"}, table)
+    assert mean == pytest.approx(statistics.mean(took))
+    slow = _rows({"op": "count", "where": [{"column": "N", "cmp": ">", "value": 0.3}]}, table)
+    assert slow == [(sum(1 for t in took if t > 0.3),)]
+    [(line_no, longest)] = _rows(
+        {"op": "rows", "columns": ["N"], "order_by": "N", "take": "last", "k": 1}, table
+    )
+    assert (
+        longest == max(took)
+        and f"Took {lines[line_no - 1].split('Took ')[1].split()[0]}" == f"Took {longest:g}"
+    )
+
+
+def test_fields_are_offered_by_the_schema_and_told_but_never_an_example(
+    tables: dict[Path, dict[str, Any]],
+) -> None:
+    question = f"Which user has the most '{SESSIONS}' lines?"
+    table = _fielded(tables[LINUX], question, LINUX)
+    assert [f.name for f in read_fields(table)] == ["<user>", "N"]
+    schema = json.dumps(action_schema(table))
+    assert '"<user>"' in schema and '"N"' in schema
+    told = describe_actions(table)
+    assert f'"<user>" (text) is the <user> of each line "{SESSIONS}"' in told
+    assert '"N" (number)' in told
+    assert not any("<user>" in json.dumps(e) or '"N"' in json.dumps(e) for _, e in examples(table))
+    # A query on a field is of the quoted lines already: no `line contains` is added to it.
+    assert (
+        with_question_conditions(
+            question, json.dumps({"op": "top", "column": "<user>"}), table, lambda _: True
+        )
+        is None
+    )
+    added = with_question_conditions(question, json.dumps({"op": "count"}), table, lambda _: True)
+    assert added is not None and added[1] == ["line contains 'session opened for user'"]
+    # Nothing quoted, nothing read: the table as it was, and the input is not sampled.
+    untouched = with_quoted_fields(tables[LINUX], "which host logs most?", lambda: pytest.fail("sampled"))
+    assert untouched is tables[LINUX]
+
+
+def test_a_models_action_on_a_field_runs_through_the_cli_in_the_worker(tmp_path: Path) -> None:
+    raw = LINUX.read_text().splitlines()
+    users = Counter(m[1] for m in (re.search(r"session opened for user (\S+) by", x) for x in raw) if m)
+    busiest, times = max(sorted(users.items()), key=lambda kv: kv[1])
+    replies = [
+        json.dumps({"op": "top", "column": "<user>", "k": 3}),
+        json.dumps({"op": "final", "answer": busiest}),
+        json.dumps({"answer": busiest, "citations": ["F1"]}),
+    ]
+    question = f"Which account has the most '{SESSIONS}' lines? Answer with the name only."
+    with OpenAIStub(replies) as stub:
+        proc = run_cli(
+            ["ask", str(LINUX), question, "-m", "openai/stub", "--api-base", stub.api_base, "--protocol", "typed",
+             "--no-memory", "--strict"],
+            cwd=tmp_path,
+        )  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout == f"{busiest}\n", proc.stderr
+    first = stub.requests[0]["body"]
+    assert '"<user>"' in json.dumps(first["response_format"]["json_schema"]["schema"])
+    assert "Columns from the lines the question quotes" in first["messages"][0]["content"]
+    shown = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert f"{busiest}" in shown and str(times) in shown and "rlm added" not in shown, shown[-600:]
+    code = latest_trace(tmp_path)["steps"][0]["action"]["args"]["code"]
+    assert "regexp_extract" in code
