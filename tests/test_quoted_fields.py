@@ -19,8 +19,9 @@ from conftest import latest_trace, run_cli
 from openai_stub import OpenAIStub
 
 from rlm.input.source import open_source
-from rlm.run.typed import action_schema, compile_sql, describe_actions, with_question_conditions
-from rlm.run.typed.describe import examples
+from rlm.run.actions import Action
+from rlm.run.typed import action_schema, compile_sql, describe_actions, to_action, with_question_conditions
+from rlm.run.typed.describe import example_cells, examples
 from rlm.run.typed.fields import MAX_FIELDS, quoted_fields, read_fields, sample_lines, with_quoted_fields
 
 LOGHUB = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "loghub"
@@ -104,7 +105,7 @@ def test_queries_on_fields_give_what_python_finds_on_the_raw_lines(
     )
 
 
-def test_fields_are_offered_by_the_schema_and_told_but_never_an_example(
+def test_fields_are_offered_by_the_schema_told_and_shown_in_examples_no_copy_doubts(
     tables: dict[Path, dict[str, Any]],
 ) -> None:
     question = f"Which user has the most '{SESSIONS}' lines?"
@@ -115,7 +116,14 @@ def test_fields_are_offered_by_the_schema_and_told_but_never_an_example(
     told = describe_actions(table)
     assert f'"<user>" (text) is the <user> of each line "{SESSIONS}"' in told
     assert '"N" (number)' in told
-    assert not any("<user>" in json.dumps(e) or '"N"' in json.dumps(e) for _, e in examples(table))
+    shown = {e["op"]: e for _, e in examples(table)}
+    assert shown["top"]["column"] == shown["count_distinct"]["column"] == "<user>"
+    assert shown["sum"]["column"] == "N"
+    # An example on the quoted line's value is written for the question: its copy is no doubt.
+    copied = to_action(json.dumps(shown["top"]), table)
+    assert isinstance(copied, Action) and copied.args["code"] not in example_cells(table)
+    plain = {e["op"]: e for _, e in examples(tables[LINUX])}
+    assert plain["top"]["column"] != "<user>" and example_cells(tables[LINUX])
     # A query on a field is of the quoted lines already: no `line contains` is added to it.
     assert (
         with_question_conditions(
