@@ -71,6 +71,17 @@ def test_each_named_placeholder_of_a_quoted_text_is_a_field_of_the_kind_its_line
     assert len(quoted_fields(many, ["line"])) == MAX_FIELDS
 
 
+@pytest.mark.timeout(60)
+def test_a_crafted_line_cannot_stall_the_reading_of_a_fields_kind() -> None:
+    """The input's lines are read by RE2 (linear), not a backtracking engine: a quote with
+    several `...` over a long line that almost fits (Python's `re` took 53 s on 4 KB of it) is
+    passed at once, and the value of the line that fits is read."""
+    crafted = "ab" * 5_000 + " c d"
+    question = "How many 'a ... b ... c ... d ... end=<v>' lines?"
+    [field] = quoted_fields(question, ["line"], [crafted, "a b c d end=7"])
+    assert field.name == "<v>" and field.number  # 7, read from the line that fits
+
+
 def test_queries_on_fields_give_what_python_finds_on_the_raw_lines(
     tables: dict[Path, dict[str, Any]],
 ) -> None:
