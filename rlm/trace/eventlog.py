@@ -64,24 +64,36 @@ def create_log(path: str | os.PathLike[str], first: bytes) -> int:
     fd = _create(temp)
     try:
         append(fd, first)
-        try:
-            os.link(temp, target, follow_symlinks=False)
-        except FileExistsError:  # the name is taken: the caller picks another
-            raise
-        except OSError:  # no hard links here (EPERM, ENOTSUP on some mounts): the plain way
-            os.close(fd)
-            os.unlink(temp)
-            fd = _create(target)
-            append(fd, first)
-            return fd
-        os.unlink(temp)
+        linked = _linked(temp, target)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.close(fd)
+        os.close(fd)
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
+    with contextlib.suppress(OSError):
+        os.unlink(temp)
+    if linked:
+        return fd
+    os.close(fd)  # no hard links here: the log is made in place
+    fd = _create(target)
+    try:
+        append(fd, first)
+    except BaseException:
+        os.close(fd)
+        raise
     return fd
+
+
+def _linked(source: Path, target: Path) -> bool:
+    """Link `source` to `target`: False where the file system has no hard links (EPERM, ENOTSUP
+    on some mounts); FileExistsError when the name is taken (the caller picks another)."""
+    try:
+        os.link(source, target, follow_symlinks=False)
+    except FileExistsError:
+        raise
+    except OSError:
+        return False
+    return True
 
 
 def _create(path: Path) -> int:
