@@ -22,7 +22,14 @@ from rlm.input.source import open_source
 from rlm.run.actions import Action
 from rlm.run.typed import action_schema, compile_sql, describe_actions, to_action, with_question_conditions
 from rlm.run.typed.describe import example_cells, examples
-from rlm.run.typed.fields import MAX_FIELDS, quoted_fields, read_fields, sample_lines, with_quoted_fields
+from rlm.run.typed.fields import (
+    MAX_FIELDS,
+    Sample,
+    quoted_fields,
+    read_fields,
+    sample_lines,
+    with_quoted_fields,
+)
 
 LOGHUB = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "loghub"
 LINUX = LOGHUB / "Linux_2k.log"
@@ -52,18 +59,22 @@ def _fielded(table: dict[str, Any], question: str, path: Path) -> dict[str, Any]
 
 
 def test_each_named_placeholder_of_a_quoted_text_is_a_field_of_the_kind_its_lines_show() -> None:
-    sample = LINUX.read_text().splitlines()
+    sample = Sample(LINUX.read_text().splitlines(), whole=True)
     fields = quoted_fields(f'Whose "{SESSIONS}" lines are most common?', ["line", "host"], sample)
     assert [(f.name, f.number) for f in fields] == [("<user>", False), ("N", True)]
     pattern = re.compile(fields[0].pattern)
-    found = [m for m in map(pattern.search, sample) if m]
+    found = [m for m in map(pattern.search, sample.lines) if m]
     assert found and found[0][1] == "cyrus" and found[0][2] == "0"
     # In angle brackets but numbers in every line it fits: a number.
     numeric = quoted_fields(f'"{SESSIONS.replace("uid=N", "uid=<uid>")}"', ["line"], sample)
     assert [(f.name, f.number) for f in numeric] == [("<user>", False), ("<uid>", True)]
-    # No line fits: the kind is read from how it is written.
-    unseen = quoted_fields("'lease renewed for <client> after T ms'", ["line"], sample)
+    # No line of the first ones fits: the kind is read from how it is written; where those
+    # lines are the whole input, the text is no line of it and gives no column.
+    quote = "'lease renewed for <client> after T ms'"
+    unseen = quoted_fields(quote, ["line"], Sample(sample.lines[:100]))
     assert [(f.name, f.number) for f in unseen] == [("<client>", False), ("T", True)]
+    assert quoted_fields(quote, ["line"], sample) == []
+    assert quoted_fields("'on Mon D at HH:MM'", ["line"], sample) == []
     # `...` names nothing; a name the table has is not offered twice; at most MAX_FIELDS.
     assert quoted_fields("'Connection from ... closed'", ["line"]) == []
     assert [f.name for f in quoted_fields(f"'{SESSIONS}'", ["line", "N"])] == ["<user>"]
@@ -78,8 +89,29 @@ def test_a_crafted_line_cannot_stall_the_reading_of_a_fields_kind() -> None:
     passed at once, and the value of the line that fits is read."""
     crafted = "ab" * 5_000 + " c d"
     question = "How many 'a ... b ... c ... d ... end=<v>' lines?"
-    [field] = quoted_fields(question, ["line"], [crafted, "a b c d end=7"])
+    [field] = quoted_fields(question, ["line"], Sample([crafted, "a b c d end=7"]))
     assert field.name == "<v>" and field.number  # 7, read from the line that fits
+
+
+def test_a_number_against_its_unit_and_a_quote_worded_shorter_than_its_lines_give_fields(
+    tables: dict[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """`Nms` is a number followed by its unit, as logs write it; a quote that leaves out words
+    its lines have between its own (`N bytes received` of `N bytes (1.63 KB) received`) still
+    reads them, and the sum over a real file is what Python finds on its raw lines."""
+    pauses = ["gc pause 12ms (young)", "gc pause 7ms (old)", "served in 3s", "load at 91%"]
+    sample = Sample(pauses, whole=True)
+    [pause] = quoted_fields("Longest 'gc pause Nms' seen?", ["line"], sample)
+    assert pause.number and [re.search(pause.pattern, x)[1] for x in pauses[:2]] == ["12", "7"]  # type: ignore[index]
+    assert [f.name for f in quoted_fields("'served in Ns', 'load at X%'", ["line"], sample)] == ["N", "X"]
+    proxifier = LOGHUB / "Proxifier_2k.log"
+    raw = proxifier.read_text().splitlines()
+    wanted = sum(int(m[1]) for m in (re.search(r"(\d+) bytes (?:\([^)]*\) )?received", x) for x in raw) if m)
+    table = open_source(str(proxifier), cache_dir=str(tmp_path)).profile.table
+    assert table is not None
+    table = _fielded(table, "What do the 'N bytes received' figures add up to?", proxifier)
+    assert [f.name for f in read_fields(table)] == ["N"]
+    assert _rows({"op": "sum", "column": "N"}, table) == [(wanted,)] and wanted > 0
 
 
 def test_queries_on_fields_give_what_python_finds_on_the_raw_lines(
@@ -130,9 +162,14 @@ def test_fields_are_offered_by_the_schema_told_and_shown_in_examples_no_copy_dou
     shown = {e["op"]: e for _, e in examples(table)}
     assert shown["top"]["column"] == shown["count_distinct"]["column"] == "<user>"
     assert shown["sum"]["column"] == "N"
-    # An example on the quoted line's value is written for the question: its copy is no doubt.
+    # The count filters on a value of the quoted line, one its lines hold (uid=0 on most of them).
+    assert shown["count"]["where"] == [{"column": "N", "cmp": ">", "value": 0}]
+    # An example on the quoted line's value is written for the question: its copy is no doubt;
+    # but the count's filter value is the example's, on whatever column: its copy is one.
     copied = to_action(json.dumps(shown["top"]), table)
     assert isinstance(copied, Action) and copied.args["code"] not in example_cells(table)
+    counted = to_action(json.dumps(shown["count"]), table)
+    assert isinstance(counted, Action) and counted.args["code"] in example_cells(table)
     plain = {e["op"]: e for _, e in examples(tables[LINUX])}
     assert plain["top"]["column"] != "<user>" and example_cells(tables[LINUX])
     # A query on a field is of the quoted lines already: no `line contains` is added to it.

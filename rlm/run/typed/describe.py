@@ -10,7 +10,7 @@ from typing import Any
 from rlm.run.actions import Action
 from rlm.run.typed.columns import DATE, NUMBER, TEXT, TIME, TableColumns, table_columns
 from rlm.run.typed.compile import to_action
-from rlm.run.typed.fields import names_a_field
+from rlm.run.typed.fields import QuotedField, names_a_field, read_fields
 from rlm.run.typed.vocabulary import ASKS, DEFAULT_K, MAX_FILTERS, MAX_K
 
 __all__ = ["describe_actions", "example_cells", "examples"]
@@ -24,7 +24,16 @@ def _pick(*candidates: list[str]) -> str | None:
     return None
 
 
-def _filter_example(cols: TableColumns) -> dict[str, Any]:
+def _filter_example(cols: TableColumns, fields: list[QuotedField]) -> dict[str, Any]:
+    """A filter of the count example: on a value of the line the question quotes where it has
+    one (a small model otherwise never filters on those values: `N > 30` is then its own to
+    write), else on a value of the table's own columns."""
+    for field in fields:
+        if field.seen is not None and field.number:
+            return {"column": field.name, "cmp": ">", "value": _number(field.seen)}
+    for field in fields:
+        if field.seen is not None:
+            return {"column": field.name, "cmp": "=", "value": field.seen}
     for column in cols.columns:
         if column.values:
             return {"column": column.name, "cmp": "=", "value": column.values[0]}
@@ -32,6 +41,11 @@ def _filter_example(cols: TableColumns) -> dict[str, Any]:
     if number is not None:
         return {"column": number, "cmp": ">", "value": 0}
     return {"column": "line", "cmp": "contains", "value": "error"}
+
+
+def _number(text: str) -> int | float:
+    value = float(text.replace(",", ""))
+    return int(value) if value.is_integer() else value
 
 
 def examples(table: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -64,7 +78,7 @@ def examples(table: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     entity = quoted_text or entity
     assert entity is not None
     out: list[tuple[str, dict[str, Any]]] = [
-        ("count", {"op": "count", "where": [_filter_example(cols)]}),
+        ("count", {"op": "count", "where": [_filter_example(cols, read_fields(table))]}),
         ("count_distinct", {"op": "count_distinct", "column": entity}),
         ("top (most common values)", {"op": "top", "column": entity, "k": 5}),
     ]
@@ -97,8 +111,9 @@ def example_cells(table: dict[str, Any]) -> frozenset[str]:
     development sets' traces 22 of 23 such answers were wrong)."""
     cells = set()
     for _, example in examples(table):
-        if names_a_field(example, table):
+        if names_a_field(example, table) and example["op"] != "count":
             continue  # on the value of the line the question quotes: written for the question
+        # (a count's filter value is the example's, whichever column it is on)
         action = to_action(json.dumps(example), table)
         if isinstance(action, Action) and action.name == "execute":
             cells.add(str(action.args["code"]))

@@ -14,6 +14,11 @@ lone capital, NUM ...); `...` fits any text and names nothing. A field is a numb
 NULL where the text is not one) when every value it reads in the first lines of the input is
 one; where none of those lines fits, when its placeholder is not in angle brackets (`N`). A
 name the table already has, or one taken by an earlier placeholder, is not offered twice.
+
+A question quotes a line as it reads, leaving out asides in brackets: `N bytes sent` fits
+`N bytes (1.16 KB) sent`. Where the quoted text fits none of the first lines and those are the
+whole input, it is no line of it (a date's format, `Mon D`; a line of another file), and a
+column of it would be empty on every line: none is offered.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from rlm.run.typed.placeholders import PLACEHOLDER, quoted_texts
 from rlm.text.sqltext import sql_string
@@ -30,6 +35,7 @@ __all__ = [
     "FIELDS_KEY",
     "MAX_FIELDS",
     "QuotedField",
+    "Sample",
     "names_a_field",
     "quoted_fields",
     "read_fields",
@@ -44,7 +50,15 @@ _SPECIAL = re.compile(r"([\\.^$|?*+()\[\]{}])")
 _EDGE_PUNCTUATION = ".,;:)]}'\""  # ends a sentence or a bracket, not a value written at the end
 SAMPLE_BYTES = 4 << 20  # the input's first lines a field's kind is read from (tens of ms to scan)
 _SAMPLE_VALUES = 64  # values enough to call a field's kind
+_ASIDES = r"\s+(?:[(\[][^()\[\]]*[)\]]\s+)*"  # between two words: `(1.16 KB) ` and the like
 _NUMBER = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+class Sample(NamedTuple):
+    """The input's first lines, which a field's kind is read from, and whether they are all of it."""
+
+    lines: Sequence[str] = ()
+    whole: bool = False
 
 
 @dataclass(frozen=True)
@@ -56,6 +70,7 @@ class QuotedField:
     pattern: str  # a regular expression (RE2 and Python alike) whose group `group` is the value
     group: int
     number: bool
+    seen: str | None = None  # a value of it in the input's first lines: the examples' filter value
 
     def sql(self, line: str) -> str:
         """The value in SQL, read from the text column `line`: NULL where the line does not fit."""
@@ -63,17 +78,47 @@ class QuotedField:
         return f"TRY_CAST(replace({found}, ',', '') AS DOUBLE)" if self.number else found
 
     def as_json(self) -> list[Any]:
-        return [self.name, self.template, self.pattern, self.group, self.number]
+        return [self.name, self.template, self.pattern, self.group, self.number, self.seen]
 
 
 def _literal(text: str) -> str:
-    """Fixed text as a pattern: its characters as written, any run of spaces as one or more."""
-    return r"\s+".join(_SPECIAL.sub(r"\\\1", word) for word in re.split(r"\s+", text))
+    """Fixed text as a pattern: its characters as written, any run of spaces as one or more, and
+    between two of its words any asides in brackets the line adds: a question quotes a line as
+    it reads, and leaves out `(1.16 KB)` of `N bytes (1.16 KB) sent`. Only bracketed asides, never
+    any words: `N bytes received` would then read the bytes sent before them on the same line."""
+    words = re.split(r"\s+", text)
+    out = [_SPECIAL.sub(r"\\\1", words[0])]
+    for before, word in zip(words, words[1:], strict=False):
+        out += [_ASIDES if before and word else r"\s+", _SPECIAL.sub(r"\\\1", word)]
+    return "".join(out)
 
 
-def _fields_of(quoted: str, sample: Sequence[str]) -> list[QuotedField]:
-    """The named placeholders of one quoted text, each with the pattern of the whole text."""
+def _fields_of(quoted: str, sample: Sample) -> list[QuotedField]:
+    """The named placeholders of one quoted text, each with the pattern of the whole text; none
+    where the sample is the whole input and no line of it fits."""
     template = quoted.strip()
+    built = _pattern(template)
+    if built is None:
+        return []
+    pattern, names = built
+    fits, found = _values_read(pattern, [g for _, g in names], sample.lines)
+    if not fits and sample.whole:
+        return []
+    return [
+        QuotedField(name, template, pattern, group, _is_number(name, found[group]), _typical(found[group]))
+        for name, group in names
+        if name.strip("<> ")
+    ]
+
+
+def _typical(values: list[str]) -> str | None:
+    """The value read most often (the first such), for an example; None when none was read."""
+    return max(values, key=values.count) if values else None
+
+
+def _pattern(template: str) -> tuple[str, list[tuple[str, int]]] | None:
+    """A quoted text as a regular expression with a group for each named placeholder, and
+    (name, group) of each; None when it names none."""
     pieces: list[str] = []
     names: list[tuple[str, int]] = []  # (name, group)
     end = 0
@@ -94,40 +139,37 @@ def _fields_of(quoted: str, sample: Sequence[str]) -> list[QuotedField]:
             pieces.append(r"(\S*)" if last else r"(\S*?)")
             names.append((mark.group(), len(names) + 1))
         end = mark.end()
+    if not any(name.strip("<> ") for name, _ in names):
+        return None
     pieces.append(_literal(template[end:].lstrip() if skip_space else template[end:]))
-    pattern = "(?i)" + "".join(pieces)
-    found = _values_read(pattern, [g for _, g in names], sample)
-    return [
-        QuotedField(name, template, pattern, group, number=_is_number(name, found[group]))
-        for name, group in names
-        if name.strip("<> ")
-    ]
+    return "(?i)" + "".join(pieces), names
 
 
-def _values_read(pattern: str, groups: list[int], sample: Sequence[str]) -> dict[int, list[str]]:
-    """Each group's values in the first lines of `sample` the pattern fits (at most _SAMPLE_VALUES).
+def _values_read(pattern: str, groups: list[int], sample: Sequence[str]) -> tuple[int, dict[int, list[str]]]:
+    """How many of the first lines of `sample` the pattern fits (at most _SAMPLE_VALUES), and
+    each group's values in them.
 
     Read by DuckDB's RE2, in time linear in the text: the lines are the input's, and a quoted
     text with several `...` is a pattern Python's backtracking engine can take hours over on a
     crafted line."""
     found: dict[int, list[str]] = {g: [] for g in groups}
-    if not groups or not sample:
-        return found
+    if not sample:
+        return 0, found
     import duckdb  # the table's own engine, loaded by every run that has a table
 
-    picked = ", ".join(f"regexp_extract(l, $p, {g})" for g in groups)
+    picked = ", ".join(["1", *(f"regexp_extract(l, $p, {g})" for g in groups)])
     query = f"SELECT {picked} FROM (SELECT unnest($lines) AS l) WHERE regexp_matches(l, $p) LIMIT {_SAMPLE_VALUES}"
     try:
         with duckdb.connect() as con:
             rows = con.execute(query, {"p": pattern, "lines": list(sample)}).fetchall()
     except duckdb.Error:
-        return found  # a pattern RE2 refuses: the kinds are then read from the names
+        return -1, found  # a pattern RE2 refuses: nothing is known of its fit; kinds by the names
     for row in rows:
-        for g, value in zip(groups, row, strict=True):
+        for g, value in zip(groups, row[1:], strict=True):
             cleaned = str(value or "").rstrip(_EDGE_PUNCTUATION).replace(",", "")
             if cleaned:
                 found[g].append(cleaned)
-    return found
+    return len(rows), found
 
 
 def _is_number(name: str, values: list[str]) -> bool:
@@ -137,18 +179,20 @@ def _is_number(name: str, values: list[str]) -> bool:
     return not name.startswith("<")
 
 
-def sample_lines(path: str) -> list[str]:
-    """The whole lines in the first SAMPLE_BYTES of a UTF-8 file; [] when it cannot be read."""
+def sample_lines(path: str) -> Sample:
+    """The whole lines in the first SAMPLE_BYTES of a UTF-8 file; none when it cannot be read."""
     try:
         with open(path, "rb") as fh:
-            head = fh.read(SAMPLE_BYTES)
+            head = fh.read(SAMPLE_BYTES + 1)
     except OSError:
-        return []
+        return Sample()
     lines = head.decode("utf-8", errors="replace").splitlines()
-    return lines[:-1] if len(head) == SAMPLE_BYTES and len(lines) > 1 else lines
+    if len(head) <= SAMPLE_BYTES:
+        return Sample(lines, whole=True)
+    return Sample(lines[:-1] if len(lines) > 1 else lines)
 
 
-def quoted_fields(question: str, column_names: list[str], sample: Sequence[str] = ()) -> list[QuotedField]:
+def quoted_fields(question: str, column_names: list[str], sample: Sample = Sample()) -> list[QuotedField]:
     """The named placeholders of the texts the question quotes, at most MAX_FIELDS, none with
     the name of a column of `column_names` (any case); their kinds read from `sample` lines."""
     taken = {n.casefold() for n in column_names}
@@ -163,7 +207,7 @@ def quoted_fields(question: str, column_names: list[str], sample: Sequence[str] 
 
 
 def with_quoted_fields(
-    table: dict[str, Any], question: str, sample: Callable[[], Sequence[str]] = tuple
+    table: dict[str, Any], question: str, sample: Callable[[], Sample] = Sample
 ) -> dict[str, Any]:
     """The table's description with the question's quoted fields (a copy; the same when none),
     their kinds read from `sample()`, the input's first lines (read only when there are fields)."""
@@ -191,6 +235,15 @@ def read_fields(table: dict[str, Any]) -> list[QuotedField]:
     """The quoted fields a table's description holds (those of with_quoted_fields)."""
     out = []
     for item in table.get(FIELDS_KEY) or []:
-        name, template, pattern, group, number = item
-        out.append(QuotedField(str(name), str(template), str(pattern), int(group), bool(number)))
+        name, template, pattern, group, number, seen = item
+        out.append(
+            QuotedField(
+                str(name),
+                str(template),
+                str(pattern),
+                int(group),
+                bool(number),
+                None if seen is None else str(seen),
+            )
+        )
     return out

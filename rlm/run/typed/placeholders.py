@@ -12,9 +12,13 @@ import re
 
 __all__ = ["PLACEHOLDER", "literal_parts", "quoted_texts"]
 
-# What stands for a varying part inside a quoted line: <ip>, ..., a lone capital (N, X), and
-# the words questions use for a field's value.
-PLACEHOLDER = re.compile(r"<[^<>]*>|\.{2,}|…|\b(?:[A-Z]|NAME|NUM|NUMBER|VALUE|ID|IP|HOST|USER)\b")
+# What stands for a varying part inside a quoted line: <ip>, ..., a lone capital (N, X), one
+# written against its unit as logs write numbers (`timeout of Nms`, `Ns`, `N%`), and the words
+# questions use for a field's value.
+_UNIT = r"(?:ns|us|µs|ms|s|sec|secs|min|h|B|kb|KB|kB|mb|MB|gb|GB)\b|%"
+PLACEHOLDER = re.compile(
+    rf"<[^<>]*>|\.{{2,}}|…|\b(?:[A-Z]|NAME|NUM|NUMBER|VALUE|ID|IP|HOST|USER)\b|\b[NXT](?={_UNIT})"
+)
 # A text a question quotes: in single quotes (not an apostrophe inside a word), double or curly.
 _QUOTED = re.compile(r"(?<!\w)'([^'\n]{2,160})'(?!\w)|\"([^\"\n]{2,160})\"|“([^”\n]{2,160})”")
 _MIN_LETTERS = 3  # a part shorter than this matches too much to be a condition
