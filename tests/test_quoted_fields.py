@@ -162,6 +162,7 @@ def test_fields_are_offered_by_the_schema_told_and_shown_in_examples_no_copy_dou
     shown = {e["op"]: e for _, e in examples(table)}
     assert shown["top"]["column"] == shown["count_distinct"]["column"] == "<user>"
     assert shown["sum"]["column"] == "N"
+    assert shown["rows"]["order_by"] == "N" and shown["rows"]["columns"] == ["<user>", "N"]
     # The count filters on a value of the quoted line, one its lines hold (uid=0 on most of them).
     assert shown["count"]["where"] == [{"column": "N", "cmp": ">", "value": 0}]
     # An example on the quoted line's value is written for the question: its copy is no doubt;

@@ -95,8 +95,13 @@ def examples(table: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
             {"op": "group", "by": category or entity},
         )
     )
-    shown = [n for n in (when, entity) if n is not None][:2]
-    out.append(("rows (first|last k; order_by)", {"op": "rows", "columns": shown, "take": "last", "k": 3}))
+    if quoted_number is not None:
+        # The lines with the largest value of the quoted line's number, whole: what else they
+        # say (the instance, the task) is what "which ... took the longest" asks for.
+        rows = {"op": "rows", "columns": [quoted_text or "line", quoted_number], "order_by": quoted_number}
+    else:
+        rows = {"op": "rows", "columns": [n for n in (when, entity) if n is not None][:2]}
+    out.append(("rows (first|last k; order_by)", {**rows, "take": "last", "k": 3}))
     out += [
         ("grep (Python regex)", {"op": "grep", "pattern": "[Ee]rror"}),
         ("peek", {"op": "peek", "start": 1, "length": 20}),
