@@ -30,6 +30,7 @@ from rlm.run.typed.fields import (
     sample_lines,
     with_quoted_fields,
 )
+from rlm.run.typed.quoted import quoted_left_out
 
 LOGHUB = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "loghub"
 LINUX = LOGHUB / "Linux_2k.log"
@@ -112,6 +113,36 @@ def test_a_number_against_its_unit_and_a_quote_worded_shorter_than_its_lines_giv
     table = _fielded(table, "What do the 'N bytes received' figures add up to?", proxifier)
     assert [f.name for f in read_fields(table)] == ["N"]
     assert _rows({"op": "sum", "column": "N"}, table) == [(wanted,)] and wanted > 0
+
+
+def test_a_name_the_question_writes_that_only_raw_lines_hold_is_added_as_their_condition(
+    tmp_path: Path,
+) -> None:
+    """A program named outside the quotes (`Dropbox.exe`), where the parse has no column for
+    it: the model's total over every line gets `line contains` it, and the sum is that of its
+    lines; a query sent again as written is in doubt; a negated name, or two, add nothing."""
+    proxifier = LOGHUB / "Proxifier_2k.log"
+    raw = proxifier.read_text().splitlines()
+    sent = r"(\d+) bytes (?:\([^)]*\) )?sent"
+    wanted = sum(int(m[1]) for m in (re.search(sent, x) for x in raw if "Dropbox.exe" in x) if m)
+    every = sum(int(m[1]) for m in (re.search(sent, x) for x in raw) if m)
+    table = open_source(str(proxifier), cache_dir=str(tmp_path)).profile.table
+    assert table is not None
+    question = "What did Dropbox.exe send in all, by its 'N bytes sent' figures?"
+    table = _fielded(table, question, proxifier)
+    model = json.dumps({"op": "sum", "column": "N"})
+    holds = lambda text: any(text in x for x in raw)  # noqa: E731  (the worker's grep, on the raw lines)
+    added = with_question_conditions(question, model, table, holds)
+    assert added is not None and added[1] == ["line contains 'Dropbox.exe'"]
+    assert _rows(added[0], table) == [(wanted,)] and 0 < wanted < every
+    assert quoted_left_out(question, model, table, holds) == ["line contains 'Dropbox.exe'"]
+    assert quoted_left_out(question, json.dumps(added[0]), table, holds) == []
+    for other in (
+        "What did programs other than Dropbox.exe send, by 'N bytes sent'?",
+        "Did Dropbox.exe or chrome.exe send more, by 'N bytes sent'?",
+        "What did nothing.exe send, by 'N bytes sent'?",
+    ):
+        assert with_question_conditions(other, model, _fielded(table, other, proxifier), holds) is None
 
 
 def test_queries_on_fields_give_what_python_finds_on_the_raw_lines(
@@ -211,3 +242,30 @@ def test_a_models_action_on_a_field_runs_through_the_cli_in_the_worker(tmp_path:
     assert f"{busiest}" in shown and str(times) in shown and "rlm added" not in shown, shown[-600:]
     code = latest_trace(tmp_path)["steps"][0]["action"]["args"]["code"]
     assert "regexp_extract" in code
+
+
+def test_a_name_only_raw_lines_hold_is_added_to_the_models_total_through_the_cli(tmp_path: Path) -> None:
+    """The model totals the quoted number over every line; rlm adds the program the question
+    names (found by the worker's grep), tells the model, and the total shown is that program's."""
+    proxifier = LOGHUB / "Proxifier_2k.log"
+    raw = proxifier.read_text().splitlines()
+    sent = [re.search(r"(\d+) bytes (?:\([^)]*\) )?sent", x) for x in raw if "Dropbox.exe" in x]
+    wanted = sum(int(m[1]) for m in sent if m)
+    replies = [
+        json.dumps({"op": "sum", "column": "N"}),
+        json.dumps({"op": "final", "answer": str(wanted)}),
+        json.dumps({"answer": str(wanted), "citations": ["F1"]}),
+    ]
+    question = (
+        "How many bytes did Dropbox.exe send in all, by its 'N bytes sent' figures? Answer with the number."
+    )
+    with OpenAIStub(replies) as stub:
+        proc = run_cli(
+            ["ask", str(proxifier), question, "-m", "openai/stub", "--api-base", stub.api_base, "--protocol", "typed",
+             "--no-memory", "--strict"],
+            cwd=tmp_path,
+        )  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout == f"{wanted}\n", proc.stderr
+    shown = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert f"{wanted:,}" in shown or str(wanted) in shown, shown[-600:]
+    assert "line contains 'Dropbox.exe'" in shown, shown[-600:]

@@ -310,7 +310,7 @@ def test_an_answer_from_the_prompts_example_as_shown_is_in_doubt(tmp_path: Path,
     example = next(a for what, a in examples(table) if what.startswith("top"))
     assert example["op"] == "top" and example["column"] == "ip"
     # The question asks for the clients that fetched one path most: the example ranks every client.
-    question = "Which 5 client IPs fetched robots.txt most often?"
+    question = "Which 5 client IPs fetched the robots file most often?"
     own = {**example, "where": [{"column": "path", "cmp": "contains", "value": "robots.txt"}]}
     lines = apache_log.read_text().splitlines()
 

@@ -83,7 +83,14 @@ def examples(table: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         ("top (most common values)", {"op": "top", "column": entity, "k": 5}),
     ]
     if number is not None:
-        out.append(("sum|avg|min|max", {"op": "sum", "column": number}))
+        # Each with its own example: shown a sum alone, the model wrote a sum where an average
+        # was asked, and the most common value where the largest was (first actions on the
+        # development sets' questions that quote such a number: 2 of 7 sums, 3 of 19 tops).
+        out += [
+            ("sum", {"op": "sum", "column": number}),
+            ("avg", {"op": "avg", "column": number}),
+            ("min|max", {"op": "max", "column": number}),
+        ]
     if when is not None:
         out.append(("group per minute|hour|day|month", {"op": "group", "by": when, "bucket": "hour"}))
     # Lines per value: an aggregate shown here was copied where the most lines were asked, so
@@ -147,8 +154,8 @@ def describe_actions(table: dict[str, Any]) -> str:
     lines.append(
         "Choose by the question: how many -> count; how many different -> count_distinct; which value "
         "appears most often -> top; which value, hour or day has the most or fewest lines, or the largest or "
-        "smallest total or average -> group, order most|least; one total, average, max or min -> sum, avg, "
-        "max, min; a line's details, first or last -> rows; words in raw lines -> grep or line contains. "
+        "smallest total or average -> group, order most|least; which line has the largest value, or the "
+        "first or last -> rows; words in raw lines -> grep or line contains. "
         "Put each condition the question states in where. Two steps are fine: find a value, then filter on it."
     )
     return "\n".join(lines)

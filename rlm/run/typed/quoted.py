@@ -11,11 +11,19 @@ with no negation just before it; of a quote with placeholders, its longest liter
 node adds `line contains PART` only where the file holds that part (a worker grep) and the
 query has no text filter of its own nor reads a value of the quote (rlm.run.typed.fields), and
 tells the model, as for a value (`with_conditions`).
+
+A name the question writes outside its quotes that only a raw line can hold is such a
+condition too: a dotted or underscored identifier (`Dropbox.exe`, `proxy.example.org`,
+`pam_unix`) that is no column's name. A table whose parse has no column for the program or
+host leaves the model one way to keep to it, a `line contains` it seldom writes: its totals
+then covered every program. Taken where the question writes one such name, not negated, and
+the input holds it; added beside the quote's part (both hold of the lines asked about).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -27,9 +35,11 @@ from rlm.run.typed.fields import names_a_field
 from rlm.run.typed.placeholders import literal_parts, quoted_texts
 from rlm.run.typed.vocabulary import MAX_FILTERS, TEXT_MATCH
 
-__all__ = ["quoted_left_out", "quoted_part", "with_question_conditions", "with_quoted"]
+__all__ = ["named_part", "quoted_left_out", "quoted_part", "with_question_conditions", "with_quoted"]
 
 _MIN_LETTERS = 3  # a quote shorter than this matches too much to be a condition
+# An identifier with a dot or an underscore inside: a program, a host, a module (not `e.g.`).
+_NAME = re.compile(r"(?<![\w./-])([A-Za-z][\w-]*(?:[._][\w-]+)+)(?![\w-]|\.\w)")
 
 
 def quoted_part(question: str, table: dict[str, Any]) -> str | None:
@@ -45,6 +55,38 @@ def quoted_part(question: str, table: dict[str, Any]) -> str | None:
     parts = literal_parts(quotes[0])
     part = max(parts, key=len).strip() if parts else ""
     return part if sum(ch.isalpha() for ch in part) >= _MIN_LETTERS else None
+
+
+def named_part(question: str, table: dict[str, Any]) -> str | None:
+    """The one identifier (`Dropbox.exe`) the question writes outside its quotes that is no
+    column's name nor a value one lists, not negated; None when it writes none or several."""
+    unquoted = question
+    for quote in quoted_texts(question):
+        unquoted = unquoted.replace(quote, " ")
+    cols = table_columns(table)
+    # A column's name, or a value a column lists (rlm.run.typed.conditions adds that one), is not.
+    known = {n.casefold() for n in cols.names()} | {
+        str(v).casefold() for c in cols.columns for v in c.values or ()
+    }
+    names = {
+        m[1]
+        for m in _NAME.finditer(unquoted)
+        if sum(ch.isalpha() for ch in m[1]) >= _MIN_LETTERS and m[1].casefold() not in known
+    }
+    if len(names) != 1:
+        return None
+    name = names.pop()
+    return None if negated(question, name) else name
+
+
+def _with_named(action: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """The action with `line contains NAME` added; None where a filter names it already (or a
+    piece of it), or there is no room for one more."""
+    where = _where(action)
+    values = [str(f.get("value", "")).casefold() for f in where if isinstance(f, dict)]
+    if len(where) >= MAX_FILTERS or any(v and (v in name.casefold() or name.casefold() in v) for v in values):
+        return None
+    return {**action, "where": [*where, {"column": "line", "cmp": "contains", "value": name}]}
 
 
 def with_quoted(action: dict[str, Any], part: str) -> dict[str, Any] | None:
@@ -88,6 +130,10 @@ def with_question_conditions(
     query, added = action, list[str]()
     if part is not None and quoted is not None and holds_text(part):
         query, added = quoted, [f"line contains {part!r}"]
+    name = named_part(question, table)
+    named = _with_named(query, name) if name is not None else None
+    if name is not None and named is not None and holds_text(name):
+        query, added = named, [*added, f"line contains {name!r}"]
     amended = with_conditions(question, json.dumps(query), table)
     if amended is not None:
         query, added = amended[0], [*amended[1], *added]
@@ -97,16 +143,21 @@ def with_question_conditions(
 def quoted_left_out(
     question: str, content: str | None, table: dict[str, Any], holds_text: Callable[[str], bool]
 ) -> list[str]:
-    """`line contains PART` when the query in `content` leaves out the line the question quotes
-    and the input holds it (a query sent again as written after rlm added it): [] otherwise."""
-    part = quoted_part(question, table)
-    if part is None:
-        return []
+    """`line contains PART` when the query in `content` leaves out the line the question quotes,
+    or the name it writes (named_part), and the input holds it (a query sent again as written
+    after rlm added it): [] otherwise."""
     try:
         action = read_json(content)
         checked = check_action(action, table_columns(table))
     except Problem:
         return []
-    if checked.args is not None or _filters_text(_where(action), part) or names_a_field(action, table):
+    if checked.args is not None:
         return []
-    return [f"line contains {part!r}"] if holds_text(part) else []
+    out = []
+    part = quoted_part(question, table)
+    if part is not None and not _filters_text(_where(action), part) and not names_a_field(action, table):
+        out += [f"line contains {part!r}"] if holds_text(part) else []
+    name = named_part(question, table)
+    if name is not None and _with_named(action, name) is not None and holds_text(name):
+        out.append(f"line contains {name!r}")
+    return out

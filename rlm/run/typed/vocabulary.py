@@ -68,7 +68,9 @@ MAX_PEEK_LINES = 100  # a longer peek is brought down to it
 # neither (the same captured prompts sent to its server, greedy); without them it reached for
 # `rows` (the file's last lines) where a most common value was asked. A total, an average and
 # each extreme have their own phrase and schema branch: sharing one ("a total or average"), the
-# op was then the example's (a sum where an average was asked).
+# op was then the example's (a sum where an average was asked). Which line has the largest
+# value (the instance that took the longest) is a `rows` ordered by it: told "details of
+# particular lines" alone, the model grouped by hour instead.
 ASKS: dict[str, str] = {
     "count": "how many lines match",
     "count_distinct": "how many different values",
@@ -78,7 +80,7 @@ ASKS: dict[str, str] = {
     "min": "the lowest, smallest or earliest value",
     "max": "the highest, largest or latest value",
     "group": "which value or period has most or least, or a figure for each",
-    "rows": "details of particular lines",
+    "rows": "the lines: first, last, or of the largest or smallest value",
     "grep": "text inside raw lines",
     "peek": "the lines at a position",
     "final": "nothing more: the answer is known",
