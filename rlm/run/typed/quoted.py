@@ -38,8 +38,10 @@ from rlm.run.typed.vocabulary import MAX_FILTERS, TEXT_MATCH
 __all__ = ["named_part", "quoted_left_out", "quoted_part", "with_question_conditions", "with_quoted"]
 
 _MIN_LETTERS = 3  # a quote shorter than this matches too much to be a condition
+_MAX_NAME = 160  # as a quote: longer is no name of a program or a host
 # An identifier with a dot or an underscore inside: a program, a host, a module (not `e.g.`).
-_NAME = re.compile(r"(?<![\w./-])([A-Za-z][\w-]*(?:[._][\w-]+)+)(?![\w-]|\.\w)")
+# Its pieces hold no `.` or `_`, so that a long run of them is read in one pass, not in every split.
+_NAME = re.compile(r"(?<![\w./-])([A-Za-z][A-Za-z0-9-]*(?:[._][A-Za-z0-9-]+)+)(?![\w-]|\.\w)")
 
 
 def quoted_part(question: str, table: dict[str, Any]) -> str | None:
@@ -71,7 +73,9 @@ def named_part(question: str, table: dict[str, Any]) -> str | None:
     names = {
         m[1]
         for m in _NAME.finditer(unquoted)
-        if sum(ch.isalpha() for ch in m[1]) >= _MIN_LETTERS and m[1].casefold() not in known
+        if len(m[1]) <= _MAX_NAME
+        and sum(ch.isalpha() for ch in m[1]) >= _MIN_LETTERS
+        and m[1].casefold() not in known
     }
     if len(names) != 1:
         return None
