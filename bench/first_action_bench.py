@@ -30,6 +30,7 @@ import io
 import json
 import math
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -50,6 +51,7 @@ from rlm.input.source import open_source  # noqa: E402
 from rlm.local import installed_gguf  # noqa: E402
 from rlm.local.server import local_server  # noqa: E402
 from rlm.model import client as model_client  # noqa: E402
+from rlm.run.runner import text_pattern  # noqa: E402
 from rlm.run.typed import compile_sql, with_question_conditions  # noqa: E402
 from rlm.run.typed.fields import sample_lines, with_quoted_fields  # noqa: E402
 
@@ -139,13 +141,13 @@ def holds_answer(task: Task, rows: list[tuple[Any, ...]]) -> bool:
     return all(found(v) for v in items)
 
 
-def _holds(path: Path) -> Callable[[str], bool]:
+def _holds(path: Path) -> Callable[[str, bool], bool]:
     """Whether a line of the file holds a text, in any case: what the run asks its worker's grep."""
 
-    def holds(text: str) -> bool:
-        wanted = text.casefold()
+    def holds(text: str, whole: bool = False) -> bool:
+        wanted = re.compile(text_pattern(text, whole), re.IGNORECASE)
         with open(path, encoding="utf-8", errors="replace") as fh:
-            return any(wanted in line.casefold() for line in fh)
+            return any(wanted.search(line) for line in fh)
 
     return holds
 

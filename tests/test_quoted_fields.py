@@ -20,6 +20,7 @@ from openai_stub import OpenAIStub
 
 from rlm.input.source import open_source
 from rlm.run.actions import Action
+from rlm.run.runner import text_pattern
 from rlm.run.typed import action_schema, compile_sql, describe_actions, to_action, with_question_conditions
 from rlm.run.typed.describe import example_cells, examples
 from rlm.run.typed.fields import (
@@ -131,7 +132,10 @@ def test_a_name_the_question_writes_that_only_raw_lines_hold_is_added_as_their_c
     question = "What did Dropbox.exe send in all, by its 'N bytes sent' figures?"
     table = _fielded(table, question, proxifier)
     model = json.dumps({"op": "sum", "column": "N"})
-    holds = lambda text: any(text in x for x in raw)  # noqa: E731  (the worker's grep, on the raw lines)
+
+    def holds(text: str, whole: bool = False) -> bool:  # the worker's grep, on the raw lines
+        return any(re.search(text_pattern(text, whole), x, re.IGNORECASE) for x in raw)
+
     added = with_question_conditions(question, model, table, holds)
     assert added is not None and added[1] == ["line contains 'Dropbox.exe'"]
     assert _rows(added[0], table) == [(wanted,)] and 0 < wanted < every
@@ -141,6 +145,7 @@ def test_a_name_the_question_writes_that_only_raw_lines_hold_is_added_as_their_c
         "What did programs other than Dropbox.exe send, by 'N bytes sent'?",
         "Did Dropbox.exe or chrome.exe send more, by 'N bytes sent'?",
         "What did nothing.exe send, by 'N bytes sent'?",
+        "What did Dropbox.ex send, by 'N bytes sent'?",  # in the file only inside a longer name
     ):
         assert with_question_conditions(other, model, _fielded(table, other, proxifier), holds) is None
 
@@ -207,11 +212,11 @@ def test_fields_are_offered_by_the_schema_told_and_shown_in_examples_no_copy_dou
     # A query on a field is of the quoted lines already: no `line contains` is added to it.
     assert (
         with_question_conditions(
-            question, json.dumps({"op": "top", "column": "<user>"}), table, lambda _: True
+            question, json.dumps({"op": "top", "column": "<user>"}), table, lambda *_: True
         )
         is None
     )
-    added = with_question_conditions(question, json.dumps({"op": "count"}), table, lambda _: True)
+    added = with_question_conditions(question, json.dumps({"op": "count"}), table, lambda *_: True)
     assert added is not None and added[1] == ["line contains 'session opened for user'"]
     # Nothing quoted, nothing read: the table as it was, and the input is not sampled.
     untouched = with_quoted_fields(tables[LINUX], "which host logs most?", lambda: pytest.fail("sampled"))

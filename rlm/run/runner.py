@@ -66,6 +66,17 @@ class ActionHost(Protocol):
     def report_internal(self, node_id: str, message: str) -> None: ...
 
 
+def text_pattern(text: str, whole: bool = False) -> str:
+    """A Python regex of `text` as written; `whole`, not where a word character goes on from
+    either end of it (`blk_123` is not in `blk_1234`; `rhost=` may be followed by anything)."""
+    pattern = re.escape(text)
+    if not whole or not text:
+        return pattern
+    before = r"(?<![A-Za-z0-9_])" if re.match(r"\w", text[0]) else ""
+    after = r"(?![A-Za-z0-9_])" if re.match(r"\w", text[-1]) else ""
+    return before + pattern + after
+
+
 @dataclass
 class Outcome:
     """What one action gave the model: its observation and what it means for the loop."""
@@ -123,7 +134,7 @@ class ActionRunner:
         self.observed = False  # whether any action has run (a `final` before one is refused)
         self.done: dict[str, Done] = {}
         self.failures: dict[str, int] = {}  # how often each exact call failed
-        self._held: dict[str, bool] = {}  # texts looked for in the input (holds_text)
+        self._held: dict[str, bool] = {}  # patterns of texts looked for in the input (holds_text)
         # Bumped by anything that may change the worker's variables: a cell, a restart,
         # partition_map's result variable. The same code against a new state is not a repeat.
         self.state = 0
@@ -178,17 +189,20 @@ class ActionRunner:
             self.failures[key] = self.failures.get(key, 0) + 1
         return outcome
 
-    def holds_text(self, text: str) -> bool:
+    def holds_text(self, text: str, whole: bool = False) -> bool:
         """Whether some line of the input holds `text`, in any case (a grep in the worker, once a
-        text); False when the worker cannot say."""
-        if text not in self._held:
+        text); `whole`, not inside a longer word (text_pattern). False when the worker cannot say."""
+        pattern = text_pattern(text, whole)
+        if pattern not in self._held:
             reply = self._request(
                 "grep",
-                {"pattern": re.escape(text), "max_matches": 1, "ignore_case": True},
+                {"pattern": pattern, "max_matches": 1, "ignore_case": True},
                 timeout=self.cell_seconds(grace=5),
             )
-            self._held[text] = isinstance(reply, dict) and bool(reply.get("ok")) and bool(reply.get("total"))
-        return self._held[text]
+            self._held[pattern] = (
+                isinstance(reply, dict) and bool(reply.get("ok")) and bool(reply.get("total"))
+            )
+        return self._held[pattern]
 
     def would_refuse(self, name: str, args: dict[str, Any], visible_from: int) -> bool:
         """Whether `act` would refuse this action as a repeat of one already run."""

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from rlm.run.typed.check import Problem, check_action
 from rlm.run.typed.columns import table_columns
@@ -35,13 +34,27 @@ from rlm.run.typed.fields import names_a_field
 from rlm.run.typed.placeholders import literal_parts, quoted_texts
 from rlm.run.typed.vocabulary import MAX_FILTERS, TEXT_MATCH
 
-__all__ = ["named_part", "quoted_left_out", "quoted_part", "with_question_conditions", "with_quoted"]
+__all__ = [
+    "HoldsText",
+    "named_part",
+    "quoted_left_out",
+    "quoted_part",
+    "with_question_conditions",
+    "with_quoted",
+]
 
 _MIN_LETTERS = 3  # a quote shorter than this matches too much to be a condition
 _MAX_NAME = 160  # as a quote: longer is no name of a program or a host
 # An identifier with a dot or an underscore inside: a program, a host, a module (not `e.g.`).
 # Its pieces hold no `.` or `_`, so that a long run of them is read in one pass, not in every split.
 _NAME = re.compile(r"(?<![\w./-])([A-Za-z][A-Za-z0-9-]*(?:[._][A-Za-z0-9-]+)+)(?![\w-]|\.\w)")
+
+
+class HoldsText(Protocol):
+    """Whether some line of the input holds a text, in any case; `whole`, not inside a longer
+    word (the run's worker grep: rlm.run.runner.Runner.holds_text)."""
+
+    def __call__(self, text: str, whole: bool = False, /) -> bool: ...
 
 
 def quoted_part(question: str, table: dict[str, Any]) -> str | None:
@@ -117,7 +130,7 @@ def _filters_text(where: list[Any], part: str) -> bool:
 
 
 def with_question_conditions(
-    question: str, content: str, table: dict[str, Any], holds_text: Callable[[str], bool]
+    question: str, content: str, table: dict[str, Any], holds_text: HoldsText
 ) -> tuple[dict[str, Any], list[str]] | None:
     """The typed action in `content` with the conditions the question names and it leaves out:
     the line the question quotes where `holds_text` finds it in the input, and values a column
@@ -136,7 +149,8 @@ def with_question_conditions(
         query, added = quoted, [f"line contains {part!r}"]
     name = named_part(question, table)
     named = _with_named(query, name) if name is not None else None
-    if name is not None and named is not None and holds_text(name):
+    # As a whole word: an example of a form (`blk_123`) is not a condition where it begins longer ids.
+    if name is not None and named is not None and holds_text(name, True):
         query, added = named, [*added, f"line contains {name!r}"]
     amended = with_conditions(question, json.dumps(query), table)
     if amended is not None:
@@ -145,7 +159,7 @@ def with_question_conditions(
 
 
 def quoted_left_out(
-    question: str, content: str | None, table: dict[str, Any], holds_text: Callable[[str], bool]
+    question: str, content: str | None, table: dict[str, Any], holds_text: HoldsText
 ) -> list[str]:
     """`line contains PART` when the query in `content` leaves out the line the question quotes,
     or the name it writes (named_part), and the input holds it (a query sent again as written
@@ -162,6 +176,6 @@ def quoted_left_out(
     if part is not None and not _filters_text(_where(action), part) and not names_a_field(action, table):
         out += [f"line contains {part!r}"] if holds_text(part) else []
     name = named_part(question, table)
-    if name is not None and _with_named(action, name) is not None and holds_text(name):
+    if name is not None and _with_named(action, name) is not None and holds_text(name, True):
         out.append(f"line contains {name!r}")
     return out
