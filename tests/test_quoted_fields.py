@@ -77,6 +77,8 @@ def test_each_named_placeholder_of_a_quoted_text_is_a_field_of_the_kind_its_line
     assert [(f.name, f.number) for f in unseen] == [("<client>", False), ("T", True)]
     assert quoted_fields(quote, ["line"], sample) == []
     assert quoted_fields("'on Mon D at HH:MM'", ["line"], sample) == []
+    # Nothing fixed but a comma: it would fit any line with one.
+    assert quoted_fields("'<first ip>,<second ip>'", ["line"], Sample(["a,b", "1.2.3.4,5.6.7.8"])) == []
     # `...` names nothing; a name the table has is not offered twice; at most MAX_FIELDS.
     assert quoted_fields("'Connection from ... closed'", ["line"]) == []
     assert [f.name for f in quoted_fields(f"'{SESSIONS}'", ["line", "N"])] == ["<user>"]

@@ -45,6 +45,7 @@ __all__ = [
 
 FIELDS_KEY = "quoted_fields"  # where a node's table description holds them
 MAX_FIELDS = 4  # each is one more name in every enum of the schema
+_MIN_FIXED = 3  # characters of fixed text (spaces aside) a quote needs to fit its lines alone (`####`)
 _UNNAMED = re.compile(r"<\s*>|\.{2,}|…")
 _SPECIAL = re.compile(r"([\\.^$|?*+()\[\]{}])")
 _EDGE_PUNCTUATION = ".,;:)]}'\""  # ends a sentence or a bracket, not a value written at the end
@@ -95,10 +96,12 @@ def _literal(text: str) -> str:
 
 def _fields_of(quoted: str, sample: Sample) -> list[QuotedField]:
     """The named placeholders of one quoted text, each with the pattern of the whole text; none
-    where the sample is the whole input and no line of it fits."""
+    where the sample is the whole input and no line of it fits, or where its fixed text is too
+    short to hold to."""
     template = quoted.strip()
     built = _pattern(template)
-    if built is None:
+    if built is None or len(re.sub(r"\s", "", PLACEHOLDER.sub("", template))) < _MIN_FIXED:
+        # Too little fixed text to fit (`<a>,<b>`): it would read a value from any line with a comma.
         return []
     pattern, names = built
     fits, found = _values_read(pattern, [g for _, g in names], sample.lines)
