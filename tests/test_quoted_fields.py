@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
+import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -225,22 +226,31 @@ def test_fields_are_offered_by_the_schema_told_and_shown_in_examples_no_copy_dou
     assert untouched is tables[LINUX]
 
 
+def _ask_typed(
+    path: Path, question: str, action: dict[str, Any], answer: str, tmp_path: Path
+) -> tuple[subprocess.CompletedProcess[str], OpenAIStub]:
+    """`rlm ask --protocol typed --strict` through the CLI, a model that sends `action`, then
+    `final` with `answer`: the process and the model server (its requests)."""
+    replies = [
+        json.dumps(action),
+        json.dumps({"op": "final", "answer": answer}),
+        json.dumps({"answer": answer, "citations": ["F1"]}),
+    ]
+    with OpenAIStub(replies) as stub:
+        proc = run_cli(
+            ["ask", str(path), question, "-m", "openai/stub", "--api-base", stub.api_base, "--protocol", "typed",
+             "--no-memory", "--strict"],
+            cwd=tmp_path,
+        )  # fmt: skip
+    return proc, stub
+
+
 def test_a_models_action_on_a_field_runs_through_the_cli_in_the_worker(tmp_path: Path) -> None:
     raw = LINUX.read_text().splitlines()
     users = Counter(m[1] for m in (re.search(r"session opened for user (\S+) by", x) for x in raw) if m)
     busiest, times = max(sorted(users.items()), key=lambda kv: kv[1])
-    replies = [
-        json.dumps({"op": "top", "column": "<user>", "k": 3}),
-        json.dumps({"op": "final", "answer": busiest}),
-        json.dumps({"answer": busiest, "citations": ["F1"]}),
-    ]
     question = f"Which account has the most '{SESSIONS}' lines? Answer with the name only."
-    with OpenAIStub(replies) as stub:
-        proc = run_cli(
-            ["ask", str(LINUX), question, "-m", "openai/stub", "--api-base", stub.api_base, "--protocol", "typed",
-             "--no-memory", "--strict"],
-            cwd=tmp_path,
-        )  # fmt: skip
+    proc, stub = _ask_typed(LINUX, question, {"op": "top", "column": "<user>", "k": 3}, busiest, tmp_path)
     assert proc.returncode == 0 and proc.stdout == f"{busiest}\n", proc.stderr
     first = stub.requests[0]["body"]
     assert '"<user>"' in json.dumps(first["response_format"]["json_schema"]["schema"])
@@ -258,20 +268,10 @@ def test_a_name_only_raw_lines_hold_is_added_to_the_models_total_through_the_cli
     raw = proxifier.read_text().splitlines()
     sent = [re.search(r"(\d+) bytes (?:\([^)]*\) )?sent", x) for x in raw if "Dropbox.exe" in x]
     wanted = sum(int(m[1]) for m in sent if m)
-    replies = [
-        json.dumps({"op": "sum", "column": "N"}),
-        json.dumps({"op": "final", "answer": str(wanted)}),
-        json.dumps({"answer": str(wanted), "citations": ["F1"]}),
-    ]
     question = (
         "How many bytes did Dropbox.exe send in all, by its 'N bytes sent' figures? Answer with the number."
     )
-    with OpenAIStub(replies) as stub:
-        proc = run_cli(
-            ["ask", str(proxifier), question, "-m", "openai/stub", "--api-base", stub.api_base, "--protocol", "typed",
-             "--no-memory", "--strict"],
-            cwd=tmp_path,
-        )  # fmt: skip
+    proc, stub = _ask_typed(proxifier, question, {"op": "sum", "column": "N"}, str(wanted), tmp_path)
     assert proc.returncode == 0 and proc.stdout == f"{wanted}\n", proc.stderr
     shown = stub.requests[1]["body"]["messages"][-1]["content"]
     assert f"{wanted:,}" in shown or str(wanted) in shown, shown[-600:]
