@@ -14,10 +14,11 @@ tells the model, as for a value (`with_conditions`).
 
 A name the question writes outside its quotes that only a raw line can hold is such a
 condition too: a dotted or underscored identifier (`Dropbox.exe`, `proxy.example.org`,
-`pam_unix`) that is no column's name. A table whose parse has no column for the program or
-host leaves the model one way to keep to it, a `line contains` it seldom writes: its totals
-then covered every program. Taken where the question writes one such name, not negated, and
-the input holds it; added beside the quote's part (both hold of the lines asked about).
+`pam_unix`) that is no column's name nor a value one lists. A table whose parse has no column
+for the program or host leaves the model one way to keep to it, a `line contains` it seldom
+writes: its totals then covered every program. Taken where the question writes one such name,
+not negated, and the input holds it as a whole word (an example of a form, `blk_123`, begins
+longer ids); added beside the quote's part (both hold of the lines asked about).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ _NAME = re.compile(r"(?<![\w./-])([A-Za-z][A-Za-z0-9-]*(?:[._][A-Za-z0-9-]+)+)(?
 
 class HoldsText(Protocol):
     """Whether some line of the input holds a text, in any case; `whole`, not inside a longer
-    word (the run's worker grep: rlm.run.runner.Runner.holds_text)."""
+    word (the run's worker grep: rlm.run.runner.ActionRunner.holds_text)."""
 
     def __call__(self, text: str, whole: bool = False, /) -> bool: ...
 
