@@ -104,7 +104,7 @@ def examples(table: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     )
     if quoted_number is not None:
         # The lines with the largest value of the quoted line's number, whole: what else they
-        # say (the instance, the task) is what "which ... took the longest" asks for.
+        # say (the instance, the task) is what a question about the slowest one asks for.
         rows = {"op": "rows", "columns": [quoted_text or "line", quoted_number], "order_by": quoted_number}
     else:
         rows = {"op": "rows", "columns": [n for n in (when, entity) if n is not None][:2]}

@@ -69,7 +69,7 @@ MAX_PEEK_LINES = 100  # a longer peek is brought down to it
 # `rows` (the file's last lines) where a most common value was asked. A total, an average and
 # each extreme have their own phrase and schema branch: sharing one ("a total or average"), the
 # op was then the example's (a sum where an average was asked). Which line has the largest
-# value (the instance that took the longest) is a `rows` ordered by it: told "details of
+# value (the slowest of the runs a line reports) is a `rows` ordered by it: told "details of
 # particular lines" alone, the model grouped by hour instead.
 ASKS: dict[str, str] = {
     "count": "how many lines match",
