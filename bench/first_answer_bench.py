@@ -186,6 +186,8 @@ def main() -> None:
         help="ask as a user who has used rlm before: memory holds a finding about another file",
     )
     args = ap.parse_args()
+    if args.dir is not None:  # a folder named for the files is made, as the help says
+        Path(args.dir).mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="rlm-first-", dir=args.dir))
     results = []
     try:

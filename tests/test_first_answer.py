@@ -225,3 +225,113 @@ def test_a_log_s_columns_are_named_while_its_table_builds(
         building = src.profile.prompt_block(4000)
         built.set()
     assert "its columns are named once it is ready" in building and "when,city,amount" in building
+
+
+def test_a_big_table_s_build_waits_for_the_run_s_start_then_sql_counts_over_it(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The event load_litellm_in_background returns reaches the table job: the build does not
+    start before it is set (here: once the model's first step has ended), and the second step's
+    sql() then counts over the whole table, through the real worker."""
+    import rlm.input.source as source_mod
+    import rlm.run.wiring as wiring
+    from rlm.run.events import Step
+    from rlm.run.settings import load_settings
+
+    log = isolated / "access.log"
+    log.write_bytes((FIXTURES / "access.log").read_bytes())
+    expected = sum(1 for line in log.read_text().splitlines() if '" 404 ' in line)
+    monkeypatch.setattr(source_mod, "BACKGROUND_TABLE_BYTES", 0)  # this small file as a big one
+    monkeypatch.setattr(wiring, "_OVERLAP_IMPORT_BYTES", 0)
+    started = threading.Event()
+    monkeypatch.setattr(wiring, "load_litellm_in_background", lambda: started)
+    built_after_start: list[bool] = []
+    real_build = source_mod.ensure_table
+
+    def watched_build(*args: Any, **kwargs: Any) -> Any:
+        built_after_start.append(started.is_set())
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr(source_mod, "ensure_table", watched_build)
+
+    def progress(event: object) -> None:
+        if isinstance(event, Step) and event.step == 1:
+            assert built_after_start == []  # the first step ran with no build begun
+            started.set()
+
+    count = 'print(sql("SELECT count(*) FROM log WHERE status = 404")[0][0])'
+    model = write_script(
+        isolated / "s.json",
+        [
+            {"tool": "execute", "args": {"code": "print(peek(1, 1)[:20])"}},
+            {"tool": "execute", "args": {"code": count}},
+            {"tool": "final", "args": {"answer": str(expected)}},
+            json.dumps({"answer": str(expected), "explanation": "Counted by SQL.", "citations": ["F2"]}),
+        ],
+    )
+    settings = load_settings({"model": model, "retry_base_delay": 0.01})
+    result = wiring.run_ask(settings, str(log), "How many requests returned 404?", progress=progress)
+    assert built_after_start == [True]
+    assert result.answer == str(expected)
+    [trace] = traces_in(isolated)
+    assert trace["steps"][1]["observation"]["preview"] == f"{expected}\n"
+    assert trace["table_build"]["background"] is True
+
+
+def test_a_table_job_waits_for_its_event_up_to_a_limit_and_stops_while_it_waits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A job with `after` builds only once the event is set; an event never set holds it no
+    longer than the limit; a stop while it waits ends the job at once, nothing built."""
+    import time
+
+    import rlm.input.tablejob as tablejob
+
+    began: list[float] = []
+
+    def build() -> tuple[dict[str, Any] | None, str | None]:
+        began.append(time.monotonic())
+        return {"path": "t.duckdb"}, None
+
+    after = threading.Event()
+    job = tablejob.TableJob(build, after=after)
+    time.sleep(0.3)
+    assert began == [] and not job.done()
+    set_at = time.monotonic()
+    after.set()
+    assert job.result(10) == ({"path": "t.duckdb"}, None)
+    assert began[0] >= set_at
+
+    monkeypatch.setattr(tablejob, "_AFTER_WAIT_S", 0.4)
+    began.clear()
+    t0 = time.monotonic()
+    never = tablejob.TableJob(build, after=threading.Event())
+    assert never.result(10) == ({"path": "t.duckdb"}, None)
+    assert 0.4 <= began[0] - t0 < 5
+
+    began.clear()
+    monkeypatch.setattr(tablejob, "_AFTER_WAIT_S", 60.0)
+    stopped = tablejob.TableJob(build, after=threading.Event())
+    t0 = time.monotonic()
+    stopped.stop()
+    assert stopped.result(5) == (None, "the run ended before its table was built")
+    assert time.monotonic() - t0 < 1.5 and began == []
+
+
+def test_litellm_s_import_in_the_background_tells_when_it_has_ended() -> None:
+    """In a fresh process the event is unset while litellm and the OpenAI SDK's modules load,
+    and set once they have: what the model's first request needs is then imported."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from rlm.model.client import load_litellm_in_background\n"
+        "ended = load_litellm_in_background()\n"
+        "print(ended.is_set())\n"
+        "assert ended.wait(120)\n"
+        "print('litellm' in sys.modules, 'openai.resources.chat' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True", "True"]

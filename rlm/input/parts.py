@@ -37,6 +37,7 @@ import json
 import os
 import re
 import stat
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, BinaryIO
@@ -106,6 +107,7 @@ def open_inputs(
     walk: WalkRules | None = None,
     time_range: TimeRange | None = None,
     background_table: bool = False,
+    build_after: threading.Event | None = None,
 ) -> Source:
     """One input as today (rlm.input.source.open_source); several, or any with a `time_range`,
     as one view whose profile carries `parts` and `skipped` (each part named by `names`,
@@ -120,7 +122,13 @@ def open_inputs(
         and unsupported_scheme(args[0]) is None
         and not os.path.isdir(args[0])
     ):
-        return open_source(args[0], cache_dir=cache_dir, stdin=stdin, background_table=background_table)
+        return open_source(
+            args[0],
+            cache_dir=cache_dir,
+            stdin=stdin,
+            background_table=background_table,
+            build_after=build_after,
+        )
     if order not in ORDERS:
         raise UsageError(f"--order must be one of {', '.join(ORDERS)}, not {order!r}")
     owned: list[str] = []  # remote objects' private copies when the cache cannot keep them

@@ -362,13 +362,15 @@ def open_source(
     display: str | None = None,
     owned: list[str] | None = None,
     background_table: bool = False,
+    build_after: threading.Event | None = None,
 ) -> Source:
     """Open a path, or stdin for "-", and profile it. Raises InputError in one line.
 
     `display` names the input where it is not its path (a remote object's local copy is named
     by its URL: rlm.input.remote); `owned` are temp files the Source removes with its own.
     `background_table`: a big file's table is built while the caller goes on (the profile's
-    `table_job`; rlm.input.tablejob), the Source stopping it when closed."""
+    `table_job`; rlm.input.tablejob), the Source stopping it when closed, and starting it once
+    `build_after` is set (TableJob's `after`)."""
     owned = list(owned or [])
     try:
         if arg == "-":
@@ -382,7 +384,15 @@ def open_source(
         else:
             path, digest = _open_path(arg, owned)
             display = display or arg
-        profile = _profile(path, display, digest, cache_dir, owned, background_table=background_table)
+        profile = _profile(
+            path,
+            display,
+            digest,
+            cache_dir,
+            owned,
+            background_table=background_table,
+            build_after=build_after,
+        )
     except BaseException:
         _remove_owned(owned)
         raise
@@ -545,9 +555,11 @@ def _profile(
     key: str | None = None,
     parts: Sequence[tuple[int, int, str]] = (),
     background_table: bool = False,
+    build_after: threading.Event | None = None,
 ) -> Profile:
     """The input's profile; its table built now, or with `background_table` (a big file whose
-    table is not cached) in a thread of its own, the profile's `table_job`."""
+    table is not cached) in a thread of its own, the profile's `table_job`, started once
+    `build_after` is set."""
     st = os.stat(path)
     opened = Identity(
         st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, snapshot_fingerprint(path, st.st_size)
@@ -679,6 +691,7 @@ def _profile(
                 display=display,
             ),
             then=hashing,
+            after=build_after,
         )
     elif hashing is not None:
         threading.Thread(target=hashing, name="rlm-sha256", daemon=True).start()

@@ -76,19 +76,26 @@ def load_litellm() -> Any:
     return _litellm_module
 
 
-def load_litellm_in_background() -> None:
-    """Start litellm's import (seconds of CPU) in a thread of its own, so that it overlaps the
-    input's profile and table build (DuckDB's and numpy's work leave the GIL free); the first
-    load_litellm() waits for it on the lock, or finds it done. A failed import here is raised
-    again, in the caller's thread, by that load_litellm()."""
+def load_litellm_in_background() -> threading.Event:
+    """Start litellm's import, and the OpenAI SDK's modules its first call imports (import_ahead:
+    seconds of CPU, all of it holding the GIL), in a thread of its own, so that it overlaps the
+    input's profile; the first load_litellm() waits for it on the lock, or finds it done. A
+    failed import here is raised again, in the caller's thread, by that load_litellm().
+
+    Returns an event set once the import has ended, done or failed: a big input's table build
+    waits for it, so that the model's first request does not wait for cores the build holds."""
+    ended = threading.Event()
     if _litellm_module is not None:
-        return
+        ended.set()
+        return ended
 
     def load() -> None:
         with contextlib.suppress(BaseException):
-            load_litellm()
+            import_ahead()
+        ended.set()
 
     threading.Thread(target=load, name="rlm-litellm-import", daemon=True).start()
+    return ended
 
 
 def import_ahead() -> None:

@@ -249,8 +249,8 @@ def run_ask(
     memory: Recall | None = None
     try:
         report(Phase("reading the input"))
-        if _profile_takes_seconds(input_arg):
-            load_litellm_in_background()  # its seconds overlap the input's profile and table
+        # litellm's import overlaps the input's profile, and a big table's build waits for it.
+        imported = load_litellm_in_background() if _profile_takes_seconds(input_arg) else None
         inputs = [input_arg] if isinstance(input_arg, str) else list(input_arg)
         with (
             build_progress(lambda done, size, secs: report(TableBuild.of(done, size, secs))),
@@ -265,6 +265,7 @@ def run_ask(
                 # A big file's table builds while the model's first turn starts: sql() waits
                 # for it, nothing else does (rlm.input.tablejob).
                 background_table=True,
+                build_after=imported,
             ) as source,
         ):
             profile = source.profile
