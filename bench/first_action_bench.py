@@ -11,7 +11,9 @@ typed protocol's prompt or schema can be compared on many questions in minutes:
    grammar), as rlm's own client would send it;
 3. the action is compiled to SQL (rlm.run.typed.compile_sql) and run on the input's table,
    with the conditions rlm adds before it runs (rlm.run.typed.with_question_conditions: values a
-   column lists, the line the question quotes), as a run does;
+   column lists, the line the question quotes), and the measure the question's words ask for
+   (rlm.run.typed.measure: an average where a sum was sent), as a run does; what the first
+   action would have held without that measure is counted beside it;
    it *holds the answer* when a cell of its result is the task's answer (every item of a set),
    scored as `rlm eval` normalises answers.
 
@@ -54,6 +56,7 @@ from rlm.model import client as model_client  # noqa: E402
 from rlm.run.runner import text_pattern  # noqa: E402
 from rlm.run.typed import compile_sql, with_question_conditions  # noqa: E402
 from rlm.run.typed.fields import sample_lines, with_quoted_fields  # noqa: E402
+from rlm.run.typed.measure import with_asked_measure  # noqa: E402
 
 
 class _Captured(Exception):
@@ -190,23 +193,30 @@ def main() -> int:
             action, probability = ask_server(server.api_base, request)
             seconds = round(time.monotonic() - started, 1)
             added = with_question_conditions(task.question, json.dumps(action), table, _holds(task.file))
-            rows = run_action(added[0] if added else action, table)
+            conditioned = added[0] if added else action
+            measured = with_asked_measure(task.question, json.dumps(conditioned), table)
+            rows = run_action(measured[0] if measured else conditioned, table)
             held = not isinstance(rows, str) and holds_answer(task, rows)
+            unmeasured = run_action(conditioned, table) if measured else rows
+            held_unmeasured = not isinstance(unmeasured, str) and holds_answer(task, unmeasured)
             results.append(
                 {
                     "id": task.id,
                     "op": action.get("op"),
                     "holds": held,
+                    "holds_without_measure": held_unmeasured,
                     "p": probability,
                     "seconds": seconds,
                     "action": action,
                     "added": added[1] if added else [],
+                    "measure": measured[1] if measured else None,
                 }
             )
             if not args.json:
                 print(
                     f"{task.id} {'holds ' if held else 'misses'} {action.get('op')!s:15} p={probability} {seconds} s"
                     + (f" (added {'; '.join(added[1])})" if added else "")
+                    + (f" ({measured[1]}; held before: {held_unmeasured})" if measured else "")
                 )
     held_count = sum(1 for r in results if r.get("holds"))
     ops: dict[str, int] = {}
@@ -216,6 +226,8 @@ def main() -> int:
     summary = {
         "tasks": len(results),
         "holds_answer": held_count,
+        "holds_without_measure": sum(1 for r in results if r.get("holds_without_measure")),
+        "measure_changed": sum(1 for r in results if r.get("measure")),
         "ops": ops,
         "median_seconds": statistics.median(times) if times else None,
     }
@@ -223,7 +235,8 @@ def main() -> int:
         print(json.dumps({**summary, "results": results}, indent=1))
     else:
         print(
-            f"first action holds the answer: {held_count} of {len(results)}; ops {ops}; "
+            f"first action holds the answer: {held_count} of {len(results)} "
+            f"({summary['holds_without_measure']} without the measure, changed on {summary['measure_changed']}); ops {ops}; "
             f"median {summary['median_seconds']} s a request"
         )
     return 0

@@ -4,25 +4,35 @@ synthesis's confidence use.
 A run's `doubts` hold conditions the question names that the query had no filter on
 (`status = 404`, `line contains '...'`: rlm.run.typed.conditions and quoted), and
 EXAMPLE_COPIED when the query was the prompt's example for its op as shown there, nothing of
-the question added (rlm.run.node): a query not written for the question.
+the question added (rlm.run.node): a query not written for the question; and a measure other
+than the one the question's words ask for (`avg instead of sum`: rlm.run.typed.measure).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["EXAMPLE_COPIED", "doubt_clause"]
+__all__ = ["EXAMPLE_COPIED", "doubt_clause", "measure_doubt"]
 
 EXAMPLE_COPIED = "the prompt's example"
+_MEASURE = "measure: "  # a doubt of what the query computes, not of its rows
+
+
+def measure_doubt(change: str) -> str:
+    """The doubt of a query that computes other than the question's words ask (`avg instead of sum`)."""
+    return _MEASURE + change
 
 
 def doubt_clause(doubts: Sequence[str]) -> str:
     """What follows "the query behind the answer": `has no filter on A; B, which the question
     names`, `is the prompt's example ...`, or both joined by "and"."""
-    conditions = [d for d in doubts if d != EXAMPLE_COPIED]
+    conditions = [d for d in doubts if d != EXAMPLE_COPIED and not d.startswith(_MEASURE)]
+    measures = [d.removeprefix(_MEASURE) for d in doubts if d.startswith(_MEASURE)]
     clauses = []
     if conditions:
         clauses.append(f"has no filter on {'; '.join(conditions)}, which the question names")
+    if measures:
+        clauses.append(f"computes other than the question's words ask for ({'; '.join(measures)})")
     if EXAMPLE_COPIED in doubts:
         clauses.append("is the prompt's example action as shown there, not one written for the question")
     return " and ".join(clauses)

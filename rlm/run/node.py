@@ -21,7 +21,7 @@ from rlm.model.budget import BudgetExceeded
 from rlm.model.client import Reply
 from rlm.run import prompts
 from rlm.run.actions import Action, ParseError, parse_tool_call, text_actions, tool_schemas
-from rlm.run.doubts import EXAMPLE_COPIED
+from rlm.run.doubts import EXAMPLE_COPIED, measure_doubt
 from rlm.run.events import Phase
 from rlm.run.host import NodeHost, StepDone
 from rlm.run.node_prompt import NodePrompt, PromptShape
@@ -40,6 +40,7 @@ from rlm.run.typed.check import Problem
 from rlm.run.typed.compile import read_json
 from rlm.run.typed.describe import example_cells
 from rlm.run.typed.fields import sample_lines, with_quoted_fields
+from rlm.run.typed.measure import measure_left_out, with_asked_measure
 from rlm.sandbox.client import WorkerLost
 from rlm.trace.schema import BridgeCallRecord, StopReason
 from rlm.trace.writer import preview
@@ -150,17 +151,19 @@ class Node:
         if self.model.measures_usage:
             self.prompt.learn_ratio(reply.prompt_tokens, est)
         action, skipped = self._parse(reply)
-        ran, added = reply.content, list[str]()
+        ran, added, changed = reply.content, list[str](), None
         table = self.table
         query = (
             action if table is not None and isinstance(action, Action) and action.name == "execute" else None
         )
         if query is not None:
-            action, ran, added = self._with_conditions(query, reply.content)
+            action, ran, added, changed = self._with_conditions(query, reply.content)
         # The prompt's example as shown, nothing of the question's added: a small model copies it
         # whatever the question asks. It runs (refused once, the 1.5B model sent it again word for
         # word, 9 times of 9), the model is told, and an answer after it is in doubt.
-        copied = query is not None and not added and query.args.get("code") in self.example_cells
+        copied = (
+            query is not None and not added and not changed and query.args.get("code") in self.example_cells
+        )
         stopped: BudgetExceeded | None = None
         try:
             if isinstance(action, Action):
@@ -179,9 +182,13 @@ class Node:
             conditions = left_out(self.question, ran, table) + quoted_left_out(
                 self.question, ran, table, self.runner.holds_text
             )
-            self.left_out = [*conditions, EXAMPLE_COPIED] if copied else conditions
+            other_measure = measure_left_out(self.question, ran, table)
+            self.left_out = [*conditions, *map(measure_doubt, other_measure)]
+            self.left_out += [EXAMPLE_COPIED] if copied else []
             notes = [prompts.conditions_added_note(added)] if added else []
             notes += [prompts.left_out_note(conditions)] if conditions and not added else []
+            notes += [prompts.measure_changed_note(changed)] if changed else []
+            notes += [prompts.measure_left_out_note(other_measure)] if other_measure else []
             notes += [prompts.example_ran_note()] if copied else []
             for note in notes:
                 told = note if told is None else told.rstrip("\n") + "\n" + note
@@ -257,27 +264,35 @@ class Node:
                 return action, n
         return actions[0], 0
 
-    def _with_conditions(self, action: Action, content: str) -> tuple[Action | ParseError, str, list[str]]:
-        """The typed query to run, the action it was compiled from, and the conditions rlm added.
+    def _with_conditions(
+        self, action: Action, content: str
+    ) -> tuple[Action | ParseError, str, list[str], str | None]:
+        """The typed query to run, the action it was compiled from, the conditions rlm added and
+        how it changed what the query computes (rlm.run.typed.measure), if it did.
 
         The conditions the question names that the model's query leaves out are added once
-        (rlm.run.typed.conditions): the same action sent again after that runs as written."""
+        (rlm.run.typed.conditions), and the measure its words ask for taken once: the same
+        action sent again after that runs as written."""
         assert self.table is not None
         try:
             asked = json.dumps(read_json(content), sort_keys=True)
         except Problem:
-            return action, content, []
-        amended = None
-        if asked not in self.amended:
-            amended = with_question_conditions(self.question, content, self.table, self.runner.holds_text)
-        if amended is None:
-            return action, content, []
+            return action, content, [], None
+        if asked in self.amended:
+            return action, content, [], None
+        amended = with_question_conditions(self.question, content, self.table, self.runner.holds_text)
+        text, added = (json.dumps(amended[0], ensure_ascii=False), amended[1]) if amended else (content, [])
+        measured = with_asked_measure(self.question, text, self.table)
+        changed = None
+        if measured is not None:
+            text, changed = json.dumps(measured[0], ensure_ascii=False), measured[1]
+        if amended is None and measured is None:
+            return action, content, [], None
         self.amended.add(asked)
-        text = json.dumps(amended[0], ensure_ascii=False)
         query = to_action(text, self.table)
         if isinstance(query, ParseError):  # a filter the table cannot take: run as sent
-            return action, content, []
-        return query, text, amended[1]
+            return action, content, [], None
+        return query, text, added, changed
 
     # -- actions --------------------------------------------------------------
     def _act(self, action: Action | ParseError, step: int) -> Outcome:

@@ -195,6 +195,23 @@ def conditions_added_note(conditions: list[str]) -> str:
     )
 
 
+def measure_changed_note(change: str) -> str:
+    """Told after a typed query rlm ran computing what the question's words ask (rlm.run.typed.measure)."""
+    return (
+        f"Note: the question's words ask for {change}: rlm ran your query so, on the same column and rows, "
+        "and the result above is that. Only if the question asks for what you wrote, send your action "
+        "again to run it as you wrote it."
+    )
+
+
+def measure_left_out_note(changes: list[str]) -> str:
+    """Told after a typed query that computes other than the question's words ask."""
+    return (
+        f"Note: the question's words ask for {'; '.join(changes)}, and this query computes something else: "
+        "an answer from it is marked in doubt."
+    )
+
+
 def example_ran_note() -> str:
     """Told after a typed query that is the prompt's example for its op, as shown there."""
     return (

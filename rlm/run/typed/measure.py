@@ -1,0 +1,122 @@
+"""The measure a question's own words ask for, where a typed query computes another one.
+
+The offline model chooses an op by the phrase each begins with (rlm.run.typed.vocabulary.ASKS)
+and keeps to the op it first reaches for: on the development sets, every run that answered a
+question asking for an average or a mean sent a `sum` (5 of 5, each op with its own example in
+the prompt), a question asking which value is the fewest got a `top` (the most common), and the
+smallest of a number got a `top` of it. Each such result is grounded all the same.
+
+The words that name an aggregate are few and the same in every question of their kind, so they
+are read here as the vocabulary's phrases are written: outside quotes, and outside any column's
+name (a column `total`, a field `requests.total`, is not the question's word). Only a query of
+the op and column the model chose is changed, its rows kept, and only where the question's
+words point one way:
+
+- `sum` (or a `group` whose agg is sum) where the question speaks of an average or a mean, and
+  of no total or sum, becomes the average of the same column and rows;
+- `top` (the most common values first) where the question asks for the fewest, the least or
+  the rarest, and not the most, becomes a `group` by that column, least first (a `group`
+  ordered by most likewise);
+- `top` of a number column where the question asks for the largest, highest or maximum (or the
+  smallest, lowest or minimum) of a value, not of a number of lines, becomes its max (min).
+
+Done once for an action as sent and told to the model, as an added condition is (rlm.run.node):
+the same action sent again runs as written, and an answer after it is in doubt
+(`measure_left_out`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rlm.run.typed.check import Checked, Problem, check_action
+from rlm.run.typed.columns import NUMBER, table_columns
+from rlm.run.typed.compile import read_json
+from rlm.run.typed.placeholders import quoted_texts
+from rlm.run.typed.vocabulary import ASKS
+
+__all__ = ["measure_left_out", "with_asked_measure"]
+
+_AVERAGE = re.compile(r"\b(?:average|averages|averaged|avg)\b|\b(?:the|a)\s+mean\b|\bmean\s+of\b", re.I)
+_TOTAL = re.compile(r"\b(?:total|totals|totaled|totalled|sum|summed|altogether|combined)\b", re.I)
+_FEWEST = re.compile(r"\b(?:fewest|rarest|least)\b", re.I)
+_AT_LEAST = re.compile(r"\bat\s+least\b", re.I)  # a threshold, not an order
+_MOST = re.compile(r"\b(?:most|largest|highest|greatest|biggest)\b", re.I)
+# What follows a superlative when it ranks a count ("the largest number of requests"), or
+# another measure ("the highest average"), rather than a value.
+_OF_COUNT = r"(?!\s+(?:number|count|amount|share|frequency|average|mean|total|sum)\b)"
+_LARGEST = re.compile(rf"\b(?:largest|biggest|highest|greatest|maximum|max)\b{_OF_COUNT}", re.I)
+_SMALLEST = re.compile(rf"\b(?:smallest|lowest|minimum|min)\b{_OF_COUNT}", re.I)
+_ANY_EXTREME = re.compile(
+    r"\b(?:largest|biggest|highest|greatest|maximum|max|smallest|lowest|minimum|min)\b", re.I
+)
+
+
+def _words(question: str, table: dict[str, Any]) -> str:
+    """The question without its quotes and without any column's name: its own words."""
+    text = question
+    for quote in quoted_texts(question):
+        text = text.replace(quote, " ")
+    names = sorted(table_columns(table).names(), key=len, reverse=True)
+    for name in names:
+        text = re.sub(rf"(?<![\w.]){re.escape(name)}(?![\w.])", " ", text, flags=re.I)
+    return text
+
+
+def _asked(action: dict[str, Any], checked: Checked, words: str) -> tuple[dict[str, Any], str] | None:
+    """The query the question's words ask for instead of `action`, and what changed, in words."""
+    average = _AVERAGE.search(words) is not None and _TOTAL.search(words) is None
+    fewest = _FEWEST.search(_AT_LEAST.sub(" ", words)) is not None and _MOST.search(words) is None
+    column = checked.column
+    rows = {"where": action["where"]} if action.get("where") else {}
+    if checked.op == "sum" and average:
+        return {**action, "op": "avg"}, "avg instead of sum"
+    if checked.op == "group" and checked.agg == "sum" and average:
+        return {**action, "agg": "avg"}, "avg instead of sum in each group"
+    if checked.op == "top" and fewest and column is not None:
+        group = {"op": "group", "by": column.name, "order": "least", "k": checked.k, **rows}
+        return group, f"a group by {column.name}, least first, instead of top (the most common)"
+    if checked.op == "group" and checked.order == "most" and fewest:
+        return {**action, "order": "least"}, "least first instead of most"
+    if checked.op == "top" and column is not None and column.kind == NUMBER and not average:
+        largest, smallest = _LARGEST.search(words), _SMALLEST.search(words)
+        if len(_ANY_EXTREME.findall(words)) == 1 and (largest is None) != (smallest is None):
+            op = "max" if largest is not None else "min"
+            return {"op": op, "column": column.name, **rows}, f"{op} instead of top (the most common)"
+    return None
+
+
+def _checked(content: str | None, table: dict[str, Any]) -> tuple[dict[str, Any], Checked] | None:
+    try:
+        action = read_json(content)
+        checked = check_action(action, table_columns(table))
+    except Problem:
+        return None
+    if checked.args is not None or "after" in action:  # not a table query; a value read from text
+        return None
+    return action, checked
+
+
+def with_asked_measure(
+    question: str, content: str | None, table: dict[str, Any]
+) -> tuple[dict[str, Any], str] | None:
+    """The typed query in `content` computing what the question's words ask for, and what
+    changed (`avg instead of sum`); None when it already does, or they do not say."""
+    read = _checked(content, table)
+    if read is None:
+        return None
+    action, checked = read
+    asked = _asked(action, checked, _words(question, table))
+    if asked is None:
+        return None
+    query, change = asked
+    query = {k: v for k, v in query.items() if k != "asks"}
+    return {"asks": ASKS[query["op"]], **query}, change
+
+
+def measure_left_out(question: str, content: str | None, table: dict[str, Any]) -> list[str]:
+    """What the question's words ask the query in `content` to compute instead (a query sent
+    again as written after rlm changed it), as `avg instead of sum`: [] when nothing."""
+    changed = with_asked_measure(question, content, table)
+    return [changed[1]] if changed is not None else []

@@ -1,0 +1,183 @@
+"""The measure a question's words ask for, where a typed query computes another one
+(rlm.run.typed.measure): an average asked and a sum sent, the fewest asked and the most common
+sent, the largest value asked and its most common values sent."""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from conftest import latest_trace, run_cli
+from openai_stub import OpenAIStub
+
+from rlm.input.source import open_source
+from rlm.run.doubts import doubt_clause, measure_doubt
+from rlm.run.typed import compile_sql
+from rlm.run.typed.measure import measure_left_out, with_asked_measure
+
+TAXIS = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "seaborn" / "taxis.csv"
+
+
+@pytest.fixture(scope="module")
+def taxis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    table = open_source(str(TAXIS), cache_dir=str(tmp_path_factory.mktemp("measure-cache"))).profile.table
+    assert table is not None
+    yield table
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict[str, str]]:
+    with TAXIS.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _run(action: dict[str, Any], table: dict[str, Any]) -> list[tuple[Any, ...]]:
+    with duckdb.connect(table["path"], read_only=True) as con:
+        return con.execute(compile_sql(action, table)).fetchall()
+
+
+def _changed(question: str, action: dict[str, Any], table: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+    return with_asked_measure(question, json.dumps(action), table)
+
+
+def test_a_sum_where_the_question_asks_an_average_becomes_the_average_of_the_same_rows(
+    taxis: dict[str, Any], rows: list[dict[str, str]]
+) -> None:
+    cash = {"column": "payment", "cmp": "=", "value": "cash"}
+    sent = {"asks": "a total", "op": "sum", "column": "fare", "where": [cash]}
+    changed = _changed("For the cash rides, what is the mean of the fare paid?", sent, taxis)
+    assert changed is not None
+    query, change = changed
+    assert change == "avg instead of sum"
+    assert query == {"asks": "an average", "op": "avg", "column": "fare", "where": [cash]}
+    want = statistics.mean(float(r["fare"]) for r in rows if r["payment"] == "cash")
+    assert _run(query, taxis)[0][0] == pytest.approx(want)
+    # In a group: the average of each group, its order and size kept.
+    grouped = {"op": "group", "by": "color", "agg": "sum", "column": "tip", "order": "most", "k": 1}
+    changed = _changed("Which cab colour tips best on average?", grouped, taxis)
+    assert changed == ({"asks": changed[0]["asks"], **grouped, "agg": "avg"}, "avg instead of sum in each group")
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What is the sum of the fares, and the average?",  # both asked: the model's choice stands
+        "What do the fares of cash rides add up to?",  # no aggregate word
+        "What does a fare of zero mean for a ride?",  # "mean" the verb
+        "Across every ride, what is the largest total?",  # `total` is a column: the sum is asked of nothing
+    ],
+)
+def test_a_sum_stays_where_the_question_does_not_ask_an_average_alone(question: str, taxis: dict[str, Any]) -> None:
+    assert _changed(question, {"op": "sum", "column": "fare"}, taxis) is None
+
+
+def test_a_column_named_like_an_aggregate_is_not_the_question_s_word(taxis: dict[str, Any]) -> None:
+    """`total` is a column of the table: a question asking the average of it asks an average."""
+    changed = _changed("What is the average of total over all rides?", {"op": "sum", "column": "total"}, taxis)
+    assert changed is not None and changed[0]["op"] == "avg"
+
+
+def test_top_where_the_fewest_is_asked_becomes_a_group_least_first(
+    taxis: dict[str, Any], rows: list[dict[str, str]]
+) -> None:
+    sent = {"op": "top", "column": "pickup_borough", "k": 3}
+    changed = _changed("Which pickup borough saw the fewest rides?", sent, taxis)
+    assert changed is not None
+    query, change = changed
+    assert query["op"] == "group" and query["order"] == "least" and "least first" in change
+    counts = Counter(r["pickup_borough"] for r in rows if r["pickup_borough"])
+    rarest = min(counts.items(), key=lambda kv: kv[1])
+    assert _run(query, taxis)[0] == rarest
+    # "at least" is a threshold, and "most" beside "least" leaves the choice to the model.
+    assert _changed("Which boroughs had at least one ride?", sent, taxis) is None
+    assert _changed("Which borough has the most rides, and which the least?", sent, taxis) is None
+    ordered = {"op": "group", "by": "payment", "order": "most", "k": 1}
+    assert _changed("Which payment kind is the rarest?", ordered, taxis) == (
+        {"asks": changed[0]["asks"], **ordered, "order": "least"},
+        "least first instead of most",
+    )
+
+
+def test_top_of_a_number_where_its_largest_or_smallest_is_asked_becomes_max_or_min(
+    taxis: dict[str, Any], rows: list[dict[str, str]]
+) -> None:
+    sent = {"op": "top", "column": "tolls", "k": 5}
+    largest = _changed("What is the largest toll charged on one ride?", sent, taxis)
+    assert largest is not None and largest[0]["op"] == "max"
+    assert _run(largest[0], taxis)[0][0] == pytest.approx(max(float(r["tolls"]) for r in rows))
+    smallest = _changed("What was the smallest distance driven?", {"op": "top", "column": "distance"}, taxis)
+    assert smallest is not None and smallest[0] == {"asks": smallest[0]["asks"], "op": "min", "column": "distance"}
+    # A count ranked, a text column, both ends asked, an average asked: not a value's extreme.
+    assert _changed("Which toll amount has the largest number of rides?", sent, taxis) is None
+    assert _changed("Which zone has the highest traffic?", {"op": "top", "column": "pickup_zone"}, taxis) is None
+    assert _changed("What are the highest and the lowest tolls?", sent, taxis) is None
+    assert _changed("Which toll is highest on average?", sent, taxis) is None
+
+
+def test_a_query_sent_again_as_written_is_in_doubt_and_said_so(taxis: dict[str, Any]) -> None:
+    question = "What is the average tip?"
+    assert measure_left_out(question, json.dumps({"op": "sum", "column": "tip"}), taxis) == ["avg instead of sum"]
+    assert measure_left_out(question, json.dumps({"op": "avg", "column": "tip"}), taxis) == []
+    assert measure_left_out(question, json.dumps({"op": "grep", "pattern": "x"}), taxis) == []
+    clause = doubt_clause([measure_doubt("avg instead of sum"), "payment = 'cash'"])
+    assert clause == (
+        "has no filter on payment = 'cash', which the question names and computes other than the "
+        "question's words ask for (avg instead of sum)"
+    )
+
+
+def _ask(question: str, replies: list[str], tmp_path: Path) -> tuple[Any, OpenAIStub]:
+    with OpenAIStub(replies) as stub:
+        proc = run_cli(
+            ["ask", str(TAXIS), question, "-m", "openai/stub", "--api-base", stub.api_base, "--protocol", "typed",
+             "--no-memory", "--strict"],
+            cwd=tmp_path,
+        )  # fmt: skip
+    return proc, stub
+
+
+def test_the_cli_runs_the_average_the_question_asks_and_tells_the_model(
+    tmp_path: Path, rows: list[dict[str, str]]
+) -> None:
+    """Through the CLI and the real worker: the model's sum runs as an average, the model is told,
+    and its answer from that result is grounded (exit 0 under --strict)."""
+    mean = statistics.mean(float(r["tip"]) for r in rows if r["color"] == "green")
+    want = round(mean, 2)
+    question = "What is the mean tip on green cabs? Two decimals."
+    sent = {"op": "sum", "column": "tip", "where": [{"column": "color", "cmp": "=", "value": "green"}]}
+    replies = [
+        json.dumps(sent),
+        json.dumps({"op": "final", "answer": f"{want}"}),
+        json.dumps({"answer": f"{want}", "citations": ["F1"]}),
+    ]
+    proc, stub = _ask(question, replies, tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
+    shown = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "avg instead of sum" in shown and f"{mean:.12f}"[:8] in shown, shown[-800:]
+    code = latest_trace(tmp_path)["steps"][0]["action"]["args"]["code"]
+    assert "avg(" in code.lower() and "sum(" not in code.lower()
+
+
+def test_the_cli_withholds_an_answer_from_the_sum_sent_again_as_written(
+    tmp_path: Path, rows: list[dict[str, str]]
+) -> None:
+    """The model insists on its sum: it runs as written, and the answer from it is in doubt:
+    --strict exits 1 with nothing on stdout, and says why."""
+    total = round(sum(float(r["tip"]) for r in rows), 2)
+    sent = json.dumps({"op": "sum", "column": "tip"})
+    replies = [
+        sent,
+        sent,
+        json.dumps({"op": "final", "answer": f"{total}"}),
+        json.dumps({"answer": f"{total}", "citations": ["F2"]}),
+    ]
+    proc, _ = _ask("What is the average tip over all rides?", replies, tmp_path)
+    assert proc.returncode == 1 and proc.stdout == "", (proc.returncode, proc.stdout, proc.stderr)
+    assert "avg instead of sum" in proc.stderr, proc.stderr
