@@ -43,7 +43,9 @@ def _run(action: dict[str, Any], table: dict[str, Any]) -> list[tuple[Any, ...]]
         return con.execute(compile_sql(action, table)).fetchall()
 
 
-def _changed(question: str, action: dict[str, Any], table: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+def _changed(
+    question: str, action: dict[str, Any], table: dict[str, Any]
+) -> tuple[dict[str, Any], str] | None:
     return with_asked_measure(question, json.dumps(action), table)
 
 
@@ -62,7 +64,10 @@ def test_a_sum_where_the_question_asks_an_average_becomes_the_average_of_the_sam
     # In a group: the average of each group, its order and size kept.
     grouped = {"op": "group", "by": "color", "agg": "sum", "column": "tip", "order": "most", "k": 1}
     changed = _changed("Which cab colour tips best on average?", grouped, taxis)
-    assert changed == ({"asks": changed[0]["asks"], **grouped, "agg": "avg"}, "avg instead of sum in each group")
+    assert changed == (
+        {"asks": changed[0]["asks"], **grouped, "agg": "avg"},
+        "avg instead of sum in each group",
+    )
 
 
 @pytest.mark.parametrize(
@@ -74,13 +79,17 @@ def test_a_sum_where_the_question_asks_an_average_becomes_the_average_of_the_sam
         "Across every ride, what is the largest total?",  # `total` is a column: the sum is asked of nothing
     ],
 )
-def test_a_sum_stays_where_the_question_does_not_ask_an_average_alone(question: str, taxis: dict[str, Any]) -> None:
+def test_a_sum_stays_where_the_question_does_not_ask_an_average_alone(
+    question: str, taxis: dict[str, Any]
+) -> None:
     assert _changed(question, {"op": "sum", "column": "fare"}, taxis) is None
 
 
 def test_a_column_named_like_an_aggregate_is_not_the_question_s_word(taxis: dict[str, Any]) -> None:
     """`total` is a column of the table: a question asking the average of it asks an average."""
-    changed = _changed("What is the average of total over all rides?", {"op": "sum", "column": "total"}, taxis)
+    changed = _changed(
+        "What is the average of total over all rides?", {"op": "sum", "column": "total"}, taxis
+    )
     assert changed is not None and changed[0]["op"] == "avg"
 
 
@@ -113,17 +122,25 @@ def test_top_of_a_number_where_its_largest_or_smallest_is_asked_becomes_max_or_m
     assert largest is not None and largest[0]["op"] == "max"
     assert _run(largest[0], taxis)[0][0] == pytest.approx(max(float(r["tolls"]) for r in rows))
     smallest = _changed("What was the smallest distance driven?", {"op": "top", "column": "distance"}, taxis)
-    assert smallest is not None and smallest[0] == {"asks": smallest[0]["asks"], "op": "min", "column": "distance"}
+    assert smallest is not None and smallest[0] == {
+        "asks": smallest[0]["asks"],
+        "op": "min",
+        "column": "distance",
+    }
     # A count ranked, a text column, both ends asked, an average asked: not a value's extreme.
     assert _changed("Which toll amount has the largest number of rides?", sent, taxis) is None
-    assert _changed("Which zone has the highest traffic?", {"op": "top", "column": "pickup_zone"}, taxis) is None
+    assert (
+        _changed("Which zone has the highest traffic?", {"op": "top", "column": "pickup_zone"}, taxis) is None
+    )
     assert _changed("What are the highest and the lowest tolls?", sent, taxis) is None
     assert _changed("Which toll is highest on average?", sent, taxis) is None
 
 
 def test_a_query_sent_again_as_written_is_in_doubt_and_said_so(taxis: dict[str, Any]) -> None:
     question = "What is the average tip?"
-    assert measure_left_out(question, json.dumps({"op": "sum", "column": "tip"}), taxis) == ["avg instead of sum"]
+    assert measure_left_out(question, json.dumps({"op": "sum", "column": "tip"}), taxis) == [
+        "avg instead of sum"
+    ]
     assert measure_left_out(question, json.dumps({"op": "avg", "column": "tip"}), taxis) == []
     assert measure_left_out(question, json.dumps({"op": "grep", "pattern": "x"}), taxis) == []
     clause = doubt_clause([measure_doubt("avg instead of sum"), "payment = 'cash'"])

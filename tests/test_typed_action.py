@@ -910,6 +910,32 @@ def test_a_value_two_columns_list_is_not_added_for_either(tables: dict) -> None:
     assert left_out(question, plain, table)  # told, and doubted, instead
 
 
+def test_a_value_two_columns_list_goes_to_the_one_the_question_s_words_name(tables: dict) -> None:
+    """The word nearest the value that begins as a word of one column's name and of no other's
+    (`picked` and `pickup_...`) names that column: its condition is added, and the count is
+    that column's. Both named, each value goes to its own; a word both names share tells nothing."""
+    table, con = tables["csv"]
+    listed: dict[str, list[str]] = {}
+    for column, counted in (table.get("values") or {}).items():
+        for value, _ in counted:
+            listed.setdefault(str(value), []).append(column)
+    pairs = [(v, cols) for v, cols in listed.items() if len(cols) == 2 and len(v) >= 3 and not v.isdigit()]
+    (first, (a, b)), (second, _) = pairs[0], next(p for p in pairs[1:] if set(p[1]) == set(pairs[0][1]))
+    word_a, word_b = (c.split("_")[0] for c in (a, b))
+    assert word_a[:4] != word_b[:4], (a, b)
+    plain = json.dumps({"op": "count"})
+    named = with_conditions(f"How many rows have {word_b} set, and {word_a} in {first}?", plain, table)
+    assert named is not None and named[1] == [f"{a} = {first!r}"]
+    assert _rows(con, compile_sql(named[0], table)) == _rows(
+        con, f"SELECT count(*) FROM log WHERE {sql_name(a)} = {sql_value(first)}"
+    )
+    both = with_conditions(f"How many went from {word_a} {first} to {word_b} {second}?", plain, table)
+    assert both is not None and sorted(both[1]) == sorted([f"{a} = {first!r}", f"{b} = {second!r}"])
+    shared_word = a.split("_")[-1]  # e.g. the `borough` of both names
+    if shared_word == b.split("_")[-1]:
+        assert with_conditions(f"How many rows have the {shared_word} {first}?", plain, table) is None
+
+
 def test_a_value_with_underscores_is_named_by_its_words(tmp_path: Path) -> None:
     table = open_source(str(ROOT / "fixtures" / "auth.log"), cache_dir=str(tmp_path)).profile.table
     assert table is not None

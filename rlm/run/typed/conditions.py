@@ -35,6 +35,9 @@ __all__ = ["left_out", "negated", "with_conditions"]
 
 # Values that stand for no condition when a question states them ("answer yes or no").
 _NOT_CONDITIONS = frozenset({"yes", "no", "true", "false", "none", "null", "n/a", "unknown", "other", "all"})
+# Letters a question's word and a column name's word share at their start to name the same
+# thing ("picked" and "pickup", "dropped" and "dropoff"): four, so that `src`/`dst` never do.
+_STEM = 4
 _MAX_NAMED = 3  # conditions told at once: more would be noise in the model's next prompt
 # Words that turn a value stated just after them into a condition to leave out, not to keep.
 _NEGATIONS = (
@@ -72,18 +75,55 @@ def with_conditions(
     where = list(action.get("where") or [])
     if not missing or len(where) + len(missing) > MAX_FILTERS:
         return None
+    chosen: list[tuple[Column, Any]] = []
     for text, column, _ in missing:
         said = _spoken(text)
-        others = (c for c in cols.columns if c is not column and c.values)
-        if any(_spoken(str(v)) == said for c in others for v in c.values or ()) or negated(question, text):
+        listing = [c for c in cols.columns if c.values and any(_spoken(str(v)) == said for v in c.values)]
+        named = _named_column(question, text, listing) if len(listing) > 1 else column
+        if named is None or negated(question, text) or named.name in _filtered(where, chosen):
             return None
-    where += [{"column": column.name, "cmp": "=", "value": value} for _, column, value in missing]
+        chosen.append((named, next(v for v in named.values or () if _spoken(str(v)) == said)))
+    where += [{"column": column.name, "cmp": "=", "value": value} for column, value in chosen]
     amended = {**action, "where": where}
     try:
         check_action(amended, cols)
     except Problem:
         return None
-    return amended, [_said(column, value) for _, column, value in missing]
+    return amended, [_said(column, value) for column, value in chosen]
+
+
+def _filtered(where: list[Any], chosen: list[tuple[Column, Any]]) -> set[str]:
+    """The columns a query's filters, and the conditions chosen so far, are on."""
+    return {str(f.get("column")) for f in where if isinstance(f, dict)} | {c.name for c, _ in chosen}
+
+
+def _named_column(question: str, text: str, listing: list[Column]) -> Column | None:
+    """Of the columns that list a value the question states, the one its words name nearest
+    the value: the closest word before it (else after it) whose first letters are those of a
+    word in that column's name and in no other's (`picked up in Queens`: `pickup_borough`, not
+    `dropoff_borough`); None when no word tells them apart. The question's words are read
+    against the table's names, never as particular phrases."""
+    stated = re.search(_stated(text), question, re.IGNORECASE)
+    if stated is None:
+        return None
+    stems = {c.name: {w[:_STEM] for w in _name_words(c.name)} for c in listing}
+    shared = set.intersection(*stems.values())
+    own = {c.name: stems[c.name] - shared for c in listing}
+    words = list(re.finditer(rf"[A-Za-z]{{{_STEM},}}", question))
+    before = [m for m in reversed(words) if m.end() <= stated.start()]  # the nearest first
+    after = [m for m in words if m.start() >= stated.end()]
+    for word in [*before, *after]:
+        naming = [c for c in listing if word[0][:_STEM].casefold() in own[c.name]]
+        if len(naming) == 1:
+            return naming[0]
+    return None
+
+
+def _name_words(name: str) -> list[str]:
+    """The words of a column's name (`pickup_borough`, `pickupBorough`: pickup, borough),
+    lower case, those of _STEM letters or more."""
+    spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name)
+    return [w.casefold() for w in re.split(r"[^A-Za-z]+", spaced) if len(w) >= _STEM]
 
 
 def _missing(question: str, checked: Checked, cols: TableColumns) -> list[tuple[str, Column, Any]]:
