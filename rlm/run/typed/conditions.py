@@ -11,8 +11,8 @@ the question states as a word, in a query that neither filters on that column no
 value in any filter, nor ranks or groups by that column (there the question may name the
 values it compares).
 
-Where such a condition is plain (its value listed by one column only, no negation just before
-it, room for the filter), rlm adds it to the query before it runs (`with_conditions`): a small
+Where such a condition is plain (its value listed by one column only, or by several of which
+the question's words name one, no negation just before it, room for the filter), rlm adds it to the query before it runs (`with_conditions`): a small
 model told of the filter answered from the rows it had, without running the query again. The
 model is told what was added and that sending the same action again runs it as written. Where
 it is not plain, the model is told (it may add the filter); a final answer given after such a
@@ -63,8 +63,9 @@ def with_conditions(
     """The typed action in `content` with a `=` filter added for each condition the question
     names that it leaves out, and those conditions (`column = value`); None when there is none,
     or when any of them is not plain enough to add unasked: its value is listed by two columns
-    (the question may mean either: a pickup or a dropoff borough), a negation comes just before
-    it ("other than Queens"), or the filters would be more than an action takes."""
+    and no word of the question names one of them (_named_column: a pickup or a dropoff
+    borough), a negation comes just before it ("other than Queens"), or the filters would be
+    more than an action takes."""
     cols = table_columns(table)
     try:
         action = read_json(content)
