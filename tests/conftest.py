@@ -122,6 +122,21 @@ def run_cli(
     )
 
 
+def ask_typed_cli(path: Path, question: str, replies: list[str], *, cwd: Path) -> tuple[Any, Any]:
+    """`rlm ask PATH QUESTION --protocol typed --strict --no-memory` through the CLI, its model a
+    real HTTP server on 127.0.0.1 that gives `replies` in turn: the process and the server (its
+    requests)."""
+    from openai_stub import OpenAIStub
+
+    with OpenAIStub(replies) as stub:
+        proc = run_cli(
+            ["ask", str(path), question, "-m", "openai/stub", "--api-base", stub.api_base, "--protocol", "typed",
+             "--no-memory", "--strict"],
+            cwd=cwd,
+        )  # fmt: skip
+    return proc, stub
+
+
 def start_cli(args: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """`rlm ARGS` started in a subprocess as a user starts it, for a test that acts on the run
     while it goes (a signal, a change to its input); stdout and stderr are pipes, read as text."""

@@ -14,8 +14,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from conftest import latest_trace, run_cli
-from openai_stub import OpenAIStub
+from conftest import ask_typed_cli, latest_trace
 
 from rlm.input.source import open_source
 from rlm.run.doubts import doubt_clause, measure_doubt
@@ -150,16 +149,6 @@ def test_a_query_sent_again_as_written_is_in_doubt_and_said_so(taxis: dict[str, 
     )
 
 
-def _ask(question: str, replies: list[str], tmp_path: Path) -> tuple[Any, OpenAIStub]:
-    with OpenAIStub(replies) as stub:
-        proc = run_cli(
-            ["ask", str(TAXIS), question, "-m", "openai/stub", "--api-base", stub.api_base, "--protocol", "typed",
-             "--no-memory", "--strict"],
-            cwd=tmp_path,
-        )  # fmt: skip
-    return proc, stub
-
-
 def test_the_cli_runs_the_average_the_question_asks_and_tells_the_model(
     tmp_path: Path, rows: list[dict[str, str]]
 ) -> None:
@@ -174,7 +163,7 @@ def test_the_cli_runs_the_average_the_question_asks_and_tells_the_model(
         json.dumps({"op": "final", "answer": f"{want}"}),
         json.dumps({"answer": f"{want}", "citations": ["F1"]}),
     ]
-    proc, stub = _ask(question, replies, tmp_path)
+    proc, stub = ask_typed_cli(TAXIS, question, replies, cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
     shown = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "avg instead of sum" in shown and f"{mean:.12f}"[:8] in shown, shown[-800:]
@@ -195,6 +184,6 @@ def test_the_cli_withholds_an_answer_from_the_sum_sent_again_as_written(
         json.dumps({"op": "final", "answer": f"{total}"}),
         json.dumps({"answer": f"{total}", "citations": ["F2"]}),
     ]
-    proc, _ = _ask("What is the average tip over all rides?", replies, tmp_path)
+    proc, _ = ask_typed_cli(TAXIS, "What is the average tip over all rides?", replies, cwd=tmp_path)
     assert proc.returncode == 1 and proc.stdout == "", (proc.returncode, proc.stdout, proc.stderr)
     assert "avg instead of sum" in proc.stderr, proc.stderr

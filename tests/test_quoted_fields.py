@@ -16,7 +16,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from conftest import latest_trace, run_cli
+from conftest import ask_typed_cli, latest_trace
 from openai_stub import OpenAIStub
 
 from rlm.input.source import open_source
@@ -236,13 +236,7 @@ def _ask_typed(
         json.dumps({"op": "final", "answer": answer}),
         json.dumps({"answer": answer, "citations": ["F1"]}),
     ]
-    with OpenAIStub(replies) as stub:
-        proc = run_cli(
-            ["ask", str(path), question, "-m", "openai/stub", "--api-base", stub.api_base, "--protocol", "typed",
-             "--no-memory", "--strict"],
-            cwd=tmp_path,
-        )  # fmt: skip
-    return proc, stub
+    return ask_typed_cli(path, question, replies, cwd=tmp_path)
 
 
 def test_a_models_action_on_a_field_runs_through_the_cli_in_the_worker(tmp_path: Path) -> None:
