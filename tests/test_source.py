@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from rlm.errors import ExitCode, InputError
@@ -54,6 +55,9 @@ def test_profile_of_the_real_apache_log(cache: str) -> None:
         ("seaborn/taxis.csv", "csv"),
         ("gsm8k/test.jsonl", "jsonl"),
         ("iso3166/all.csv", "csv"),
+        # Quoted fields hold commas ("18:01:47,978", messages): counted as a CSV reader counts.
+        ("loghub/Hadoop_2k.log_structured.csv", "csv"),
+        ("loghub/Zookeeper_2k.log_structured.csv", "csv"),
     ],
 )
 def test_format_detection_on_real_files(path: str, fmt: str, cache: str) -> None:
@@ -72,6 +76,30 @@ def test_format_detection_on_built_files(tmp_path: Path, cache: str) -> None:
         (tmp_path / name).write_text(body)
         with open_source(str(tmp_path / name), cache_dir=cache) as src:
             assert src.profile.format == want[name], name
+
+
+def test_a_csv_whose_quoted_fields_hold_commas_is_a_table_of_its_columns(tmp_path: Path, cache: str) -> None:
+    """Quoted commas (a time's milliseconds, a message) vary the raw count of commas per line:
+    the rows are still CSV, and the table has the header's columns, each row's values whole."""
+    rows = [
+        ("1", "2024-05-01", "10:00:01,250", "WARN", "disk full, retrying"),
+        ("2", "2024-05-01", "10:00:02,500", "INFO", "ok"),
+        ("3", "2024-05-02", "11:30:00,000", "WARN", "slow, slower, slowest"),
+    ] * 10
+    body = "Id,Date,Time,Level,Content\n" + "".join(
+        ",".join(f'"{v}"' if "," in v else v for v in r) + "\n" for r in rows
+    )
+    (tmp_path / "app.log_structured.csv").write_text(body)
+    with open_source(str(tmp_path / "app.log_structured.csv"), cache_dir=cache) as src:
+        assert src.profile.format == "csv"
+        table = src.profile.table
+    assert table is not None
+    assert [c for c, _ in table["columns"]][2:] == ["Id", "Date", "Time", "Level", "Content"]
+    with duckdb.connect(table["path"], read_only=True) as con:
+        got = con.execute(
+            "SELECT Time, Content FROM log WHERE Level = 'WARN' ORDER BY line_no LIMIT 2"
+        ).fetchall()
+    assert got == [("10:00:01,250", "disk full, retrying"), ("11:30:00,000", "slow, slower, slowest")]
 
 
 def test_index_is_cached_and_reused(tmp_path: Path, cache: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,6 +9,7 @@ are rlm.input.logformats.
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from typing import Any
@@ -63,7 +64,7 @@ def detect_format(sample: list[str], display: str, head: bytes) -> str:
         return "syslog"
     stamped = share(lambda s: _TIMESTAMPED.search(s, 0, 80) is not None)
     for sep, name in (("\t", "tsv"), (",", "csv"), (";", "csv")):
-        counts = [s.count(sep) for s in rows[:20]]
+        counts = _separators(rows[:20], sep)
         consistent = sum(1 for c in counts if c == counts[0]) >= 0.8 * len(counts)
         # One comma per line is often a timestamp's milliseconds ("18:01:47,978").
         wide_enough = counts[0] >= 2 or (counts[0] == 1 and stamped < 0.6)
@@ -72,6 +73,16 @@ def detect_format(sample: list[str], display: str, head: bytes) -> str:
     if stamped >= 0.6:
         return "log"
     return "text"
+
+
+def _separators(rows: list[str], sep: str) -> list[int]:
+    """The separators of each row that part its fields: quote-aware, as a CSV reader reads them
+    (a quoted "18:01:47,978" or a message with commas is one field); the raw count for rows that
+    no reader takes (a stray quote), which were never read as a table's rows either."""
+    try:
+        return [len(fields) - 1 for fields in csv.reader(rows, delimiter=sep)]
+    except csv.Error:
+        return [s.count(sep) for s in rows]
 
 
 def _is_json_object(s: str) -> bool:
