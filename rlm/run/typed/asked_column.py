@@ -2,14 +2,14 @@
 
 Every table has `line`, the raw text of each row, and the offline model reaches for it: it ranked
 or grouped by `line` (the most common whole line) where the question asked which value of a
-column it names comes most (5 of 32 first actions on blind13, the structured CSVs' questions
-naming `Process`, `Component`, `Program`; 5 of 124 on the development sets). A whole line
-is almost never what is counted, and a question that names the column it ranks gives it.
+column it names comes most (5 of 32 first actions on blind13, questions about CSV exports that
+name their columns; 5 of 124 on the development sets). A whole line is almost never what is
+counted, and a question that names the column it ranks gives it.
 
 A column is named when the question writes its name as a word (any case; `_` as a space),
-outside quotes; `line` and `line_no` are not. The one taken is the first named after the
-question's `which` or `what` ("which value of the Process column", "which Component"); with no
-such word, the only one named. The query's other fields are kept. As the measure is
+outside quotes; `line` and `line_no` are not, nor names under 3 characters (a quoted value's
+`N`). The one taken is the first named after the question's `which` or `what`; with no such
+word, the only one named. The query's other fields are kept. As the measure is
 (rlm.run.typed.measure), this is done once for an action as sent and told to the model.
 """
 
