@@ -10,8 +10,7 @@ typed protocol's prompt or schema can be compared on many questions in minutes:
 2. the request goes to the local model's server (llama.cpp, greedy, the schema as its
    grammar), as rlm's own client would send it;
 3. the action is compiled to SQL (rlm.run.typed.compile_sql) and run on the input's table,
-   with what rlm changes before it runs: the column the question names where the action ranks
-   the raw line (rlm.run.typed.asked_column), the conditions (rlm.run.typed.with_question_conditions: values a
+   with the conditions rlm adds before it runs (rlm.run.typed.with_question_conditions: values a
    column lists, the line the question quotes), and the measure the question's words ask for
    (rlm.run.typed.measure: an average where a sum was sent), as a run does; what the first
    action would have held without that measure is counted beside it;
@@ -56,7 +55,6 @@ from rlm.local.server import local_server  # noqa: E402
 from rlm.model import client as model_client  # noqa: E402
 from rlm.run.runner import text_pattern  # noqa: E402
 from rlm.run.typed import compile_sql, with_question_conditions  # noqa: E402
-from rlm.run.typed.asked_column import with_asked_column  # noqa: E402
 from rlm.run.typed.fields import sample_lines, with_quoted_fields  # noqa: E402
 from rlm.run.typed.measure import with_asked_measure  # noqa: E402
 
@@ -194,10 +192,8 @@ def main() -> int:
             started = time.monotonic()
             action, probability = ask_server(server.api_base, request)
             seconds = round(time.monotonic() - started, 1)
-            column = with_asked_column(task.question, json.dumps(action), table)
-            ranked = column[0] if column else action
-            added = with_question_conditions(task.question, json.dumps(ranked), table, _holds(task.file))
-            conditioned = added[0] if added else ranked
+            added = with_question_conditions(task.question, json.dumps(action), table, _holds(task.file))
+            conditioned = added[0] if added else action
             measured = with_asked_measure(task.question, json.dumps(conditioned), table)
             rows = run_action(measured[0] if measured else conditioned, table)
             held = not isinstance(rows, str) and holds_answer(task, rows)
@@ -214,7 +210,6 @@ def main() -> int:
                     "action": action,
                     "added": added[1] if added else [],
                     "measure": measured[1] if measured else None,
-                    "column": column[1] if column else None,
                 }
             )
             if not args.json:

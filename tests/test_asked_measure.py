@@ -1,7 +1,6 @@
 """The measure a question's words ask for, where a typed query computes another one
 (rlm.run.typed.measure): an average asked and a sum sent, the fewest asked and the most common
-sent, the largest value asked and its most common values sent; and the column a question names
-where the query ranks the raw line (rlm.run.typed.asked_column)."""
+sent, the largest value asked and its most common values sent."""
 
 from __future__ import annotations
 
@@ -20,7 +19,6 @@ from conftest import ask_typed_cli, latest_trace
 from rlm.input.source import open_source
 from rlm.run.doubts import doubt_clause, measure_doubt
 from rlm.run.typed import compile_sql
-from rlm.run.typed.asked_column import with_asked_column
 from rlm.run.typed.measure import measure_left_out, with_asked_measure
 
 TAXIS = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "seaborn" / "taxis.csv"
@@ -189,34 +187,3 @@ def test_the_cli_withholds_an_answer_from_the_sum_sent_again_as_written(
     proc, _ = ask_typed_cli(TAXIS, "What is the average tip over all rides?", replies, cwd=tmp_path)
     assert proc.returncode == 1 and proc.stdout == "", (proc.returncode, proc.stdout, proc.stderr)
     assert "avg instead of sum" in proc.stderr, proc.stderr
-
-
-HADOOP = TAXIS.parent.parent / "loghub" / "Hadoop_2k.log_structured.csv"
-
-
-def test_a_ranking_of_the_raw_line_goes_to_the_column_the_question_names(tmp_path: Path) -> None:
-    table = open_source(str(HADOOP), cache_dir=str(tmp_path)).profile.table
-    assert table is not None
-    with HADOOP.open(newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    sent = {"op": "top", "column": "line", "k": 3}
-    changed = with_asked_column("Which Component logs the most lines?", json.dumps(sent), table)
-    assert changed is not None and changed == ({**sent, "column": "Component"}, "Component instead of line")
-    counts = Counter(r["Component"] for r in rows)
-    assert _run(changed[0], table)[0] == max(counts.items(), key=lambda kv: kv[1])
-    # Two named: the one after "which"; a group by line likewise; a distinct count of lines too.
-    two = "For rows at Level WARN, which value of the Process column is most common?"
-    assert with_asked_column(two, json.dumps(sent), table) == (
-        {**sent, "column": "Process"},
-        "Process instead of line",
-    )
-    grouped = {"op": "group", "by": "line", "order": "most", "k": 1}
-    assert with_asked_column("What Date has the most rows?", json.dumps(grouped), table) == (
-        {**grouped, "by": "Date"},
-        "Date instead of line",
-    )
-    # No column named, a query not of the raw line, a name only inside a quote: nothing.
-    assert with_asked_column("What shows up most often?", json.dumps(sent), table) is None
-    on_level = {"op": "top", "column": "Level"}
-    assert with_asked_column("Which Component logs most?", json.dumps(on_level), table) is None
-    assert with_asked_column("Which lines say 'Component'?", json.dumps(sent), table) is None

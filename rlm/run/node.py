@@ -36,7 +36,6 @@ from rlm.run.typed import (
     to_action,
     with_question_conditions,
 )
-from rlm.run.typed.asked_column import with_asked_column
 from rlm.run.typed.check import Problem
 from rlm.run.typed.compile import read_json
 from rlm.run.typed.describe import example_cells
@@ -152,7 +151,7 @@ class Node:
         if self.model.measures_usage:
             self.prompt.learn_ratio(reply.prompt_tokens, est)
         action, skipped = self._parse(reply)
-        ran, added, changed = reply.content, list[str](), list[str]()
+        ran, added, changed = reply.content, list[str](), None
         table = self.table
         query = (
             action if table is not None and isinstance(action, Action) and action.name == "execute" else None
@@ -188,7 +187,7 @@ class Node:
             self.left_out += [EXAMPLE_COPIED] if copied else []
             notes = [prompts.conditions_added_note(added)] if added else []
             notes += [prompts.left_out_note(conditions)] if conditions and not added else []
-            notes += [prompts.measure_changed_note("; ".join(changed))] if changed else []
+            notes += [prompts.measure_changed_note(changed)] if changed else []
             notes += [prompts.measure_left_out_note(other_measure)] if other_measure else []
             notes += [prompts.example_ran_note()] if copied else []
             for note in notes:
@@ -267,37 +266,32 @@ class Node:
 
     def _with_conditions(
         self, action: Action, content: str
-    ) -> tuple[Action | ParseError, str, list[str], list[str]]:
+    ) -> tuple[Action | ParseError, str, list[str], str | None]:
         """The typed query to run, the action it was compiled from, the conditions rlm added and
-        how it changed what the query ranks or computes (rlm.run.typed.asked_column, measure).
+        how it changed what the query computes (rlm.run.typed.measure), if it did.
 
-        The column the question names where the query ranks the raw line, the conditions the
-        question names that the model's query leaves out (rlm.run.typed.conditions) and the
-        measure its words ask for are taken once: the same action sent again after that runs as
-        written."""
+        The conditions the question names that the model's query leaves out are added once
+        (rlm.run.typed.conditions), and the measure its words ask for taken once: the same
+        action sent again after that runs as written."""
         assert self.table is not None
         try:
             asked = json.dumps(read_json(content), sort_keys=True)
         except Problem:
-            return action, content, [], []
+            return action, content, [], None
         if asked in self.amended:
-            return action, content, [], []
-        text, added, changed = content, list[str](), list[str]()
-        column = with_asked_column(self.question, text, self.table)
-        if column is not None:
-            text, changed = json.dumps(column[0], ensure_ascii=False), [column[1]]
-        amended = with_question_conditions(self.question, text, self.table, self.runner.holds_text)
-        if amended is not None:
-            text, added = json.dumps(amended[0], ensure_ascii=False), amended[1]
+            return action, content, [], None
+        amended = with_question_conditions(self.question, content, self.table, self.runner.holds_text)
+        text, added = (json.dumps(amended[0], ensure_ascii=False), amended[1]) if amended else (content, [])
         measured = with_asked_measure(self.question, text, self.table)
+        changed = None
         if measured is not None:
-            text, changed = json.dumps(measured[0], ensure_ascii=False), [*changed, measured[1]]
-        if text == content:
-            return action, content, [], []
+            text, changed = json.dumps(measured[0], ensure_ascii=False), measured[1]
+        if amended is None and measured is None:
+            return action, content, [], None
         self.amended.add(asked)
         query = to_action(text, self.table)
         if isinstance(query, ParseError):  # a filter the table cannot take: run as sent
-            return action, content, [], []
+            return action, content, [], None
         return query, text, added, changed
 
     # -- actions --------------------------------------------------------------

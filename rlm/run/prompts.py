@@ -196,10 +196,9 @@ def conditions_added_note(conditions: list[str]) -> str:
 
 
 def measure_changed_note(change: str) -> str:
-    """Told after a typed query rlm ran ranking the column the question names or computing what its
-    words ask (rlm.run.typed.asked_column, measure)."""
+    """Told after a typed query rlm ran computing what the question's words ask (rlm.run.typed.measure)."""
     return (
-        f"Note: the question's words ask for {change}: rlm ran your query so, on the same rows, "
+        f"Note: the question's words ask for {change}: rlm ran your query so, on the same column and rows, "
         "and the result above is that. Only if the question asks for what you wrote, send your action "
         "again to run it as you wrote it."
     )
