@@ -12,9 +12,10 @@ value in any filter, nor ranks or groups by that column (there the question may 
 values it compares).
 
 Where such a condition is plain (its value listed by one column only, or by several of which
-the question's words name one, no negation just before it, room for the filter), rlm adds it to the query before it runs (`with_conditions`): a small
-model told of the filter answered from the rows it had, without running the query again. The
-model is told what was added and that sending the same action again runs it as written. Where
+the question's words name one, no negation just before it, room for the filter), rlm adds it
+to the query before it runs (`with_conditions`): a small model told of the filter answered
+from the rows it had, without running the query again. The model is told what was added and
+that sending the same action again runs it as written. Where
 it is not plain, the model is told (it may add the filter); a final answer given after such a
 query, and not after a later one without it, carries the doubt to the run's result, where
 `--strict` withholds it.
