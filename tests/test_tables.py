@@ -479,30 +479,52 @@ def test_csv_columns_with_duckdb_types(tmp_path: Path) -> None:
 
 
 def test_each_csv_record_sits_beside_its_own_line(tmp_path: Path) -> None:
-    """Records and lines are zipped by position: every row's fields are those of its `line`,
-    over a file big enough for DuckDB's reader to split it among threads."""
+    """A record's line number is its position: every row's `line` is the file's line of that
+    number, over a file big enough for DuckDB's reader to split it among threads."""
     path = tmp_path / "people.csv"
     rows = [f"{i},name {i},{i % 7},{'x' * (i % 50)}" for i in range(300_000)]
     path.write_text("id,line,grp,pad\n" + "\n".join(rows) + "\n\n\n")
-    profile, mismatched = _rows(
-        path,
-        tmp_path / "c",
-        "SELECT count(*) FROM log WHERE line <> id || ',' || line_ || ',' || grp || ',' || pad "
-        "OR line_no <> id + 2",
-    )
-    assert mismatched == [(0,)]
-    assert profile.table["rows"] == 300_000 and "line_" in dict(profile.table["columns"])
+    profile, numbered = _rows(path, tmp_path / "c", "SELECT line_no, line, id FROM log ORDER BY line_no")
+    lines = path.read_text().splitlines()
+    assert all(lines[n - 1] == line and n == i + 2 for n, line, i in numbered)
+    assert len(numbered) == 300_000 and "line_" in dict(profile.table["columns"])
     assert "2 blank lines after the last record" in profile.table["not_rows"]
-    _, counted = _rows(path, tmp_path / "c", "SELECT count(*), max(line_no) FROM log_lines")
-    assert counted == [(300_003, 300_003)]
+    _, counted = _rows(
+        path, tmp_path / "c", "SELECT count(*), max(line_no), count(*) FILTER (line = '') FROM log_lines"
+    )
+    assert counted == [(300_003, 300_003, 2)]
+
+
+def test_a_csv_line_is_its_fields_joined_again_and_not_stored(tmp_path: Path) -> None:
+    """Only the fields are stored; `line` quotes a field holding the delimiter or a quote, keeps
+    an empty one empty, and reads a value as DuckDB typed it; the model is told so."""
+    path = tmp_path / "q.csv"
+    path.write_text('id,name,price\n1,"Smith, J",2.50\n2,,3\n3,"say ""hi""",\n')
+    profile, rows = _rows(path, tmp_path / "c", "SELECT line_no, line FROM log ORDER BY line_no")
+    assert rows == [(2, '1,"Smith, J",2.5'), (3, "2,,3.0"), (4, '3,"say ""hi""",')]
+    _, stored = _rows(path, tmp_path / "c", "SELECT table_name FROM duckdb_tables() ORDER BY 1")
+    assert stored == [("log_fields",)]
+    assert "`line` is a record's fields joined again" in tables.describe_table(profile.table)
+
+
+def test_a_csv_with_a_blank_line_between_records_is_stored_as_lines(tmp_path: Path) -> None:
+    """A blank line parts the records from their positions: no record is numbered wrong."""
+    path = tmp_path / "gap.csv"
+    path.write_text("a,b\n" + "".join(f"{i},{i * 2}\n" for i in range(40)) + "\n" + "40,80\n")
+    profile, rows = _rows(path, tmp_path / "c", "SELECT line_no, line FROM log ORDER BY line_no")
+    assert [r[1] for r in rows] == path.read_text().splitlines()
+    assert (
+        "41 records on 42 lines" in profile.table["note"]
+        and "blank lines part records" in profile.table["note"]
+    )
 
 
 def test_a_csv_ending_in_more_blank_lines_than_the_tail_first_looked_at(tmp_path: Path) -> None:
-    """The last record is looked for among the last lines first; past them, in the whole text."""
-    from rlm.input.tables import _TAIL_ROWS
+    """The blank lines after the last record are counted from the end a block at a time, past the first."""
+    from rlm.input.tables import _TAIL_BYTES
 
     path = tmp_path / "tail.csv"
-    blanks = _TAIL_ROWS + 10
+    blanks = _TAIL_BYTES + 10
     path.write_text("id,name\n" + "".join(f"{i},n{i}\n" for i in range(500)) + "\n" * blanks)
     profile, counted = _rows(path, tmp_path / "c", "SELECT count(*), max(line_no), sum(id) FROM log")
     assert counted == [(500, 501, sum(range(500)))]
@@ -515,7 +537,7 @@ def test_a_csv_whose_quoted_fields_span_lines_is_stored_as_lines(tmp_path: Path)
     path.write_text("id,note\n" + "\n".join(records) + "\n")  # recognized as CSV by its first lines
     profile, rows = _rows(path, tmp_path / "c", "SELECT line_no, line FROM log ORDER BY line_no")
     assert [r[1] for r in rows] == path.read_text().splitlines() and rows[-1][0] == 47
-    assert "39 records on 46 lines (quoted fields span lines)" in profile.table["note"]
+    assert "39 records on 46 lines (quoted fields span lines" in profile.table["note"]
     assert [c for c, _ in profile.table["columns"]] == ["line_no", "line"]
 
 

@@ -42,7 +42,7 @@ __all__ = [
     "build_progress",
 ]
 
-TABLE_VERSION = 9  # 9: lead-ins of free-text columns; 8: parts of different formats each parsed by its own; 2: a log stored in parts, current storage format; 3: common values; 4: sshd login events name their method; 5: example queries; 6: up to 40 values a column; 7: a CSV's header and blank JSON lines are not rows
+TABLE_VERSION = 10  # 10: a CSV's `line` computed from its fields, not stored; 9: lead-ins of free-text columns; 8: parts of different formats each parsed by its own; 2: a log stored in parts, current storage format; 3: common values; 4: sshd login events name their method; 5: example queries; 6: up to 40 values a column; 7: a CSV's header and blank JSON lines are not rows
 # A build's work folder in the cache (rlm.privatefiles.private_workdir): the sweep of the cache
 # folder (rlm.input.cachedir) removes those a killed process left.
 BUILD_PREFIX = "rlm-build-"
@@ -578,9 +578,10 @@ def _data_rows_only(con: Any, fmt: Any, parsed: int) -> str | None:
     numbering. Returns which lines were left out, in words, or None when none were."""
     if fmt.kind == "csv":
         con.execute("ALTER VIEW log RENAME TO log_lines")
-        # The records beside their lines, not through log_lines: a query that does not read `line`
-        # reads the fields alone.
-        con.execute(f"CREATE VIEW log AS {_csv_records(parsed)}")
+        # The records straight from their table, not through log_lines: a query that does not read
+        # `line` reads the fields alone.
+        fields = [(str(r[0]), str(r[1])) for r in con.execute("DESCRIBE log_fields").fetchall()]
+        con.execute(f"CREATE VIEW log AS {_csv_records(fields, fmt.delimiter or ',')}")
         after = con.execute(f"SELECT count(*) FROM log_lines WHERE line_no > {parsed + 1}").fetchone()[0]
         blank = (
             f" and the {after:,} blank line{'s' if after != 1 else ''} after the last record" if after else ""
@@ -814,15 +815,15 @@ def _share_done(
 
 
 def _create_csv(con: Any, fmt: Any, source: str, n_lines: int) -> tuple[list[tuple[str, str]], int | str]:
-    """`log` for a CSV: DuckDB's own parallel reader stores the records (`log_fields`), a
-    one-column read every line (`log_text`), each in file order, both at once; `log` zips them
-    by position. No numbered copy, no join on line numbers, no sort: with those a 400 MB CSV's
-    build took 13.4 s, now 8.0 s (DuckDB's `read_csv` alone: 3.7 s); a zip stored at build
-    time took 15 s (one thread), the zip in the view costs a query nothing unless it reads
-    `line` (DuckDB then scans `log_text` beside the fields). Zipping by position holds while every record is one
-    line: a quoted field that spans lines makes the records fewer than the lines, which is
-    checked, and the file is then stored as lines alone, its columns not split out, and the
-    note says why."""
+    """`log` for a CSV: DuckDB's own parallel reader stores the records (`log_fields`), in file
+    order, and nothing else: a record's line number is its position (one record a line, which
+    is checked), and its `line` is its fields joined again as a CSV writer would, computed by
+    the view when a query reads it. The raw text stored beside the fields took as long again
+    as the fields (1 GB CSV, 2 cores: the fields alone 5.0 s, text and fields 8.1 s), for a
+    column whose every value the fields already hold; peek() and context_lines show the raw
+    lines. A quoted field that spans lines, or a blank line between records, makes the
+    records fewer than the lines: the file is then stored as lines alone, its columns not
+    split out, and the note says why."""
     import duckdb
 
     lit = sql_string(source)
@@ -837,58 +838,78 @@ def _create_csv(con: Any, fmt: Any, source: str, n_lines: int) -> tuple[list[tup
             cols.append((alias, typ))
         fields = f"SELECT {', '.join(outs)} FROM {reader}"
         con.execute(f"CREATE TABLE log_fields AS {fields} LIMIT 0")
-        con.execute("CREATE TABLE log_text (line VARCHAR USING COMPRESSION zstd)")
-        # Both at once, each from a thread of its own: the two reads of the file overlap.
-        _run_side_by_side(
-            con,
-            [
-                f"INSERT INTO log_fields {fields}",
-                f"INSERT INTO log_text SELECT line FROM ({_raw_source(source, numbered=False)})",
-            ],
-            source=source,
-        )
+        _run_side_by_side(con, [f"INSERT INTO log_fields {fields}"], source=source)
     except duckdb.Error as exc:
         _stop_if_asked(exc)
         con.execute("DROP TABLE IF EXISTS log_fields")
-        con.execute("DROP TABLE IF EXISTS log_text")
         _create_text(con, source)
         return [], f"the CSV columns could not be parsed: {first_line(exc)}"
     records = con.execute("SELECT count(*) FROM log_fields").fetchone()[0]
-    lines = con.execute("SELECT count(*) FROM log_text").fetchone()[0]
-    # The last line with text, looked for among the last lines first: DuckDB skips the row
-    # groups before them by rowid (2 ms against 1 s for the whole text of a 1 GB CSV).
-    last_text = con.execute(
-        f"SELECT max(rowid) FROM log_text WHERE rowid >= {max(0, lines - _TAIL_ROWS)} AND line <> ''"
-    ).fetchone()[0]
-    if last_text is None:
-        last_text = con.execute("SELECT coalesce(max(rowid), 0) FROM log_text WHERE line <> ''").fetchone()[0]
-    if records != last_text or lines != n_lines:  # the last record is the last line with text
+    blank = _blank_lines_at_end(source, n_lines)
+    if records != n_lines - 1 - blank:  # the records are lines 2 .. the last with text
         con.execute("DROP TABLE log_fields")
-        con.execute("ALTER TABLE log_text RENAME TO log_data")
-        con.execute("CREATE VIEW log AS SELECT rowid + 1 AS line_no, * FROM log_data")
+        _create_text(con, source)
         return [], (
-            f"the CSV has {records:,} records on {n_lines - 1:,} lines (quoted fields span lines): "
+            f"the CSV has {records:,} records on {n_lines - 1:,} lines (quoted fields span lines, or blank "
+            "lines part records): "
             "its columns are not split out; parse `line` or use context_lines with the csv module"
         )
     # Every line of the file: the header and any blank lines after the last record with NULL
-    # fields, each record beside its line; `log` keeps the records only (_data_rows_only).
+    # fields; `log` keeps the records only (_data_rows_only).
     nulls = ", ".join(f"NULL::{typ} AS {sql_name(n)}" for n, typ in cols)
+    header = sql_string(_first_line(source))
     con.execute(
-        f"CREATE VIEW log AS SELECT rowid + 1 AS line_no, line, {nulls} FROM log_text "
-        f"WHERE rowid = 0 OR rowid > {records} UNION ALL {_csv_records(records)}"
+        f"CREATE VIEW log AS SELECT 1::BIGINT AS line_no, {header} AS line, {nulls} "
+        f"UNION ALL {_csv_records(cols, fmt.delimiter or ',')} "
+        f"UNION ALL SELECT range::BIGINT AS line_no, '' AS line, {nulls} FROM range({records + 2}, {n_lines + 1})"
     )
     return cols, records
 
 
-_TAIL_ROWS = 4096  # lines at the end of a CSV where its last record is looked for first
+_TAIL_BYTES = 1 << 20  # read at a time from a CSV's end, looking for blank lines after its last record
 
 
-def _csv_records(records: int) -> str:
-    """The CSV's records, each beside its line (the lines after the header), by position."""
-    return (
-        "SELECT f.rowid + 2 AS line_no, t.line, f.* FROM log_fields f "
-        f"POSITIONAL JOIN (SELECT line FROM log_text WHERE rowid BETWEEN 1 AND {records}) t"
-    )
+def _blank_lines_at_end(path: str, n_lines: int) -> int:
+    """How many of the file's last lines are empty ('\\r' alone counts as empty): the line ends
+    after its last other byte, read from its end a block at a time, less the last line's own."""
+    size = end = os.path.getsize(path)
+    newlines = 0
+    with open(path, "rb") as fh:
+        if size:
+            fh.seek(size - 1)
+            ends_in_newline = fh.read(1) == b"\n"
+        while end > 0:
+            start = max(0, end - _TAIL_BYTES)
+            fh.seek(start)
+            block = fh.read(end - start)
+            kept = block.rstrip(b"\r\n")
+            newlines += block.count(b"\n", len(kept))
+            if kept:
+                break
+            end = start
+    return min(max(0, newlines - (1 if size and ends_in_newline else 0)), n_lines)
+
+
+def _first_line(path: str) -> str:
+    """The file's first line (a CSV's header) as text, without its line end."""
+    with open(path, "rb") as fh:
+        head = fh.readline(LINE_CUT_BYTES)
+    text = head.decode("utf-8", errors="replace").rstrip("\r\n")
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def _csv_records(cols: Sequence[tuple[str, str]], delimiter: str) -> str:
+    """The CSV's records numbered by their lines (the header is line 1), each with `line`: its
+    fields joined by the delimiter, a field quoted where it holds the delimiter, a quote or a
+    line end (computed only by a query that reads it)."""
+    sep = sql_string(delimiter)
+    parts = []
+    for name, _ in cols:
+        v = f"coalesce(CAST({sql_name(name)} AS VARCHAR), '')"
+        quoted = " OR ".join(f"contains({v}, {c})" for c in (sep, "'\"'", "chr(10)", "chr(13)"))
+        parts.append(f"CASE WHEN {quoted} THEN '\"' || replace({v}, '\"', '\"\"') || '\"' ELSE {v} END")
+    line = f" || {sep} || ".join(parts) if parts else "''"
+    return f"SELECT rowid + 2 AS line_no, {line} AS line, * FROM log_fields"
 
 
 def _create_jsonl(con: Any, source: str) -> tuple[list[tuple[str, str]], int | str]:
@@ -1004,7 +1025,10 @@ def describe_table(info: dict[str, Any], max_chars: int = 420) -> str:
     not_rows = (
         f"; a row is a record, not rows: {info['not_rows']} (in `log_lines`)" if info.get("not_rows") else ""
     )
-    head = f"Table `log` ({info['format']}{not_rows}): {cols}."
+    # A CSV's `line` is rebuilt from its fields (_csv_records): said, as a value may read
+    # otherwise than in the file ("2.0" for "2"); peek() shows the file's own text.
+    rebuilt = "; `line` is a record's fields joined again" if info["format"] in ("csv", "tsv") else ""
+    head = f"Table `log` ({info['format']}{not_rows}{rebuilt}): {cols}."
     if len(info["columns"]) > 2:
         others = "" if parsed == rows else "; the others have NULL fields"
         head += f" {parsed:,} of {rows:,} rows parsed{others}."
