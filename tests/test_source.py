@@ -197,6 +197,25 @@ def test_empty_file(tmp_path: Path) -> None:
     assert "is empty" in _error(str(f)).message
 
 
+def test_a_file_of_a_byte_order_mark_alone_is_refused_through_the_cli(tmp_path: Path) -> None:
+    """No line to read: exit 3 and one line, not an internal error from a table of no lines."""
+    import subprocess
+    import sys
+
+    f = tmp_path / "bom.log"
+    f.write_bytes(b"\xef\xbb\xbf")
+    env = {**os.environ, "RLM_CACHE_DIR": str(tmp_path / "c"), "XDG_DATA_HOME": str(tmp_path / "d")}
+    out = subprocess.run(
+        [sys.executable, "-m", "rlm", "ask", str(f), "how many lines?", "-m", "openai/x", "--api-base",
+         "http://127.0.0.1:9/v1", "--trace-dir", str(tmp_path / "t")],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 3 and out.stdout == ""
+    assert out.stderr.strip().splitlines() == [
+        f"rlm: {f} holds nothing but a byte-order mark: there is nothing to ask about"
+    ]
+
+
 def test_device() -> None:
     assert "is a device" in _error("/dev/null").message
 

@@ -456,3 +456,21 @@ def test_overlong_lines_are_cut_in_peeks_and_grep_but_not_in_lines(
         assert rows[1][1].startswith("é" * 500) and "line cut" in rows[1][1] and len(rows[1][1]) < 700
         assert t.grep("needle").matches[0][1] == rows[1][1]
         assert t.lines[1] == long_line
+
+
+def test_an_index_in_big_steps_is_the_index_in_small_ones() -> None:
+    """The whole file's index is scanned in INDEX_CHUNK_BYTES steps: the same line starts, and
+    the same non-ASCII ranges (at most SCAN_CHUNK_BYTES each, so that validating them costs what
+    it did), as in SCAN_CHUNK_BYTES steps; a last line without a newline ends at the end."""
+    step = ti.SCAN_CHUNK_BYTES
+    lines = -(-16 * step // 100)  # a little over 16 small steps of 100-byte lines
+    text = bytearray(b"a" * 99 + b"\n") * lines
+    for at in (3 * step + 5, 3 * step + 7, 9 * step + 1):  # a character in two of the small steps
+        text[at : at + 2] = "é".encode()
+    text += "last é".encode()
+    small: list[tuple[int, int]] = []
+    big: list[tuple[int, int]] = []
+    starts = ti.line_starts(bytes(text), 0, small)
+    assert (ti.line_starts(bytes(text), 0, big, chunk_bytes=4 * step) == starts).all()
+    assert big == small == [(3 * step, 4 * step), (9 * step, 10 * step), (16 * step, len(text))]
+    assert int(starts[-1]) == len(text) and len(starts) == lines + 2

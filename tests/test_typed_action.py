@@ -897,6 +897,27 @@ def test_a_plain_condition_left_out_is_added_to_the_query(tables: dict, name: st
     assert left_out(question, json.dumps(full), table) == [said]  # told, and doubted, instead
 
 
+@pytest.mark.parametrize("name", FORMATS)
+def test_a_word_value_leading_a_hyphenated_compound_is_stated(tables: dict, name: str) -> None:
+    """ "VALUE-rows" states a word's value, as "VALUE rows" does; "VALUE-free" takes it back, and
+    a value ending in a digit is not stated by the start of a longer hyphenated one."""
+    table, _ = tables[name]
+    case = _condition_case(table, name)
+    if case is None:
+        return
+    column, value, other, _, said, plain = case
+    action = json.dumps(plain)
+    compound = f"How many different {other} values are there on {value}-tagged lines?"
+    taken_back = f"How many different {other} values are there on {value}-free lines?"
+    longer = f"How many different {other} values are there on {value}-7 lines?"
+    if str(value)[-1:].isalpha():
+        assert left_out(compound, action, table) == [said]
+        assert left_out(taken_back, action, table) == []
+    else:
+        assert left_out(compound, action, table) == []
+    assert left_out(longer, action, table) == []
+
+
 def test_a_value_two_columns_list_is_not_added_for_either(tables: dict) -> None:
     table, _ = tables["csv"]
     listed: dict[str, list[str]] = {}

@@ -48,7 +48,7 @@ from rlm.input.tables import (
     table_paths,
 )
 from rlm.privatefiles import private_workdir, publish_private, read_private, replace_private, sweep_workdirs
-from rlm.text.index import read_index
+from rlm.text.index import INDEX_CHUNK_BYTES, read_index
 from rlm.text.textcap import human_size
 from rlm.text.textfile import INDEX_FLAG_ASCII, MappedText, detect_encoding, line_starts, write_index
 from rlm.text.visible import visible
@@ -588,6 +588,8 @@ def _profile(
         index_path = cache.index_path
     with MappedText(work_path, index_path=index_path) as text:
         n, indexed_bytes = text.n_lines, text.size_bytes
+        if n == 0:  # a byte-order mark and nothing after it: no line to read, nor to build a table of
+            raise InputError(f"{display} holds nothing but a byte-order mark: there is nothing to ask about")
 
         def first_bytes(i: int) -> str:  # a profile reads the start of each line only
             return text.line_head(i, PROFILE_LINE_BYTES)
@@ -833,9 +835,10 @@ def _scan(path: str) -> tuple[dict[str, Any], tuple[Any, int, int]]:
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         first = 3 if mm[:3] == b"\xef\xbb\xbf" else 0
         wide: list[tuple[int, int]] = []
-        starts = line_starts(mm, first, non_ascii=wide)
+        measured: list[int] = []
+        starts = line_starts(mm, first, non_ascii=wide, chunk_bytes=INDEX_CHUNK_BYTES, longest=measured)
         invalid, all_ascii = _count_invalid_lines(mm, starts, wide), not wide
-        longest = int((starts[1:] - starts[:-1]).max()) if len(starts) > 1 else 0
+        longest = measured[0]
     return {"invalid_lines": invalid, "longest_line": longest}, (
         starts,
         size,

@@ -19,6 +19,12 @@ from typing import Any
 # that the per-step Python overhead vanishes, small enough that transient copies
 # (a chunk's bytes and its decoded text) stay a few MB.
 SCAN_CHUNK_BYTES = 4 * 1024 * 1024
+# Bytes a thread scans per step when a whole file is indexed before a run's first turn: the
+# scan runs beside litellm's import, which holds the GIL, and every step takes the GIL back a
+# few times. A 3 GB file's index beside the import, 2 cores: done at 1.8-2.0 s in 64 MB steps,
+# at 2.7-3.4 s in 4 MB steps (the import ending at 2.5-2.8 s either way). A step's transient
+# arrays are about its size, per thread.
+INDEX_CHUNK_BYTES = 64 * 1024 * 1024
 _UTF8_BOM = b"\xef\xbb\xbf"
 
 # Threads for vectorised scans (index build, literal grep); numpy drops the GIL.
@@ -37,34 +43,62 @@ def _numpy() -> Any:
     return numpy
 
 
-def line_starts(buf: Any, first: int = 0, non_ascii: list[tuple[int, int]] | None = None) -> Any:
+def line_starts(
+    buf: Any,
+    first: int = 0,
+    non_ascii: list[tuple[int, int]] | None = None,
+    *,
+    chunk_bytes: int | None = None,
+    longest: list[int] | None = None,
+) -> Any:
     """Byte offsets where each line starts, plus a final sentinel (the end).
 
     Entry i is where line i (0-based) starts; entry n is the buffer's end, so
     line i spans [starts[i], starts[i+1]) including its newline. `first` skips a
     byte-order mark. Returns an int64 numpy array of n_lines + 1 entries.
-    With a `non_ascii` list, the same pass appends the (start, end) byte ranges
-    that hold a byte >= 0x80 (a cheap reduction on data already in cache).
+    With a `non_ascii` list, the same pass appends the (start, end) byte ranges,
+    SCAN_CHUNK_BYTES each at most, that hold a byte >= 0x80 (a cheap reduction on
+    data already in cache). `chunk_bytes`: the bytes a thread scans per step
+    (default SCAN_CHUNK_BYTES; INDEX_CHUNK_BYTES for a whole file's index). With a `longest` list, the same pass
+    appends the longest line's length in bytes, its line end included (each step measures its
+    own lines, in its own thread: a difference over the whole array afterwards took 0.5 s of a
+    3 GB file's index beside litellm's import).
     """
     np = _numpy()
     size = len(buf)
+    step = chunk_bytes or SCAN_CHUNK_BYTES
     if first >= size:
+        if longest is not None:
+            longest.append(0)
         return np.array([size], dtype=np.int64)
 
-    def newlines(off: int) -> tuple[Any, bool]:
-        chunk = np.frombuffer(buf, dtype=np.uint8, count=min(SCAN_CHUNK_BYTES, size - off), offset=off)
+    def newlines(off: int) -> tuple[Any, list[tuple[int, int]], int]:
+        chunk = np.frombuffer(buf, dtype=np.uint8, count=min(step, size - off), offset=off)
         hits = np.flatnonzero(chunk == 10)
         hits += off + 1
-        return hits, non_ascii is not None and int(chunk.max()) >= 128
+        inner = int(np.diff(hits).max()) if longest is not None and len(hits) > 1 else 0
+        wide: list[tuple[int, int]] = []
+        if non_ascii is not None and int(chunk.max()) >= 128:
+            subs = np.arange(0, len(chunk), SCAN_CHUNK_BYTES)
+            for i in np.flatnonzero(np.maximum.reduceat(chunk, subs) >= 128):
+                lo = off + int(subs[i])
+                wide.append((lo, min(lo + SCAN_CHUNK_BYTES, off + len(chunk))))
+        return hits, wide, inner
 
     parts = [np.array([first], dtype=np.int64)]
-    offsets = range(first, size, SCAN_CHUNK_BYTES)
-    for off, (hits, wide) in zip(offsets, _parallel_map(newlines, offsets), strict=True):
+    offsets = range(first, size, step)
+    top, last = 0, first  # the longest line so far, and where the line being read started
+    for hits, wide, inner in _parallel_map(newlines, offsets):
         parts.append(hits)
-        if wide and non_ascii is not None:
-            non_ascii.append((off, min(off + SCAN_CHUNK_BYTES, size)))
+        if non_ascii is not None:
+            non_ascii.extend(wide)
+        if len(hits):
+            top, last = max(top, inner, int(hits[0]) - last), int(hits[-1])
     if buf[size - 1] != 10:
         parts.append(np.array([size], dtype=np.int64))
+        top = max(top, size - last)
+    if longest is not None:
+        longest.append(top)
     return np.concatenate(parts).astype(np.int64, copy=False)
 
 
@@ -151,7 +185,7 @@ def write_index(starts: Any, out_path: str, buffer_size: int, flags: int = 0) ->
     tmp = f"{out_path}.{os.getpid()}.tmp"
     with open(tmp, "wb") as fh:
         fh.write(_INDEX_HEADER.pack(INDEX_MAGIC, buffer_size, len(arr), flags))
-        fh.write(arr.tobytes())
+        fh.write(memoryview(arr).cast("B"))  # the array's own bytes: no copy of a 200 MB index
     os.replace(tmp, out_path)
 
 

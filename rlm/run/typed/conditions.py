@@ -185,9 +185,13 @@ def _condition_like(text: str) -> bool:
 
 def _stated(text: str) -> str:
     """The pattern of `text` stated as a whole word (a plural `404s` counts; a `_` read as a
-    space or an underscore: `failed_password` is stated by "failed password")."""
+    space or an underscore: `failed_password` is stated by "failed password"). A word's value
+    is stated by the first half of a hyphenated compound too ("green-taxi trips" states
+    `green`), unless the second half takes it back ("error-free", "password-less"); a value
+    ending in a digit is not (`2015` is no statement of "2015-05-17")."""
     words = r"[\s_]+".join(re.escape(w) for w in text.split("_") if w)
-    return rf"(?<![\w.-]){words}s?(?![\w-]|\.\w)"
+    compound = r"|-(?:free|less)\b" if text[-1:].isalpha() else "|-"
+    return rf"(?<![\w.-]){words}s?(?!\w{compound}|-\d|\.\w)"
 
 
 def _states(question: str, text: str) -> bool:
