@@ -78,8 +78,13 @@ def _later_if_in_import(signum: int, frame: Any) -> bool:
     """Whether the signal landed inside Python's import machinery, where the stop it raises could
     be swallowed (a module lock's weakref callback prints "Exception ignored" and the run went
     on: seen while litellm's import ran beside the input's scan); it is then sent again shortly,
-    to land outside it."""
-    if frame is None or not frame.f_code.co_filename.startswith("<frozen importlib"):
+    to land outside it. A finalizer (`__del__`) swallows what it raises the same way: one that
+    the import machinery ran, the signal landing just after that machinery returned to it (seen
+    on loaded cores), is passed over too."""
+    if frame is None:
+        return False
+    code = frame.f_code
+    if not code.co_filename.startswith("<frozen importlib") and code.co_name != "__del__":
         return False
     threading.Timer(0.02, os.kill, (os.getpid(), signum)).start()
     return True
