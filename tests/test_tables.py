@@ -507,6 +507,16 @@ def test_a_csv_line_is_its_fields_joined_again_and_not_stored(tmp_path: Path) ->
     assert "`line` is a record's fields joined again" in tables.describe_table(profile.table)
 
 
+def test_a_csv_header_is_kept_as_data_whatever_it_holds(tmp_path: Path) -> None:
+    """The header's raw text goes into the view as a literal: quotes, a control byte and a
+    semicolon in it are the file's text, never SQL."""
+    path = tmp_path / "h.csv"
+    header = 'a\'b,"c""d",e\x01f;DROP VIEW log'
+    path.write_text(header + "\n1,2,3\n4,5,6\n")
+    _, rows = _rows(path, tmp_path / "c", "SELECT line_no, line FROM log_lines ORDER BY line_no")
+    assert rows == [(1, header), (2, "1,2,3"), (3, "4,5,6")]
+
+
 def test_a_csv_with_a_blank_line_between_records_is_stored_as_lines(tmp_path: Path) -> None:
     """A blank line parts the records from their positions: no record is numbered wrong."""
     path = tmp_path / "gap.csv"
