@@ -108,3 +108,61 @@ def test_a_plain_call_answer_is_written_in_the_asked_form_too(tmp_path: Path) ->
     assert proc.stdout == f"{stamp:%Y-%m-%d %H}\n"
     assert f"written in the form the question asks (YYYY-MM-DD HH): '{stamp:%Y-%m-%d %H:%M}'" in proc.stderr
     assert latest_trace(tmp_path)["answer"] == f"{stamp:%Y-%m-%d %H}"
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "expected"),
+    [
+        ("Which hosts restarted? One per line.", "web-1, web-2, db-3", "web-1\nweb-2\ndb-3"),
+        ("List the users, one name per line.", "alice, bob, and carol", "alice\nbob\ncarol"),
+        ("Which hosts restarted? One per line.", "web-1\nweb-2", None),  # already one per line
+        ("Which hosts restarted? One per line.", "web-1", None),  # one item
+        ("Which hosts restarted?", "web-1, web-2", None),  # no line form asked
+        ("Which hosts restarted? One per line.", "web-1, , web-2", None),  # an empty item: not a plain list
+    ],
+)
+def test_a_list_on_one_line_is_put_one_item_per_line_where_asked(
+    question: str, answer: str, expected: str | None
+) -> None:
+    formed = in_asked_form(question, answer)
+    assert (formed.answer if formed else None) == expected
+    if formed is not None:
+        assert formed.form == "one per line" and formed.was == answer
+
+
+def test_the_cli_prints_a_list_one_item_per_line_where_the_question_asks(
+    tmp_path: Path, apache_log: Path
+) -> None:
+    """A synthesis that writes the rows' values on one line: stdout has them one per line, and
+    stderr says the answer was rewritten; each item is grounded by the query's rows."""
+    methods = sorted(
+        {
+            m[1]
+            for line in apache_log.read_text().splitlines()
+            if (m := re.search(r'"([A-Z]+) [^"]*" 200 ', line))
+        }
+    )
+    assert len(methods) >= 2
+    one_line = ", ".join(methods)
+    replies = [
+        json.dumps(
+            {
+                "op": "group",
+                "by": "method",
+                "k": 20,
+                "where": [{"column": "status", "cmp": "=", "value": 200}],
+            }
+        ),
+        json.dumps({"op": "final", "answer": one_line}),
+        json.dumps({"answer": one_line, "citations": ["F1"]}),
+    ]
+    question = "Which request methods got a 200 response? List them one per line."
+    with OpenAIStub(replies) as stub:
+        proc = run_cli(
+            ["ask", str(apache_log), question, "-m", "openai/stub", "--api-base", stub.api_base,
+             "--protocol", "typed", "--strict"],
+            cwd=tmp_path,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "".join(f"{m}\n" for m in methods)
+    assert f"the answer is written in the form the question asks (one per line): '{one_line}'" in proc.stderr

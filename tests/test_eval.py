@@ -201,7 +201,7 @@ def test_rlm_eval_reports_the_grounded_rate_beside_accuracy(tmp_path: Path) -> N
 def test_rlm_eval_with_a_plain_baseline_reports_both_arms_side_by_side(tmp_path: Path) -> None:
     """Two questions over the country table. The investigation answers both right from what its
     cells printed; the plain call, shown the whole table, names NOR for both: right for the first,
-    wrong but grounded (NOR is in the table) for the second."""
+    wrong for the second, grounded (NOR is in the table) but in doubt: a count was asked."""
     from rlm.run.plain import SYSTEM
 
     table = (FIXTURES / "data" / "iso3166" / "all.csv").resolve()
@@ -264,7 +264,9 @@ def test_rlm_eval_with_a_plain_baseline_reports_both_arms_side_by_side(tmp_path:
     assert (doc["passed"], doc["grounded"], doc["confident_wrong"]) == (2, 2, 0)
     assert doc["baseline"] == "plain"
     assert (doc["baseline_passed"], doc["baseline_grounded"], doc["baseline_grounded_rate"]) == (1, 2, 1.0)
-    assert doc["baseline_accuracy"] == 0.5 and doc["baseline_confident_wrong"] == 1
+    assert doc["baseline_accuracy"] == 0.5
+    # NOR where a count is asked holds no number: in doubt (rlm.run.answer_kind), not confident.
+    assert doc["baseline_confident_wrong"] == 0 and doc["baseline_doubted"] == 1
     by_id = {t["id"]: t for t in doc["tasks"]}
     p1, p2 = by_id["p1"]["baseline"], by_id["p2"]["baseline"]
     assert (p1["passed"], p1["got"], p1["grounded"]) == (True, "NOR", True)
@@ -281,7 +283,7 @@ def test_rlm_eval_with_a_plain_baseline_reports_both_arms_side_by_side(tmp_path:
     header = next(line for line in shown.stdout.splitlines() if line.split()[:1] == ["id"])
     assert header.split()[3] == "plain"  # the baseline's column, beside the run's pass and grounding
     assert "2/2 passed (100%) · 2/2 grounded (100%) · 0 grounded and wrong" in shown.stdout
-    assert "plain baseline: 1/2 passed (50%) · 2/2 grounded (100%) · 1 grounded and wrong" in shown.stdout
+    assert "plain baseline: 1/2 passed (50%) · 2/2 grounded (100%) · 0 grounded and wrong" in shown.stdout
 
     wrong = run_cli(["eval", str(tasks), "-m", model, "--baseline", "nothing"], cwd=tmp_path)
     assert wrong.returncode == 2 and "--baseline must be one of plain" in wrong.stderr

@@ -141,6 +141,8 @@ def test_a_copied_template_is_never_an_answer(tmp_path: Path) -> None:
                 "args": {"code": "print(sql('SELECT count(*) FROM log WHERE method = \\'HEAD\\'')[0][0])"},
             },
             {"tool": "final", "args": {"answer": "<the answer, with the exact figure from the result>"}},
+            # Refused once (no number where a count is asked: rlm.run.answer_kind), sent again.
+            {"tool": "final", "args": {"answer": "<the answer, with the exact figure from the result>"}},
             "<the answer>",
         ],
     }

@@ -68,6 +68,7 @@ class Arm:
     status: str
     trace: str | None
     error: str | None = None
+    doubts: list[str] = field(default_factory=list)  # as a TaskResult's
 
 
 @dataclass
@@ -177,7 +178,10 @@ def _arm(task: Task, runner: Runner) -> Arm:
     except RlmError as exc:
         arm = Arm(False, None, None, 0.0, "error", None, exc.message)
     else:
-        arm = Arm(score(task, run.answer), run.answer, run.grounded, 0.0, run.status, run.trace_path)
+        doubts = list(getattr(run, "doubts", None) or [])
+        arm = Arm(
+            score(task, run.answer), run.answer, run.grounded, 0.0, run.status, run.trace_path, None, doubts
+        )
     arm.seconds = round(time.monotonic() - started, 2)
     return arm
 
@@ -255,7 +259,10 @@ def _baseline_totals(results: list[TaskResult]) -> dict[str, Any]:
         "baseline_accuracy": _rate(passed, len(results)),
         "baseline_grounded": grounded,
         "baseline_grounded_rate": _rate(grounded, len(results)),
-        "baseline_confident_wrong": sum(_confident_wrong(a.got, a.grounded, a.passed) for a in arms),
+        "baseline_confident_wrong": sum(
+            _confident_wrong(a.got, a.grounded, a.passed, bool(a.doubts)) for a in arms
+        ),
+        "baseline_doubted": sum(bool(a.doubts) for a in arms if a.got is not None),
     }
 
 

@@ -42,7 +42,7 @@ __all__ = [
     "build_progress",
 ]
 
-TABLE_VERSION = 10  # 10: a CSV's `line` computed from its fields, not stored; 9: lead-ins of free-text columns; 8: parts of different formats each parsed by its own; 2: a log stored in parts, current storage format; 3: common values; 4: sshd login events name their method; 5: example queries; 6: up to 40 values a column; 7: a CSV's header and blank JSON lines are not rows
+TABLE_VERSION = 11  # 11: the text columns that hold IP addresses; 10: a CSV's `line` computed from its fields, not stored; 9: lead-ins of free-text columns; 8: parts of different formats each parsed by its own; 2: a log stored in parts, current storage format; 3: common values; 4: sshd login events name their method; 5: example queries; 6: up to 40 values a column; 7: a CSV's header and blank JSON lines are not rows
 # A build's work folder in the cache (rlm.privatefiles.private_workdir): the sweep of the cache
 # folder (rlm.input.cachedir) removes those a killed process left.
 BUILD_PREFIX = "rlm-build-"
@@ -265,6 +265,8 @@ def _is_description(info: Any) -> bool:
         and isinstance(info.get("note") or "", str)
         and isinstance(info.get("not_rows") or "", str)
         and _lead_ins(info.get("lead_ins") or {})
+        and isinstance(info.get("addresses"), list)
+        and all(isinstance(n, str) for n in info["addresses"])
     )
 
 
@@ -431,7 +433,7 @@ def build_table(
         # worker handed a hard link of it (rlm.sandbox.client), Landlock or not.
         publish_private(tmp_db, db_path, mode=0o400)
         columns = built.columns
-        values, examples, leads = _what_columns_hold(duckdb, db_path, columns, fmt)
+        values, examples, leads, addresses = _what_columns_hold(duckdb, db_path, columns, fmt)
     except Exception as exc:
         # DuckDB answers a Ctrl-C or SIGTERM that lands inside a query with an error of its
         # own ("Query interrupted", or "connection is busy" from a part still running): the
@@ -454,6 +456,7 @@ def build_table(
         "note": _with_cut_note(built.note, cut),
         "values": values,
         "lead_ins": leads,
+        "addresses": addresses,
         "build_s": round(time.perf_counter() - started, 3),
     }
 
@@ -482,23 +485,32 @@ def _stop_if_asked(exc: BaseException) -> None:
 
 def _what_columns_hold(
     duckdb: Any, db_path: str, columns: list[tuple[str, str]], fmt: Any
-) -> tuple[dict[str, list[list[Any]]], list[str], dict[str, list[str]]]:
+) -> tuple[dict[str, list[list[Any]]], list[str], dict[str, list[str]], list[str]]:
     """The profile's common values of the built table's categorical columns, its example
-    queries and the lead-ins of its free-text columns (rlm.input.tablevalues)."""
-    from rlm.input.tablevalues import common_values, example_queries, found_measure, lead_ins, reserved_words
+    queries, the lead-ins of its free-text columns and its columns of IP addresses
+    (rlm.input.tablevalues)."""
+    from rlm.input.tablevalues import (
+        address_columns,
+        common_values,
+        example_queries,
+        found_measure,
+        lead_ins,
+        reserved_words,
+    )
 
     con = duckdb.connect(db_path, read_only=True, config={"memory_limit": f"{_build_memory_mb()}MB"})
     try:
         if not columns:
-            return {}, example_queries([], {}, []), lead_ins(con, [], {})
+            return {}, example_queries([], {}, []), lead_ins(con, [], {}), []
         values, entities = common_values(con, columns, fmt.categories, fmt.entities)
         reserved = reserved_words(con)
         leads = lead_ins(con, columns, values)
+        addresses = address_columns(con, columns)
     finally:
         con.close()
     # A log format declares what its totals are of (if anything); CSV and JSON lines have it found.
     measure = fmt.measure if fmt.categories else found_measure(columns)
-    return values, example_queries(columns, values, entities, measure, reserved), leads
+    return values, example_queries(columns, values, entities, measure, reserved), leads, addresses
 
 
 def _remove_db(db: str) -> None:

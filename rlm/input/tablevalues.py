@@ -40,6 +40,9 @@ LEAD_INS = 4  # kept per column
 # "http:" is not one.
 _LEAD_IN_RE = r"(?:^|[^A-Za-z0-9_.-])([A-Za-z][A-Za-z_.-]{1,30}(?:(?:=|: ?| )[0-9]| /))"
 LEAD_IN_SHAPE = re.compile(r"[A-Za-z][A-Za-z_.-]{1,30}(?:=|: ?| )")  # what a lead-in kept is
+ADDRESS_ROWS = 2000  # rows whose values tell a column of IP addresses
+# An IPv4 address with an optional port, or an IPv6 address (hex groups and colons, an embedded IPv4 allowed).
+_ADDRESS_RE = r"(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?|[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:(?:\d{1,3}\.){3}\d{1,3})?"
 MAX_SCANNED = 24  # text columns judged at most (one scan computes them all)
 _TEXT_TYPES = ("VARCHAR", "BOOLEAN")
 
@@ -149,6 +152,21 @@ def lead_ins(
         if rows:
             out[name] = [str(w) for w, _ in rows]
     return out
+
+
+def address_columns(con: Any, columns: list[tuple[str, str]]) -> list[str]:
+    """The text columns whose first ADDRESS_ROWS values are mostly IP addresses (a port after one
+    allowed): where an answer that must be an address is read from (rlm.run.answer_kind). One
+    scan of the table's first rows computes them all."""
+    text = [n for n, t in columns if t.upper() == "VARCHAR"][:MAX_SCANNED]
+    if not text:
+        return []
+    shares = ", ".join(
+        f"avg(CASE WHEN {sql_name(n)} IS NULL THEN NULL ELSE regexp_full_match({sql_name(n)}, {sql_value(_ADDRESS_RE)})::INT END)"
+        for n in text
+    )
+    row = con.execute(f"SELECT {shares} FROM (SELECT * FROM log LIMIT {ADDRESS_ROWS})").fetchone()
+    return [n for n, share in zip(text, row or (), strict=False) if share is not None and share > 0.5]
 
 
 def describe_values(values: dict[str, list[list[Any]]], max_chars: int = 360) -> str | None:

@@ -1,4 +1,4 @@
-"""An answer that is one date or time, written in the form the question asks for.
+"""An answer written in the form the question asks for: one date or time, or a list one per line.
 
 Questions about logs state the form of a time they want with the usual letters
 (`YYYY-MM-DD HH`, `HH:MM`); a small model's synthesis writes the value as its query printed
@@ -7,6 +7,10 @@ wrong although the value is right. What is done depends on the question's stated
 the answer is rewritten only when it is exactly one date or time that holds every part the
 form asks for (nothing is invented: an hour is never given minutes it did not have), and the
 run says so where the user sees it.
+
+A question that asks for a list "one per line" is read by a script line by line; a synthesis
+often writes the items on one line, separated by commas. Such an answer is put one item per
+line, and the run says so.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-__all__ = ["Formed", "in_asked_form"]
+__all__ = ["Formed", "asked_parts", "in_asked_form"]
 
 # `hh` is left out: in many conventions it is a 12-hour clock, which an answer does not say.
 _TOKEN = r"(?:YYYY|YY|MM|DD|HH|mm|SS|ss)"
@@ -24,6 +28,9 @@ _FORM = re.compile(rf"(?<![A-Za-z]){_TOKEN}(?:[-/: T.]?{_TOKEN})+")
 # After a form: a letter (not a form at all) or a fraction of a second (",mmm", ".SSS"), which
 # asks for more than the letters before it say: the form is not taken.
 _FORM_GOES_ON = re.compile(r"[A-Za-z]|[.,][A-Za-z]")
+_PER_LINE = re.compile(
+    r"\bone (?:\w+ )?(?:per|a|on each) line\b|\beach on (?:a|its own) line\b", re.IGNORECASE
+)
 _PIECES = re.compile(rf"{_TOKEN}|[-/: T.]")
 # One date-time as queries print them: a date, then optionally an hour, minutes, seconds and a fraction.
 _DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2})(?::(\d{2})(?::(\d{2})(?:[.,]\d+)?)?)?)?")
@@ -49,8 +56,8 @@ class Formed:
 
     @property
     def note(self) -> str:
-        """What the run says of it (stderr, the trace): `was` matched a date or time whole, so it
-        holds digits and separators only."""
+        """What the run says of it (stderr, the trace): `was` as repr() writes it, so a control
+        character in a list's items shows escaped."""
         return f"the answer is written in the form the question asks ({self.form}): {self.was!r} as the model wrote it"
 
 
@@ -95,23 +102,52 @@ def _value(answer: str) -> tuple[datetime, set[str]] | None:
     return None
 
 
-def in_asked_form(question: str, answer: str | None) -> Formed | None:
-    """The answer written in the one date/time form the question states; None when the question
-    states none (or several), the answer is not one date or time, lacks a part the form asks
-    for, or is already in that form."""
-    if not answer:
-        return None
+def _stated_form(question: str) -> str | None:
+    """The one date/time form the question states; None for none or several."""
     matches = list(_FORM.finditer(question))
     forms = {m.group(0) for m in matches}
     if len(forms) != 1 or any(_FORM_GOES_ON.match(question, m.end()) for m in matches):
         return None
-    form = forms.pop()
-    pattern = _strftime(form)
+    return forms.pop()
+
+
+def asked_parts(question: str) -> tuple[str, set[str]] | None:
+    """The one date/time form the question states and the parts it asks for (year ... second)."""
+    form = _stated_form(question)
+    pattern = _strftime(form) if form is not None else None
+    return None if form is None or pattern is None else (form, pattern[1])
+
+
+def _one_per_line(question: str, answer: str) -> Formed | None:
+    """A list written on one line, separated by commas, put one item per line where the question
+    asks for that: a script reads lines. An item that itself holds a comma is cut in two, which
+    the note says where the user sees it."""
+    text = answer.strip()
+    if not _PER_LINE.search(question) or "\n" in text or "," not in text:
+        return None
+    items = [part.strip() for part in text.split(",")]
+    if items and items[-1].startswith("and "):
+        items[-1] = items[-1][len("and ") :].strip()
+    if len(items) < 2 or not all(items):
+        return None
+    return Formed("\n".join(items), "one per line", text)
+
+
+def in_asked_form(question: str, answer: str | None) -> Formed | None:
+    """The answer written in the form the question states: one date/time form, or one item per
+    line. None when the question states none (or several date forms), the answer is not one
+    date or time (a list on one line), lacks a part the form asks for, or is already in that form."""
+    if not answer:
+        return None
+    if (lines := _one_per_line(question, answer)) is not None:
+        return lines
+    form = _stated_form(question)
+    pattern = _strftime(form) if form is not None else None
     try:
         found = _value(answer)
     except ValueError:  # not a real date (month 13): left as it is
         return None
-    if pattern is None or found is None:
+    if form is None or pattern is None or found is None:
         return None
     (strftime, asked), (value, held) = pattern, found
     if not asked <= held:

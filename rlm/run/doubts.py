@@ -5,17 +5,20 @@ A run's `doubts` hold conditions the question names that the query had no filter
 (`status = 404`, `line contains '...'`: rlm.run.typed.conditions and quoted), and
 EXAMPLE_COPIED when the query was the prompt's example for its op as shown there, nothing of
 the question added (rlm.run.node): a query not written for the question; and a measure other
-than the one the question's words ask for (`avg instead of sum`: rlm.run.typed.measure).
+than the one the question's words ask for (`avg instead of sum`: rlm.run.typed.measure); and an
+answer of another kind than the question's words ask for (a host name where an IP address is
+asked: rlm.run.answer_kind).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["EXAMPLE_COPIED", "doubt_clause", "measure_doubt"]
+__all__ = ["EXAMPLE_COPIED", "doubt_clause", "kind_doubt", "measure_doubt"]
 
 EXAMPLE_COPIED = "the prompt's example"
 _MEASURE = "measure: "  # a doubt of what the query computes, not of its rows
+_KIND = "kind: "  # a doubt of the answer's kind, whatever the query
 
 
 def measure_doubt(change: str) -> str:
@@ -23,16 +26,24 @@ def measure_doubt(change: str) -> str:
     return _MEASURE + change
 
 
+def kind_doubt(misfit: str) -> str:
+    """The doubt of an answer not of the kind the question asks for (rlm.run.answer_kind.misfit)."""
+    return _KIND + misfit
+
+
 def doubt_clause(doubts: Sequence[str]) -> str:
     """What follows "the query behind the answer": `has no filter on A; B, which the question
     names`, `is the prompt's example ...`, or both joined by "and"."""
-    conditions = [d for d in doubts if d != EXAMPLE_COPIED and not d.startswith(_MEASURE)]
+    conditions = [d for d in doubts if d != EXAMPLE_COPIED and not d.startswith((_MEASURE, _KIND))]
     measures = [d.removeprefix(_MEASURE) for d in doubts if d.startswith(_MEASURE)]
+    kinds = [d.removeprefix(_KIND) for d in doubts if d.startswith(_KIND)]
     clauses = []
     if conditions:
         clauses.append(f"has no filter on {'; '.join(conditions)}, which the question names")
     if measures:
         clauses.append(f"computes other than the question's words ask for ({'; '.join(measures)})")
+    if kinds:
+        clauses.append(f"gives other than the question asks for ({'; '.join(kinds)})")
     if EXAMPLE_COPIED in doubts:
         clauses.append("is the prompt's example action as shown there, not one written for the question")
     return " and ".join(clauses)

@@ -25,8 +25,9 @@ from rlm.model.tokens import count_message
 from rlm.run import prompts
 from rlm.run.actions import Action, ParseError
 from rlm.run.answer_form import in_asked_form
+from rlm.run.answer_kind import asked_kind, misfit, misfit_note
 from rlm.run.children import Children
-from rlm.run.doubts import doubt_clause
+from rlm.run.doubts import doubt_clause, kind_doubt
 from rlm.run.events import Progress, Restart, RunWarning, Step, no_progress
 from rlm.run.executor import LOCAL, ChildRunner, DaskExecutor
 from rlm.run.grounding import Grounding, ground
@@ -388,6 +389,9 @@ class Engine:
             self.progress(RunWarning(formed.note))
             synthesis = replace(synthesis, answer=formed.answer)
         doubts = list(result.doubts) if synthesis.answer is not None else []
+        asked = asked_kind(self.question)
+        if asked is not None and (wrong_kind := misfit(asked, synthesis.answer)) is not None:
+            doubts.append(kind_doubt(misfit_note(asked, wrong_kind)))
         if doubts:
             synthesis = replace(
                 synthesis,

@@ -34,6 +34,7 @@ _STOP = frozenset(
 )
 _NO_VALUE = frozenset({"yes", "no", "true", "false", "none", "unknown"})
 _SHORT_NAME_WORDS = 4  # an item of at most this many words is a name, looked up whole
+_LIST_ITEM_WORDS = 2  # words of a piece between commas that make a line a list ("Costa Rica, Peru")
 
 
 @dataclass(frozen=True)
@@ -116,12 +117,23 @@ def _parts(item: str) -> tuple[_Value, ...]:
     return tuple(found)
 
 
+def _items(line: str) -> list[str]:
+    """A line's items: the line, or the pieces of a list written on it (`GET, HEAD and POST`:
+    each piece a word or two, a comma and a space between; `1,873` is one number)."""
+    item = line.strip().lstrip("-*\u2022").strip()
+    pieces = [p.strip() for p in item.split(", ")]
+    if pieces and pieces[-1].startswith("and "):
+        pieces[-1] = pieces[-1][len("and ") :]
+    if len(pieces) < 2 or not all(0 < len(p.split()) <= _LIST_ITEM_WORDS for p in pieces):
+        return [item]
+    return pieces
+
+
 def values_of(answer: str) -> list[_Value]:
-    """The values an answer states: each item of a list (one a line) once; an item of a few words
-    is looked up whole, or else by its parts."""
+    """The values an answer states: each item of a list (one a line, or a few words between
+    commas) once; an item of a few words is looked up whole, or else by its parts."""
     values: dict[str, _Value] = {}
-    for line in answer.splitlines():
-        item = line.strip().lstrip("-*\u2022").strip()
+    for item in (i for line in answer.splitlines() for i in _items(line)):
         single = _single(item)
         if single is None:
             continue

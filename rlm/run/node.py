@@ -21,6 +21,7 @@ from rlm.model.budget import BudgetExceeded
 from rlm.model.client import Reply
 from rlm.run import prompts
 from rlm.run.actions import Action, ParseError, parse_tool_call, text_actions, tool_schemas
+from rlm.run.answer_kind import asked_kind, columns_of_kind, misfit
 from rlm.run.doubts import EXAMPLE_COPIED, measure_doubt
 from rlm.run.events import Phase
 from rlm.run.host import NodeHost, StepDone
@@ -103,6 +104,9 @@ class Node:
         self.left_out: list[str] = []
         # The model's actions (their JSON) rlm added conditions to: sent again, they run as written.
         self.amended: set[str] = set()
+        # The kind of value the question asks for: a final of another kind is refused once.
+        self.asked = asked_kind(question)
+        self.kind_refused = False
 
     def last_observations(self, count: int) -> list[str]:
         """What the model saw last (the end of the conversation), for the synthesis."""
@@ -312,10 +316,28 @@ class Node:
             if not self.runner.observed:
                 refused = prompts.final_refused(typed=self.table is not None)
                 return Outcome(refused, ok=False, repeated="final")
+            if (refused_kind := self._wrong_kind(args["answer"])) is not None:
+                return Outcome(refused_kind, ok=False)
             self.host.add_finding(args["answer"], "final_draft", self.id, step, topic="final_draft")
             return Outcome("final answer recorded", final=args["answer"])
         visible_from = self.prompt.visible_from()
         return self.runner.act(name, args, step, visible_from=visible_from, subcall=self._subcall)
+
+    def _wrong_kind(self, answer: str) -> str | None:
+        """The refusal of a final not of the kind the question asks for (rlm.run.answer_kind), once
+        a node: sent again, it is taken, and the run's answer is in doubt."""
+        asked = self.asked
+        wrong = misfit(asked, answer) if asked is not None and not self.kind_refused else None
+        if asked is None or wrong is None:
+            return None
+        self.kind_refused = True
+        where = columns_of_kind(asked.kind, self.table)
+        look = f" The columns holding such values: {', '.join(where)}." if where else ""
+        # The model's answer is not quoted back: a copied template would then be in its prompt.
+        return (
+            f"final refused: the question asks for {asked.kind} ({asked.words!r}), and your answer holds"
+            f" none.{look} Look for the value asked; a final sent again is taken as it is."
+        )
 
     def _asker(self, step: int) -> Asker:
         return Asker(self.id, self.depth, self.scope, step)

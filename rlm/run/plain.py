@@ -24,6 +24,8 @@ from rlm.model.budget import BudgetExceeded
 from rlm.model.client import ModelClient, Reply
 from rlm.model.tokens import count_text
 from rlm.run.answer_form import in_asked_form
+from rlm.run.answer_kind import asked_kind, misfit, misfit_note
+from rlm.run.doubts import kind_doubt
 from rlm.run.engine import RunResult, budget_for
 from rlm.run.events import Phase, Progress, RunWarning, no_progress
 from rlm.run.framing import frame, unframe
@@ -328,6 +330,11 @@ class PlainRun:
             return self._result(None, "no_answer", ExitCode.NO_ANSWER, why, excerpt, started)
         result = self._result(answer, "final", ExitCode.OK, "answered", excerpt, started)
         result.explanation = explanation
+        asked = asked_kind(self.question)
+        if asked is not None and (wrong_kind := misfit(asked, answer)) is not None:
+            result.doubts = [
+                kind_doubt(misfit_note(asked, wrong_kind))
+            ]  # --strict withholds it, as the loop's
         if grounding is not None:
             result.grounded, result.supporting = grounding.grounded, grounding.supporting
         return result

@@ -1,0 +1,125 @@
+"""The kind of value a question asks for (an IP address, a number, a time of day), and whether an
+answer is one.
+
+A small model answers what it last saw: the host column's top value for "from which IP
+address", the count of countries for "which countries", a date for "which second (HH:MM:SS)".
+Such an answer is wrong on its face, yet it used to be said as confidently as a right one. What
+is asked is read from the answer-form words questions use everywhere ("how many", "the integer
+only", "which IP", "just the IP address", a stated `HH:MM:SS`), never from a question's subject;
+where the words say nothing, or ask for two kinds, nothing is asked. A node refuses a final that
+does not fit once (rlm.run.node), and a run's answer that still does not is in doubt
+(rlm.run.doubts): low confidence, exit 1 under --strict.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rlm.run.answer_form import asked_parts
+
+__all__ = ["IP", "NUMBER", "TIME_OF_DAY", "Asked", "asked_kind", "columns_of_kind", "misfit", "misfit_note"]
+
+IP, NUMBER, TIME_OF_DAY = "an IP address", "a number", "a time of day"
+
+# Words that ask for a number: a count, an amount, a rounding. Each is an instruction about the
+# answer, not a subject ("the number of requests" asks one; "a request number" is a column name).
+_NUMBER_WORDS = re.compile(
+    r"\bhow (?:many|much|long)\b|\b(?:an? |the )?(?:integer|whole number)\b|\bnumber only\b"
+    r"|\b(?:just|only) (?:the |a )?(?:count|number|total)\b|\bcount only\b|\bround(?:ed)? to\b"
+    r"|\bdecimal places?\b|\bas a number\b|\bwhat (?:is|was) the (?:total|sum|mean|average|median|"
+    r"(?:largest|smallest|highest|lowest|maximum|minimum)(?: \w+)?) (?:of|in|for|amount|value|number|N)\b",
+    re.IGNORECASE,
+)
+# Words that ask for an IP address: which/what (client, remote, source ...) IP, the IP (address) only.
+_IP = r"IP(?:v[46])?(?: address(?:es)?|s)?"
+_IP_WORDS = re.compile(
+    rf"\b(?:which|what)(?: \w+){{0,2}} {_IP}\b|\b(?:give|reply with|answer with|respond with|return|list|name)"
+    rf"(?: \w+){{0,3}} {_IP}\b|\b{_IP} (?:only|alone|exactly)\b",
+    re.IGNORECASE,
+)
+_DATE_BEFORE = re.compile(r"(?:\b[A-Za-z]|\bMon|\bMMM|\bMmm)[ ./-]?$")
+# A number in digits, or in the words a count is said in ("none", "two").
+_DIGIT = re.compile(
+    r"\d|\b(?:none|zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b", re.IGNORECASE
+)
+_TOKENS = re.compile(r"[\s,;()'\"<>=]+")  # what an address in a sentence is written between
+_CLOCK = re.compile(r"(?<!\d)\d{1,2}:\d{2}(?!\d)")  # a time of day: hours and minutes at least
+
+
+@dataclass(frozen=True)
+class Asked:
+    kind: str  # IP, NUMBER or TIME_OF_DAY
+    words: str  # the question's words that ask for it
+
+
+def asked_kind(question: str) -> Asked | None:
+    """The one kind of value the question's answer-form words ask for; None for none or several.
+    A stated time form with an hour and no date (`HH:MM:SS`, no date letters just before it) asks for
+    a time of day."""
+    found: dict[str, str] = {}
+    if m := _NUMBER_WORDS.search(question):
+        found[NUMBER] = m.group(0)
+    if m := _IP_WORDS.search(question):
+        found[IP] = m.group(0)
+    parts = asked_parts(question)
+    if parts is not None and "hour" in parts[1] and not parts[1] & {"year", "month", "day"}:
+        # A date's letters right before the form are part of it ("Mon D HH:MM:SS").
+        if not _DATE_BEFORE.search(question[: question.find(parts[0])]):
+            found[TIME_OF_DAY] = parts[0]
+    if len(found) != 1:
+        return None
+    kind, words = found.popitem()
+    return Asked(kind, words)
+
+
+def _items(answer: str) -> list[str]:
+    """The answer's values: one per line, or separated by commas when on one line."""
+    lines = [line.strip() for line in answer.strip().splitlines() if line.strip()]
+    if len(lines) == 1 and "," in lines[0]:
+        return [part.strip() for part in lines[0].split(",") if part.strip()]
+    return lines
+
+
+def _is_ip(token: str) -> bool:
+    host = token.strip("[].")  # brackets, or a sentence's full stop
+    if host.count(":") == 1 and "." in host:  # 10.0.0.1:8080: an address with its port
+        host = host.split(":", 1)[0]
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _holds(kind: str, item: str) -> bool:
+    """Whether the item holds a value of the kind anywhere: `35 requests` holds a number."""
+    if kind == NUMBER:
+        return _DIGIT.search(item) is not None
+    if kind == IP:
+        return any(_is_ip(token) for token in _TOKENS.split(item))
+    return _CLOCK.search(item) is not None
+
+
+def misfit(asked: Asked, answer: str | None) -> str | None:
+    """The first item of the answer (a line, or a comma's piece of one line) that holds no value
+    of the asked kind at all; None when every item holds one (its wording is the synthesis's
+    business), or without an answer."""
+    if not answer or not answer.strip():
+        return None
+    return next((item for item in _items(answer) if not _holds(asked.kind, item)), None)
+
+
+def misfit_note(asked: Asked, item: str) -> str:
+    """The misfit in words for the user (stderr, the trace, --json's doubts)."""
+    return f"the question asks for {asked.kind} ({asked.words!r}), and {item!r} holds none"
+
+
+def columns_of_kind(kind: str, table: Mapping[str, Any] | None) -> list[str]:
+    """The table's columns that hold values of the kind (its text columns of IP addresses, found
+    as it was built: rlm.input.tablevalues.address_columns): where a model should look instead."""
+    held = (table or {}).get("addresses") if kind == IP else None
+    return [str(n) for n in held] if isinstance(held, list) else []

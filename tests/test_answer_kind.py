@@ -1,0 +1,134 @@
+"""An answer of another kind than the question's words ask for (a host name where an IP address
+is asked, a word where a count is) is refused once at the node, and in doubt if it stays: low
+confidence, and --strict withholds it. Through the CLI, the real worker and a real HTTP model
+server for the run's behaviour; the detection itself on questions written here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import ask_typed_cli, latest_trace
+
+from rlm.input.source import open_source
+from rlm.run.answer_kind import IP, NUMBER, TIME_OF_DAY, asked_kind, columns_of_kind, misfit, misfit_note
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+AUTH = FIXTURES / "auth.log"
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("How many sessions were closed by the server?", NUMBER),
+        ("What is the total of the bytes column for POSTs? Just the number.", NUMBER),
+        ("Mean latency of the slow calls, rounded to 2 decimal places?", NUMBER),
+        ("Which client IP sent the most requests?", IP),
+        ("Name the busiest peer. Give the IP address only.", IP),
+        ("When did the first restart happen? Answer as HH:MM:SS.", TIME_OF_DAY),
+        ("Which path was requested most often?", None),  # nothing about the answer's kind
+        ("When was the first error? Answer as 'Mon D HH:MM:SS'.", None),  # a date's letters before the form
+        (
+            "At what day did it start? Answer as YYYY-MM-DD HH:MM.",
+            None,
+        ),  # a date and a time: not a time of day
+        (
+            "Which IP failed most, and when did it first fail? Give that time as HH:MM.",
+            None,
+        ),  # two kinds asked
+    ],
+)
+def test_the_kind_asked_is_read_from_the_answer_form_words(question: str, kind: str | None) -> None:
+    asked = asked_kind(question)
+    assert (asked.kind if asked else None) == kind
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "fits"),
+    [
+        ("Which client IP sent the most requests?", "web-07", False),
+        ("Which client IP sent the most requests?", "It was 10.1.2.3.", True),
+        ("Which client IP sent the most requests?", "10.1.2.3:8080", True),
+        ("Which client IP sent the most requests?", "[2001:db8::7]", True),
+        ("Which client IPs sent a POST? One per line.", "10.1.2.3\nweb-07", False),  # every item
+        ("Which client IPs sent a POST? One per line.", "10.1.2.3, 10.1.2.4", True),
+        ("How many sessions were closed?", "1,204 sessions", True),
+        ("How many sessions were closed?", "none", True),
+        ("How many sessions were closed?", "sshd", False),
+        ("When did it restart? Answer as HH:MM:SS.", "2017-06-09", False),
+        ("When did it restart? Answer as HH:MM:SS.", "2017-06-09 20:11:08", True),
+    ],
+)
+def test_an_answer_misfits_when_an_item_holds_no_value_of_the_kind(
+    question: str, answer: str, fits: bool
+) -> None:
+    asked = asked_kind(question)
+    assert asked is not None
+    wrong = misfit(asked, answer)
+    assert (wrong is None) == fits
+    if wrong is not None:
+        note = misfit_note(asked, wrong)
+        assert wrong in answer and asked.kind in note and asked.words in note and repr(wrong) in note
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        (AUTH, ["src_ip"]),
+        (FIXTURES / "access.log", ["ip"]),
+        (FIXTURES / "data" / "seaborn" / "taxis.csv", []),
+        (FIXTURES / "data" / "elastic" / "nginxplus_json_logs", ["address"]),
+    ],
+)
+def test_the_table_names_its_columns_of_ip_addresses(path: Path, expected: list[str], tmp_path: Path) -> None:
+    table = open_source(str(path), cache_dir=str(tmp_path)).profile.table
+    assert table is not None and columns_of_kind(IP, table) == expected
+    assert columns_of_kind(NUMBER, table) == []
+
+
+QUESTION = "There was a single accepted SSH login. Which IP address did it come from? The IP only."
+ACCEPTED = next(line for line in AUTH.read_text().splitlines() if "Accepted password" in line)
+ADDRESS = ACCEPTED.split(" from ", 1)[1].split()[0]
+
+
+def test_a_final_of_the_wrong_kind_is_refused_once_and_the_model_told_where_to_look(tmp_path: Path) -> None:
+    replies = [
+        json.dumps({"op": "top", "column": "host", "k": 1}),
+        json.dumps({"op": "final", "answer": "LabSZ"}),  # the host field's value: no address
+        json.dumps(
+            {
+                "op": "top",
+                "column": "src_ip",
+                "k": 1,
+                "where": [{"column": "event", "cmp": "=", "value": "accepted_password"}],
+            }
+        ),
+        json.dumps({"op": "final", "answer": ADDRESS}),
+        json.dumps({"answer": ADDRESS, "citations": ["F2"]}),
+    ]
+    proc, stub = ask_typed_cli(AUTH, QUESTION, replies, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{ADDRESS}\n", (proc.returncode, proc.stdout, proc.stderr)
+    told = stub.requests[2]["body"]["messages"][-1]["content"]
+    assert "final refused" in told and "an IP address" in told and "src_ip" in told, told[-600:]
+    assert "LabSZ" not in told.rsplit("final refused", 1)[1]  # the model's answer is not quoted back
+    trace = latest_trace(tmp_path)
+    assert trace["synthesis"]["doubts"] == [] and trace["answer"] == ADDRESS
+
+
+def test_a_final_of_the_wrong_kind_sent_again_is_taken_and_withheld_under_strict(tmp_path: Path) -> None:
+    final = json.dumps({"op": "final", "answer": "LabSZ"})
+    replies = [
+        json.dumps({"op": "top", "column": "host", "k": 1}),
+        final,
+        final,  # sent again: taken as it is
+        json.dumps({"answer": "LabSZ", "citations": ["F1"]}),
+    ]
+    proc, _ = ask_typed_cli(AUTH, QUESTION, replies, cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stdout == "", (proc.returncode, proc.stdout, proc.stderr)
+    assert "gives other than the question asks for" in proc.stderr and "'LabSZ' holds none" in proc.stderr, (
+        proc.stderr
+    )
+    trace = latest_trace(tmp_path)
+    assert trace["status"] == "withheld"
+    assert any("an IP address" in d for d in trace["synthesis"]["doubts"])
