@@ -135,6 +135,34 @@ def test_top_of_a_number_where_its_largest_or_smallest_is_asked_becomes_max_or_m
     assert _changed("Which toll is highest on average?", sent, taxis) is None
 
 
+def test_a_count_over_a_bound_on_a_number_where_its_largest_is_asked_becomes_its_max(
+    taxis: dict[str, Any], rows: list[dict[str, str]]
+) -> None:
+    """The model counts the rides whose tip passes a bound it made up; the question asks for the
+    largest tip of the card payments: the max of tip over the same rows."""
+    card = {"column": "payment", "cmp": "=", "value": "credit card"}
+    sent = {"op": "count", "where": [card, {"column": "tip", "cmp": ">", "value": 5}]}
+    changed = _changed("What is the largest tip paid by credit card?", sent, taxis)
+    assert changed is not None and changed[1] == "max of tip instead of a count"
+    assert (changed[0]["op"], changed[0]["column"], changed[0]["where"]) == ("max", "tip", sent["where"])
+    want = max(float(r["tip"]) for r in rows if r["payment"] == "credit card")
+    assert _run(changed[0], taxis)[0][0] == pytest.approx(want)
+    below = {"op": "count", "where": [{"column": "tip", "cmp": "<", "value": 5}]}
+    smallest = _changed("What was the lowest tip left?", below, taxis)
+    assert smallest is not None and smallest[0]["op"] == "min"
+    # A bound that changes the extreme, no bound on a number, two of them, no extreme asked: the count stays.
+    assert (
+        _changed("What was the lowest tip left?", {"op": "count", "where": [sent["where"][1]]}, taxis) is None
+    )
+    assert (
+        _changed("What is the largest tip paid by credit card?", {"op": "count", "where": [card]}, taxis)
+        is None
+    )
+    two = {"op": "count", "where": [sent["where"][1], {"column": "fare", "cmp": "<", "value": 9}]}
+    assert _changed("What is the largest tip?", two, taxis) is None
+    assert _changed("How many rides tipped over 5?", sent, taxis) is None
+
+
 def test_a_query_sent_again_as_written_is_in_doubt_and_said_so(taxis: dict[str, Any]) -> None:
     question = "What is the average tip?"
     assert measure_left_out(question, json.dumps({"op": "sum", "column": "tip"}), taxis) == [

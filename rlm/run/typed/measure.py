@@ -18,7 +18,10 @@ words point one way:
   the rarest, and not the most, becomes a `group` by that column, least first (a `group`
   ordered by most likewise);
 - `top` of a number column where the question asks for the largest, highest or maximum (or the
-  smallest, lowest or minimum) of a value, not of a number of lines, becomes its max (min).
+  smallest, lowest or minimum) of a value, not of a number of lines, becomes its max (min);
+- `count` of the rows where one number column passes a lower bound (`N > 30`), where the
+  question asks for the largest value, becomes that column's max over the same rows (an upper
+  bound and the smallest, its min): such a bound leaves the extreme as it is.
 
 Done once for an action as sent and told to the model, as an added condition is (rlm.run.node):
 the same action sent again runs as written, and an answer after it is in doubt
@@ -48,6 +51,7 @@ _MOST = re.compile(r"\b(?:most|largest|highest|greatest|biggest)\b", re.I)
 _OF_COUNT = r"(?!\s+(?:number|count|amount|share|frequency|average|mean|total|sum)\b)"
 _LARGEST = re.compile(rf"\b(?:largest|biggest|highest|greatest|maximum|max)\b{_OF_COUNT}", re.I)
 _SMALLEST = re.compile(rf"\b(?:smallest|lowest|minimum|min)\b{_OF_COUNT}", re.I)
+_LOWER, _UPPER = frozenset({">", ">="}), frozenset({"<", "<="})
 _ANY_EXTREME = re.compile(
     r"\b(?:largest|biggest|highest|greatest|maximum|max|smallest|lowest|minimum|min)\b", re.I
 )
@@ -79,11 +83,24 @@ def _asked(action: dict[str, Any], checked: Checked, words: str) -> tuple[dict[s
         return group, f"a group by {column.name}, least first, instead of top (the most common)"
     if checked.op == "group" and checked.order == "most" and fewest:
         return {**action, "order": "least"}, "least first instead of most"
-    if checked.op == "top" and column is not None and column.kind == NUMBER and not average:
-        largest, smallest = _LARGEST.search(words), _SMALLEST.search(words)
-        if len(_ANY_EXTREME.findall(words)) == 1 and (largest is None) != (smallest is None):
-            op = "max" if largest is not None else "min"
-            return {"op": op, "column": column.name, **rows}, f"{op} instead of top (the most common)"
+    largest, smallest = _LARGEST.search(words), _SMALLEST.search(words)
+    extreme = None
+    if len(_ANY_EXTREME.findall(words)) == 1 and (largest is None) != (smallest is None) and not average:
+        extreme = "max" if largest is not None else "min"
+    if checked.op == "top" and column is not None and column.kind == NUMBER and extreme:
+        return {"op": extreme, "column": column.name, **rows}, f"{extreme} instead of top (the most common)"
+    # A count of the rows where a number passes a bound, where the largest of that number is asked:
+    # a lower bound leaves the max as it is (an upper one the min), so the model's rows are kept.
+    bounded = [f for f in checked.where if f.column.kind == NUMBER and f.cmp in _LOWER | _UPPER]
+    harmless = _LOWER if extreme == "max" else _UPPER
+    if (
+        checked.op == "count"
+        and extreme
+        and len({f.column.name for f in bounded}) == 1
+        and all(f.cmp in harmless for f in bounded)
+    ):
+        name = bounded[0].column.name
+        return {"op": extreme, "column": name, **rows}, f"{extreme} of {name} instead of a count"
     return None
 
 
