@@ -863,6 +863,25 @@ def test_a_value_the_question_names_and_the_query_leaves_out_is_found(tables: di
     assert left_out(question, "not an action", table) == []
 
 
+def test_a_time_the_question_states_and_the_query_ignores_is_left_out(tables: dict) -> None:
+    """Told and in doubt, never added: whether after or before is meant is the question's to say."""
+    table, _ = tables["apache"]
+    time_column = next(n for n, t in table["columns"] if t.startswith("TIMESTAMP"))
+    counted = {"op": "count", "where": [{"column": "status", "cmp": "=", "value": 404}]}
+    question = "How many 404s were logged from 2015-05-17 10:05 to 10:35?"
+    assert left_out(question, json.dumps(counted), table) == [f"{time_column} at 2015-05-17 10:05 and 10:35"]
+    # A filter on the time, a count per hour, a time only in a quoted line or given as a form's example: none.
+    bounded = {
+        **counted,
+        "where": [*counted["where"], {"column": time_column, "cmp": ">=", "value": "2015-05-17 10:05"}],
+    }
+    assert left_out(question, json.dumps(bounded), table) == []
+    per_hour = {"op": "group", "by": time_column, "bucket": "hour", "where": counted["where"]}
+    assert left_out(question, json.dumps(per_hour), table) == []
+    assert left_out('How many 404 lines read "took 10:05"?', json.dumps(counted), table) == []
+    assert left_out("When were most 404s sent? Answer as in e.g. 10:05.", json.dumps(counted), table) == []
+
+
 @pytest.mark.parametrize("name", FORMATS)
 def test_a_plain_condition_left_out_is_added_to_the_query(tables: dict, name: str) -> None:
     table, con = tables[name]

@@ -11,6 +11,10 @@ the question states as a word, in a query that neither filters on that column no
 value in any filter, nor ranks or groups by that column (there the question may name the
 values it compares).
 
+A time the question states (a date, a clock) is a condition too where the table has a time
+column and the query neither filters, groups nor orders on one: it is told and in doubt, never
+added (which side of it is meant, after or before, is the question's to say).
+
 Where such a condition is plain (its value listed by one column only, or by several of which
 the question's words name one, no negation just before it, room for the filter), rlm adds it
 to the query before it runs (`with_conditions`): a small model told of the filter answered
@@ -27,7 +31,7 @@ import re
 from typing import Any
 
 from rlm.run.typed.check import Checked, Problem, check_action
-from rlm.run.typed.columns import Column, TableColumns, table_columns
+from rlm.run.typed.columns import DATE, TIME, Column, TableColumns, table_columns
 from rlm.run.typed.compile import read_json
 from rlm.run.typed.placeholders import quoted_texts
 from rlm.run.typed.vocabulary import MAX_FILTERS, TEXT_MATCH
@@ -47,6 +51,13 @@ _NEGATIONS = (
 )
 
 
+# A date, a date and a clock, or a clock alone, as a question states a time ("after 14:02").
+_TIME_STATED = re.compile(
+    r"(?<![\w:.-])(?:\d{4}-\d{2}-\d{2}(?:[ T]\d{1,2}:\d{2}(?::\d{2})?)?|\d{1,2}:\d{2}(?::\d{2})?)(?![\w:])"
+)
+_EXAMPLE = re.compile(r"\b(?:e\.g\.|eg|for example|for instance|such as|like)\W{0,3}$", re.IGNORECASE)
+
+
 def left_out(question: str, content: str | None, table: dict[str, Any]) -> list[str]:
     """Each condition (`column = value`) the question names that the typed action in `content`
     leaves out; [] for an action that is not a query, or that could not be read."""
@@ -55,7 +66,27 @@ def left_out(question: str, content: str | None, table: dict[str, Any]) -> list[
         checked = check_action(read_json(content), cols)
     except Problem:
         return []
-    return [_said(column, value) for _, column, value in _missing(question, checked, cols)[:_MAX_NAMED]]
+    named = [_said(column, value) for _, column, value in _missing(question, checked, cols)[:_MAX_NAMED]]
+    return named + _times_left_out(question, checked, cols)
+
+
+def _times_left_out(question: str, checked: Checked, cols: TableColumns) -> list[str]:
+    """`ts at 2015-07-29 19:10:00 and 19:19:59`: the times the question states (a date, a clock),
+    when the table has a time and the query neither filters, groups nor orders on one. A time
+    in a quoted line, or given as an example of a form ("e.g. 15:16:01"), is no condition."""
+    times = [c for c in cols.columns if c.kind in (TIME, DATE)]
+    if checked.args is not None or not times:
+        return []
+    used = [f.column for f in checked.where] + [
+        c for c in (checked.by, checked.order_by, checked.column) if c
+    ]
+    if checked.bucket is not None or any(c.kind in (TIME, DATE) for c in used):
+        return []
+    text = question
+    for quote in quoted_texts(question):
+        text = text.replace(quote, " ")
+    stated = [m.group(0) for m in _TIME_STATED.finditer(text) if not _EXAMPLE.search(text[: m.start()])]
+    return [f"{times[0].name} at {' and '.join(dict.fromkeys(stated))}"] if stated else []
 
 
 def with_conditions(
