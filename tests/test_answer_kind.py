@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import ask_typed_cli, latest_trace
@@ -87,6 +88,16 @@ def test_the_table_names_its_columns_of_ip_addresses(path: Path, expected: list[
     assert columns_of_kind(NUMBER, table) == []
 
 
+def _ops(request: dict[str, Any]) -> set[str]:
+    """The ops the grammar of a request to the model server offers."""
+    schema = request["body"]["response_format"]["json_schema"]["schema"]
+    return {
+        n
+        for b in schema["anyOf"]
+        for n in b["properties"]["op"].get("enum", [b["properties"]["op"].get("const")])
+    }
+
+
 QUESTION = "There was a single accepted SSH login. Which IP address did it come from? The IP only."
 ACCEPTED = next(line for line in AUTH.read_text().splitlines() if "Accepted password" in line)
 ADDRESS = ACCEPTED.split(" from ", 1)[1].split()[0]
@@ -109,6 +120,8 @@ def test_a_final_of_the_wrong_kind_is_refused_once_and_the_model_told_where_to_l
     ]
     proc, stub = ask_typed_cli(AUTH, QUESTION, replies, cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout == f"{ADDRESS}\n", (proc.returncode, proc.stdout, proc.stderr)
+    # The turn after the refusal offers no final in its grammar; the one after the next query does.
+    assert ["final" in _ops(stub.requests[i]) for i in (1, 2, 3)] == [True, False, True]
     told = stub.requests[2]["body"]["messages"][-1]["content"]
     assert "final refused" in told and "an IP address" in told and "src_ip" in told, told[-600:]
     assert "LabSZ" not in told.rsplit("final refused", 1)[1]  # the model's answer is not quoted back
@@ -116,13 +129,17 @@ def test_a_final_of_the_wrong_kind_is_refused_once_and_the_model_told_where_to_l
     assert trace["synthesis"]["doubts"] == [] and trace["answer"] == ADDRESS
 
 
-def test_a_final_of_the_wrong_kind_sent_again_is_taken_and_withheld_under_strict(tmp_path: Path) -> None:
+def test_a_final_of_the_wrong_kind_after_one_more_query_is_taken_and_withheld_under_strict(
+    tmp_path: Path,
+) -> None:
     final = json.dumps({"op": "final", "answer": "LabSZ"})
+    accepted = {"column": "event", "cmp": "=", "value": "accepted_password"}
     replies = [
         json.dumps({"op": "top", "column": "host", "k": 1}),
         final,
-        final,  # sent again: taken as it is
-        json.dumps({"answer": "LabSZ", "citations": ["F1"]}),
+        json.dumps({"op": "top", "column": "host", "k": 1, "where": [accepted]}),
+        final,  # after one more query: taken as it is
+        json.dumps({"answer": "LabSZ", "citations": ["F2"]}),
     ]
     proc, _ = ask_typed_cli(AUTH, QUESTION, replies, cwd=tmp_path)
     assert proc.returncode == 1 and proc.stdout == "", (proc.returncode, proc.stdout, proc.stderr)

@@ -104,9 +104,11 @@ class Node:
         self.left_out: list[str] = []
         # The model's actions (their JSON) rlm added conditions to: sent again, they run as written.
         self.amended: set[str] = set()
-        # The kind of value the question asks for: a final of another kind is refused once.
+        # The kind of value the question asks for: a final of another kind is refused once, and
+        # the next turn's grammar offers no final (a small model sends the same final again).
         self.asked = asked_kind(question)
         self.kind_refused = False
+        self.look_again = False
 
     def last_observations(self, count: int) -> list[str]:
         """What the model saw last (the end of the conversation), for the synthesis."""
@@ -147,7 +149,7 @@ class Node:
                 messages,
                 tools=self.tools,
                 max_tokens=self.sizing.reply_tokens,
-                schema=self.schema if self.runner.observed else self.first_schema,
+                schema=self.schema if self.runner.observed and not self.look_again else self.first_schema,
             )
         except BudgetExceeded as exc:  # refused, or the time (or the cost) ran out while it was asked
             return self._result(None, "budget", step - 1, exc.detail)
@@ -320,23 +322,25 @@ class Node:
                 return Outcome(refused_kind, ok=False)
             self.host.add_finding(args["answer"], "final_draft", self.id, step, topic="final_draft")
             return Outcome("final answer recorded", final=args["answer"])
+        self.look_again = False  # an action after a refused final: a final may follow it
         visible_from = self.prompt.visible_from()
         return self.runner.act(name, args, step, visible_from=visible_from, subcall=self._subcall)
 
     def _wrong_kind(self, answer: str) -> str | None:
         """The refusal of a final not of the kind the question asks for (rlm.run.answer_kind), once
-        a node: sent again, it is taken, and the run's answer is in doubt."""
+        a node: a final after one more action is taken, and the run's answer is in doubt if it
+        still does not fit."""
         asked = self.asked
         wrong = misfit(asked, answer) if asked is not None and not self.kind_refused else None
         if asked is None or wrong is None:
             return None
-        self.kind_refused = True
+        self.kind_refused = self.look_again = True
         where = columns_of_kind(asked.kind, self.table)
         look = f" The columns holding such values: {', '.join(where)}." if where else ""
         # The model's answer is not quoted back: a copied template would then be in its prompt.
         return (
             f"final refused: the question asks for {asked.kind} ({asked.words!r}), and your answer holds"
-            f" none.{look} Look for the value asked; a final sent again is taken as it is."
+            f" none.{look} Run one more action to find the value asked; a final after it is taken as it is."
         )
 
     def _asker(self, step: int) -> Asker:
