@@ -863,6 +863,28 @@ def test_a_value_the_question_names_and_the_query_leaves_out_is_found(tables: di
     assert left_out(question, "not an action", table) == []
 
 
+def test_a_time_of_day_column_is_offered_as_the_text_it_is_written_as(tmp_path: Path) -> None:
+    """DuckDB reads a CSV's `HH:MM:SS` column as TIME, which no op took: the column was left out
+    of the schema. Offered as its text, its most common value is the time as the file writes it."""
+    import csv
+    from collections import Counter
+
+    path = ROOT / "fixtures" / "data" / "loghub" / "Spark_2k.log_structured.csv"
+    table = open_source(str(path), cache_dir=str(tmp_path)).profile.table
+    assert table is not None and ["Time", "TIME"] in table["columns"]
+    assert "Time" in _branches(action_schema(table))["top"]["properties"]["column"]["enum"]
+    with path.open(newline="") as fh:
+        counts = Counter(row["Time"] for row in csv.DictReader(fh))
+    (busiest, most), (_, second) = counts.most_common(2)
+    assert most > second
+    with duckdb.connect(table["path"], read_only=True) as con:
+        top = con.execute(compile_sql({"op": "top", "column": "Time", "k": 1}, table)).fetchall()
+        same = con.execute(
+            compile_sql({"op": "count", "where": [{"column": "Time", "cmp": "=", "value": busiest}]}, table)
+        ).fetchall()
+    assert top == [(busiest, most)] and same == [(most,)]
+
+
 def test_a_time_the_question_states_and_the_query_ignores_is_left_out(tables: dict) -> None:
     """Told and in doubt, never added: whether after or before is meant is the question's to say."""
     table, _ = tables["apache"]

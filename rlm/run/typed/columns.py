@@ -4,8 +4,9 @@ The table's description (rlm.input.tables.build_table) lists `log`'s columns wit
 DuckDB types, and the common values of some (rlm.input.tablevalues); a column listed with
 fewer than VOCABULARY values has its whole set of values listed. A STRUCT column (an object
 inside each JSON record) is offered by its scalar fields one level down, named
-`connections.accepted`: such records keep their figures there. Columns of other types
-(lists, maps, deeper objects) are left out: no op of the vocabulary reads them.
+`connections.accepted`: such records keep their figures there. A time of day (DuckDB's TIME)
+is offered as its text. Columns of other types (lists, maps, deeper objects) are left out: no
+op of the vocabulary reads them.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ _TIME_TYPES = frozenset(
     {"TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS"}
 )
 _ZONED_TYPES = frozenset({"TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ"})
+# A time of day with no date (a CSV's `Time` column): no period to bucket by, so it is offered as
+# the text it is written as; zero-padded `HH:MM:SS` texts compare in the order of the times.
+_CLOCK_TYPES = frozenset({"TIME", "TIME WITH TIME ZONE", "TIMETZ"})
 
 
 @dataclass(frozen=True)
@@ -165,6 +169,9 @@ def table_columns(table: dict[str, Any]) -> TableColumns:
         kind = kind_of(typ)
         if kind is not None:
             own.append(((position, 0), Column(name, typ, kind, sql_name(name), _complete(listed.get(name)))))
+            continue
+        if _base_type(typ) in _CLOCK_TYPES:  # a time of day: its written form, `20:11:08`
+            own.append(((position, 0), Column(name, typ, TEXT, f"CAST({sql_name(name)} AS VARCHAR)")))
             continue
         for j, (field, field_type) in enumerate(struct_fields(typ) or []):
             field_kind = kind_of(field_type)
