@@ -13,7 +13,16 @@ import pytest
 from conftest import ask_typed_cli, latest_trace
 
 from rlm.input.source import open_source
-from rlm.run.answer_kind import IP, NUMBER, TIME_OF_DAY, asked_kind, columns_of_kind, misfit, misfit_note
+from rlm.run.answer_kind import (
+    IP,
+    NAME,
+    NUMBER,
+    TIME_OF_DAY,
+    asked_kind,
+    columns_of_kind,
+    misfit,
+    misfit_note,
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 AUTH = FIXTURES / "auth.log"
@@ -28,6 +37,8 @@ AUTH = FIXTURES / "auth.log"
         ("Which client IP sent the most requests?", IP),
         ("Name the busiest peer. Give the IP address only.", IP),
         ("When did the first restart happen? Answer as HH:MM:SS.", TIME_OF_DAY),
+        ("Which teams played in May? Give the team names, one per line.", NAME),
+        ("Which region sold least? The region name only.", NAME),
         ("Which path was requested most often?", None),  # nothing about the answer's kind
         ("When was the first error? Answer as 'Mon D HH:MM:SS'.", None),  # a date's letters before the form
         (
@@ -59,6 +70,8 @@ def test_the_kind_asked_is_read_from_the_answer_form_words(question: str, kind: 
         ("How many sessions were closed?", "sshd", False),
         ("When did it restart? Answer as HH:MM:SS.", "2017-06-09", False),
         ("When did it restart? Answer as HH:MM:SS.", "2017-06-09 20:11:08", True),
+        ("Which teams played? Give the team names.", "7", False),  # a count where names are asked
+        ("Which users logged in? List the user names.", "0\n1234\nadmin", True),  # a name may be digits
     ],
 )
 def test_an_answer_misfits_when_an_item_holds_no_value_of_the_kind(

@@ -1,8 +1,8 @@
-"""The kind of value a question asks for (an IP address, a number, a time of day), and whether an
-answer is one.
+"""The kind of value a question asks for (an IP address, a name, a number, a time of day), and
+whether an answer is one.
 
 A small model answers what it last saw: the host column's top value for "from which IP
-address", the count of countries for "which countries", a date for "which second (HH:MM:SS)".
+address", the count of countries for "give the names", a date for "which second (HH:MM:SS)".
 Such an answer is wrong on its face, yet it used to be said as confidently as a right one. What
 is asked is read from the answer-form words questions use everywhere ("how many", "the integer
 only", "which IP", "just the IP address", a stated `HH:MM:SS`), never from a question's subject;
@@ -21,9 +21,19 @@ from typing import Any
 
 from rlm.run.answer_form import asked_parts
 
-__all__ = ["IP", "NUMBER", "TIME_OF_DAY", "Asked", "asked_kind", "columns_of_kind", "misfit", "misfit_note"]
+__all__ = [
+    "IP",
+    "NAME",
+    "NUMBER",
+    "TIME_OF_DAY",
+    "Asked",
+    "asked_kind",
+    "columns_of_kind",
+    "misfit",
+    "misfit_note",
+]
 
-IP, NUMBER, TIME_OF_DAY = "an IP address", "a number", "a time of day"
+IP, NAME, NUMBER, TIME_OF_DAY = "an IP address", "a name", "a number", "a time of day"
 
 # Words that ask for a number: a count, an amount, a rounding. Each is an instruction about the
 # answer, not a subject ("the number of requests" asks one; "a request number" is a column name).
@@ -41,6 +51,13 @@ _IP_WORDS = re.compile(
     rf"(?: \w+){{0,3}} {_IP}\b|\b{_IP} (?:only|alone|exactly)\b",
     re.IGNORECASE,
 )
+# Words that ask for names: give / list / answer with (the program ...) name(s), the name only.
+_NAME_WORDS = re.compile(
+    r"\b(?:give|list|reply with|answer with|respond with|return)(?: \w+){0,3} names?\b"
+    r"|\bnames? (?:only|exactly|alone)\b",
+    re.IGNORECASE,
+)
+_LETTER = re.compile(r"[^\W\d_]")
 _DATE_BEFORE = re.compile(r"(?:\b[A-Za-z]|\bMon|\bMMM|\bMmm)[ ./-]?$")
 # A number in digits, or in the words a count is said in ("none", "two").
 _DIGIT = re.compile(
@@ -52,7 +69,7 @@ _CLOCK = re.compile(r"(?<!\d)\d{1,2}:\d{2}(?!\d)")  # a time of day: hours and m
 
 @dataclass(frozen=True)
 class Asked:
-    kind: str  # IP, NUMBER or TIME_OF_DAY
+    kind: str  # IP, NAME, NUMBER or TIME_OF_DAY
     words: str  # the question's words that ask for it
 
 
@@ -65,6 +82,8 @@ def asked_kind(question: str) -> Asked | None:
         found[NUMBER] = m.group(0)
     if m := _IP_WORDS.search(question):
         found[IP] = m.group(0)
+    if m := _NAME_WORDS.search(question):
+        found[NAME] = m.group(0)
     parts = asked_parts(question)
     if parts is not None and "hour" in parts[1] and not parts[1] & {"year", "month", "day"}:
         # A date's letters right before the form are part of it ("Mon D HH:MM:SS").
@@ -110,6 +129,8 @@ def misfit(asked: Asked, answer: str | None) -> str | None:
     business), or without an answer."""
     if not answer or not answer.strip():
         return None
+    if asked.kind == NAME:  # a name may be digits ("0", a user); names with no letter at all are a count
+        return None if _LETTER.search(answer) else answer.strip().splitlines()[0]
     return next((item for item in _items(answer) if not _holds(asked.kind, item)), None)
 
 
