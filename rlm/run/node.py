@@ -327,10 +327,11 @@ class Node:
         return self.runner.act(name, args, step, visible_from=visible_from, subcall=self._subcall)
 
     def _wrong_kind(self, answer: str) -> str | None:
-        """The refusal of a final not of the kind the question asks for (rlm.run.answer_kind), once
-        a node: a final after one more action is taken, and the run's answer is in doubt if it
-        still does not fit."""
-        asked = self.asked
+        """The refusal of a typed final not of the kind the question asks for (rlm.run.answer_kind),
+        once a node: a final after one more action is taken, and the run's answer is in doubt if
+        it still does not fit. A typed final is the answer's value; a text or tool-call final is a
+        draft ("done", "see F2") the synthesis writes the value from, so it is not refused."""
+        asked = self.asked if self.protocol == "typed" else None  # elsewhere the synthesis writes the value
         wrong = misfit(asked, answer) if asked is not None and not self.kind_refused else None
         if asked is None or wrong is None:
             return None

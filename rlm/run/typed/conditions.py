@@ -71,7 +71,7 @@ def left_out(question: str, content: str | None, table: dict[str, Any]) -> list[
 
 
 def _times_left_out(question: str, checked: Checked, cols: TableColumns) -> list[str]:
-    """`ts at 2015-07-29 19:10:00 and 19:19:59`: the times the question states (a date, a clock),
+    """`ts at 2016-03-02 08:00 and 09:30`: the times the question states (a date, a clock),
     when the table has a time and the query neither filters, groups nor orders on one. A time
     in a quoted line, or given as an example of a form ("e.g. 15:16:01"), is no condition."""
     times = [c for c in cols.columns if c.kind in (TIME, DATE)]
