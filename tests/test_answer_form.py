@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from conftest import latest_trace, run_cli, write_script
+from conftest import ask_typed_cli, latest_trace, run_cli, write_script
 from openai_stub import OpenAIStub
 
 from rlm.run.answer_form import in_asked_form
@@ -157,12 +157,7 @@ def test_the_cli_prints_a_list_one_item_per_line_where_the_question_asks(
         json.dumps({"answer": one_line, "citations": ["F1"]}),
     ]
     question = "Which request methods got a 200 response? List them one per line."
-    with OpenAIStub(replies) as stub:
-        proc = run_cli(
-            ["ask", str(apache_log), question, "-m", "openai/stub", "--api-base", stub.api_base,
-             "--protocol", "typed", "--strict"],
-            cwd=tmp_path,
-        )  # fmt: skip
+    proc, _ = ask_typed_cli(apache_log, question, replies, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "".join(f"{m}\n" for m in methods)
     assert f"the answer is written in the form the question asks (one per line): '{one_line}'" in proc.stderr
