@@ -6,8 +6,8 @@ address", the count of countries for "give the names", a date for "which second 
 Such an answer is wrong on its face, yet it used to be said as confidently as a right one. What
 is asked is read from the answer-form words questions use everywhere ("how many", "the integer
 only", "which IP", "just the IP address", a stated `HH:MM:SS`), never from a question's subject;
-where the words say nothing, or ask for two kinds, nothing is asked. A node refuses a final that
-does not fit once (rlm.run.node), and a run's answer that still does not is in doubt
+where the words say nothing, or ask for two kinds, nothing is asked. A typed node refuses a
+final that does not fit once (rlm.run.node), and a run's answer that still does not is in doubt
 (rlm.run.doubts): low confidence, exit 1 under --strict.
 """
 

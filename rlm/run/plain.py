@@ -330,11 +330,10 @@ class PlainRun:
             return self._result(None, "no_answer", ExitCode.NO_ANSWER, why, excerpt, started)
         result = self._result(answer, "final", ExitCode.OK, "answered", excerpt, started)
         result.explanation = explanation
+        # An answer of another kind than asked is in doubt, as the loop's is: --strict withholds it.
         asked = asked_kind(self.question)
         if asked is not None and (wrong_kind := misfit(asked, answer)) is not None:
-            result.doubts = [
-                kind_doubt(misfit_note(asked, wrong_kind))
-            ]  # --strict withholds it, as the loop's
+            result.doubts = [kind_doubt(misfit_note(asked, wrong_kind))]
         if grounding is not None:
             result.grounded, result.supporting = grounding.grounded, grounding.supporting
         return result
