@@ -156,7 +156,7 @@ def test_a_final_of_the_wrong_kind_after_one_more_query_is_taken_and_withheld_un
     ]
     proc, _ = ask_typed_cli(AUTH, QUESTION, replies, cwd=tmp_path)
     assert proc.returncode == 1 and proc.stdout == "", (proc.returncode, proc.stdout, proc.stderr)
-    assert "gives other than the question asks for" in proc.stderr and "'LabSZ' holds none" in proc.stderr, (
+    assert "the answer is not of the kind asked" in proc.stderr and "'LabSZ' holds none" in proc.stderr, (
         proc.stderr
     )
     trace = latest_trace(tmp_path)

@@ -178,7 +178,7 @@ def test_a_condition_the_question_names_and_the_query_leaves_out_is_added_or_dou
     with OpenAIStub(replies(unfiltered, unfiltered, answer=everyone)) as stub:
         strict = _ask(stub, apache_log, question, tmp_path, "--strict")
     assert strict.returncode == 1 and strict.stdout == ""
-    withheld = "withheld as its query has no filter on status = 404, which the question names and is the prompt's example"
+    withheld = "withheld as the query behind the answer has no filter on status = 404, which the question names and is the prompt's example"
     assert withheld in strict.stderr and f"(--strict): {everyone}" in strict.stderr
 
     # Told, the model runs the query again with the filter: its answer is not in doubt.
@@ -340,7 +340,7 @@ def test_an_answer_from_the_prompts_example_as_shown_is_in_doubt(tmp_path: Path,
     with OpenAIStub(replies(example, answer=everyone)) as stub:
         strict = _ask(stub, apache_log, question, tmp_path, "--strict")
     assert strict.returncode == 1 and strict.stdout == ""
-    assert "withheld as its query is the prompt's example action" in strict.stderr
+    assert "withheld as the query behind the answer is the prompt's example action" in strict.stderr
 
     # Told, the model sends the question's own query: its answer stands.
     with OpenAIStub(replies(example, own, answer=robots)) as stub:

@@ -28,7 +28,7 @@ from rlm.cli.warm_cmd import warm_app
 from rlm.cli.warm_start import run_began
 from rlm.errors import ExitCode, InternalError, Interrupted, RlmError
 from rlm.local.cli import app as local_app
-from rlm.run.doubts import doubt_clause
+from rlm.run.doubts import doubt_sentence
 from rlm.text.visible import visible
 from rlm.trace.redact import redact_text
 
@@ -464,7 +464,7 @@ def ungrounded_note(result: Any) -> str:
 
 def doubt_note(doubts: list[str]) -> str:
     """What stderr says of an answer whose query leaves it in doubt (rlm.run.doubts)."""
-    return f"the query behind the answer {doubt_clause(doubts)} (confidence low): check it with `rlm replay last`"
+    return f"{doubt_sentence(doubts)} (confidence low): check it with `rlm replay last`"
 
 
 def _explanation(result: Any) -> str:

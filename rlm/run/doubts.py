@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["EXAMPLE_COPIED", "doubt_clause", "kind_doubt", "measure_doubt"]
+__all__ = ["EXAMPLE_COPIED", "doubt_clause", "doubt_sentence", "kind_doubt", "measure_doubt"]
 
 EXAMPLE_COPIED = "the prompt's example"
 _MEASURE = "measure: "  # a doubt of what the query computes, not of its rows
@@ -36,14 +36,22 @@ def doubt_clause(doubts: Sequence[str]) -> str:
     names`, `is the prompt's example ...`, or both joined by "and"."""
     conditions = [d for d in doubts if d != EXAMPLE_COPIED and not d.startswith((_MEASURE, _KIND))]
     measures = [d.removeprefix(_MEASURE) for d in doubts if d.startswith(_MEASURE)]
-    kinds = [d.removeprefix(_KIND) for d in doubts if d.startswith(_KIND)]
     clauses = []
     if conditions:
         clauses.append(f"has no filter on {'; '.join(conditions)}, which the question names")
     if measures:
         clauses.append(f"computes other than the question's words ask for ({'; '.join(measures)})")
-    if kinds:
-        clauses.append(f"gives other than the question asks for ({'; '.join(kinds)})")
     if EXAMPLE_COPIED in doubts:
         clauses.append("is the prompt's example action as shown there, not one written for the question")
     return " and ".join(clauses)
+
+
+def doubt_sentence(doubts: Sequence[str]) -> str:
+    """Why the answer is in doubt, whole: `the query behind the answer ...` for the query's
+    doubts, `the answer is not of the kind asked (...)` for its own; both joined by "; and"."""
+    parts = []
+    if clause := doubt_clause([d for d in doubts if not d.startswith(_KIND)]):
+        parts.append(f"the query behind the answer {clause}")
+    if kinds := [d.removeprefix(_KIND) for d in doubts if d.startswith(_KIND)]:
+        parts.append(f"the answer is not of the kind asked ({'; '.join(kinds)})")
+    return "; and ".join(parts)

@@ -27,7 +27,7 @@ from rlm.run.actions import Action, ParseError
 from rlm.run.answer_form import in_asked_form
 from rlm.run.answer_kind import asked_kind, misfit, misfit_note
 from rlm.run.children import Children
-from rlm.run.doubts import doubt_clause, kind_doubt
+from rlm.run.doubts import doubt_sentence, kind_doubt
 from rlm.run.events import Progress, Restart, RunWarning, Step, no_progress
 from rlm.run.executor import LOCAL, ChildRunner, DaskExecutor
 from rlm.run.grounding import Grounding, ground
@@ -396,7 +396,7 @@ class Engine:
             synthesis = replace(
                 synthesis,
                 confidence="low",
-                confidence_reason=f"the query behind the answer {doubt_clause(doubts)}",
+                confidence_reason=doubt_sentence(doubts),
             )
         self.trace.update(
             synthesis={

@@ -24,7 +24,7 @@ from rlm.model.client import ModelClient, load_litellm, load_litellm_in_backgrou
 from rlm.model.deployments import Deployment, build_router, resolve_keys
 from rlm.run.batch import check_batch_api, resumable
 from rlm.run.cassette import Cassette, record_calls
-from rlm.run.doubts import doubt_clause
+from rlm.run.doubts import doubt_sentence
 from rlm.run.engine import Engine, RunResult
 from rlm.run.events import (
     FanOut,
@@ -417,7 +417,7 @@ def _strict(settings: Settings, result: RunResult) -> RunResult:
     if not settings.strict or result.answer is None or (result.grounded is not False and not result.doubts):
         return result
     shown = " / ".join(line.strip() for line in result.answer.splitlines() if line.strip())
-    why = "not grounded" if result.grounded is False else f"its query {doubt_clause(result.doubts)}"
+    why = "not grounded" if result.grounded is False else doubt_sentence(result.doubts)
     message = f"the answer was withheld as {why} (--strict): {shown}"
     return replace(result, answer=None, status="withheld", exit_code=int(ExitCode.NO_ANSWER), message=message)
 
