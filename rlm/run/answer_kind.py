@@ -143,4 +143,6 @@ def columns_of_kind(kind: str, table: Mapping[str, Any] | None) -> list[str]:
     """The table's columns that hold values of the kind (its text columns of IP addresses, found
     as it was built: rlm.input.tablevalues.address_columns): where a model should look instead."""
     held = (table or {}).get("addresses") if kind == IP else None
-    return [str(n) for n in held] if isinstance(held, list) else []
+    # Only names of the table's own columns: a cached description is data, and this goes to the prompt.
+    own = {c[0] for c in (table or {}).get("columns") or [] if isinstance(c, list | tuple) and c}
+    return [n for n in held if isinstance(n, str) and n in own] if isinstance(held, list) else []
