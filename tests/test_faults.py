@@ -264,6 +264,38 @@ def test_max_time_holds_against_a_stuck_provider(tmp_path: Path, fault: dict[str
     assert run.trace["status"] == "budget" and run.trace["totals"]["elapsed_s"] <= 12.5
 
 
+def test_max_time_holds_while_the_model_client_loads(tmp_path: Path) -> None:
+    """A machine so slow (a cold disk, a busy neighbour) that litellm's import outlasts the limit:
+    the run ends at --max-time all the same, says why, and leaves its trace."""
+    slow = {
+        "PYTHONPATH": str(Path(__file__).resolve().parent / "slow_import"),
+        "RLM_TEST_SLOW_MODULE": "litellm",
+        "RLM_TEST_SLOW_S": "60",
+    }
+    with OpenAIStub([EX, FIN, ANS]) as stub:
+        run = _ask(tmp_path, _stub_args(stub), "--max-time", "4", env=slow)
+    _check(run, "litellm's import slower than --max-time 4", 6, 4 + 2, tmp_path)
+    assert _one_error_line(run) == (
+        "rlm: the time limit of 4 s was reached (while loading the model client); "
+        "nothing was established before it"
+    )
+    assert run.proc.stdout == "" and stub.requests == []
+    assert run.trace["status"] == "budget" and run.trace["stop"] == "budget"
+    assert 3.5 <= run.trace["totals"]["elapsed_s"] <= 4.5
+
+
+def test_max_time_counts_from_the_start_of_the_command(tmp_path: Path) -> None:
+    """--max-time is the user's wall clock: a process that has run for a while before `ask`
+    reads the clock is that old, not new."""
+    probe = (
+        "import time; time.sleep(1.5)\n"
+        "from rlm.cli.entry import command_began\n"
+        "print(time.monotonic() - command_began())"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert 1.5 <= float(proc.stdout) < 5, proc.stdout
+
+
 def test_max_cost_compares_what_the_next_call_may_cost(tmp_path: Path) -> None:
     """A priced model (gpt-4o-mini's list price) behind the stub: each call costs ~$0.0002, but may
     cost up to ~$0.0015 (its whole reply allowance), and ~$0.0025 is kept for the answer."""

@@ -11,12 +11,12 @@ import os
 import signal
 import sys
 import threading
-import time
 from typing import Annotated, Any
 
 import typer
 
 from rlm import __version__
+from rlm.cli.entry import command_began
 from rlm.cli.eval_cmd import eval_command
 from rlm.cli.jsonout import print_json
 from rlm.cli.memory_cmd import feedback_command, memory_app
@@ -201,7 +201,7 @@ def ask(
 ) -> None:
     """Answer QUESTION about the files at PATH... (read as one text). The answer goes to stdout;
     progress to stderr."""
-    started = time.monotonic()
+    started = command_began()
     if len(paths_and_question) < (1 if files_from is not None else 2):
         _die("give the file(s) to investigate, then the question", int(ExitCode.USAGE))
     *paths, question = paths_and_question

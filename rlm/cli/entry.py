@@ -10,17 +10,38 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 # The MCP server's run in a process of its own (rlm.mcp.child), not a command of the CLI's.
 MCP_RUN = "_mcp-run"
 # The environment the command started with, before anything rlm runs adds to it (litellm's
 # settings): what a warm process is keyed by (rlm.cli.warm_client.code_key) and started with.
 _started_with: dict[str, str] = {}
+# The longest a process may have run before `ask` asks when it began (command_began) for its
+# start to be taken as the command's: beyond it, the process is not one started for the command.
+_PLAUSIBLE_START_S = 60.0
 
 
 def started_with() -> dict[str, str]:
     """The environment this command started with (this process's, where `main` did not run)."""
     return dict(_started_with or os.environ)
+
+
+def command_began() -> float:
+    """When this process began, on the clock of time.monotonic(): --max-time is the user's wall
+    clock, and the interpreter's start and rlm's imports before `ask` reads its flags are
+    seconds of it on a busy machine. The kernel's start time of the process (/proc/self/stat,
+    in clock ticks since boot) against CLOCK_BOOTTIME; where either cannot be read, or the
+    age they give is not a plausible start-up's, now."""
+    now = time.monotonic()
+    try:
+        with open("/proc/self/stat", "rb") as stat:
+            # The fields after the command's name, which is in parentheses and may hold either.
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError, AttributeError):
+        return now
+    return now - age if 0 <= age <= _PLAUSIBLE_START_S else now
 
 
 def run_here() -> None:

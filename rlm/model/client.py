@@ -36,6 +36,9 @@ from rlm.model.tokens import count_messages, count_text, count_tools, ensure_off
 
 _lock = threading.Lock()
 _litellm_module: Any = None
+# Set once litellm's import in the background (load_litellm_in_background) has ended: what a
+# run with a time limit waits on, for no longer than the limit leaves (await_litellm).
+_import_ended: threading.Event | None = None
 
 
 def litellm_environment() -> None:
@@ -84,10 +87,14 @@ def load_litellm_in_background() -> threading.Event:
 
     Returns an event set once the import has ended, done or failed: a big input's table build
     waits for it, so that the model's first request does not wait for cores the build holds."""
+    global _import_ended
     ended = threading.Event()
     if _litellm_module is not None:
         ended.set()
         return ended
+    if _import_ended is not None:  # one under way already
+        return _import_ended
+    _import_ended = ended
 
     def load() -> None:
         with contextlib.suppress(BaseException):
@@ -96,6 +103,20 @@ def load_litellm_in_background() -> threading.Event:
 
     threading.Thread(target=load, name="rlm-litellm-import", daemon=True).start()
     return ended
+
+
+def await_litellm(deadline: float | None, limit_s: float | None) -> None:
+    """Wait for litellm's import under way in the background until `deadline` (time.monotonic())
+    at most: on a cold or busy machine it has taken over ten seconds, and a thread cannot be
+    stopped mid-import, so a run with --max-time gives up waiting instead (BudgetExceeded; the
+    import goes on in its daemon thread, which does not hold the process's exit). Without an
+    import under way, or a deadline, there is nothing to bound here: load_litellm imports."""
+    ended = _import_ended
+    if deadline is None or ended is None or ended.wait(max(0.0, deadline - time.monotonic())):
+        return
+    raise BudgetExceeded(
+        "time", f"the time limit of {limit_s:g} s was reached (while loading the model client)"
+    )
 
 
 def import_ahead() -> None:

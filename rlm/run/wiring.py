@@ -20,7 +20,8 @@ from rlm.input.source import Profile
 from rlm.input.tables import build_progress
 from rlm.memory.recall import Recall, offer_lines, offer_parts
 from rlm.memory.store import Kept, Memory
-from rlm.model.client import ModelClient, load_litellm, load_litellm_in_background
+from rlm.model.budget import BudgetExceeded
+from rlm.model.client import ModelClient, await_litellm, load_litellm, load_litellm_in_background
 from rlm.model.deployments import Deployment, build_router, resolve_keys
 from rlm.run.batch import check_batch_api, resumable
 from rlm.run.cassette import Cassette, record_calls
@@ -127,9 +128,12 @@ def shared_local_server(settings: Settings) -> Iterator[Any | None]:
 
 
 @contextlib.contextmanager
-def open_models(settings: Settings, local_endpoint: Any = None) -> Iterator[tuple[ModelClient, ModelClient]]:
+def open_models(
+    settings: Settings, local_endpoint: Any = None, *, deadline: float | None = None
+) -> Iterator[tuple[ModelClient, ModelClient]]:
     """Root and sub-model clients; starts (and always stops) a local server when asked for,
-    unless one already running is given (`local_endpoint`, from shared_local_server)."""
+    unless one already running is given (`local_endpoint`, from shared_local_server). With a
+    `deadline` (--max-time), litellm's import under way is waited for until then at most."""
     register_secret(settings.api_key)
     name = resolve_model_name(settings)
     sub_name = settings.sub_model or name
@@ -175,6 +179,7 @@ def open_models(settings: Settings, local_endpoint: Any = None) -> Iterator[tupl
                 settings, model_name, api_base=settings.api_base, api_key=settings.api_key, window=None
             )
 
+        await_litellm(deadline, settings.max_time)
         root = make(name)
         sub = root if sub_name == name else make(sub_name)
         for client in {id(root): root, id(sub): sub}.values():
@@ -250,7 +255,10 @@ def run_ask(
     try:
         report(Phase("reading the input"))
         # litellm's import overlaps the input's profile, and a big table's build waits for it.
-        imported = load_litellm_in_background() if _profile_takes_seconds(input_arg) else None
+        # Under --max-time it is always in a thread of its own, so that the wait for it has an
+        # end (open_models): an import cannot be stopped, a wait can.
+        big = _profile_takes_seconds(input_arg)
+        imported = load_litellm_in_background() if big or settings.max_time is not None else None
         inputs = [input_arg] if isinstance(input_arg, str) else list(input_arg)
         with (
             build_progress(lambda done, size, secs: report(TableBuild.of(done, size, secs))),
@@ -265,7 +273,7 @@ def run_ask(
                 # A big file's table builds while the model's first turn starts: sql() waits
                 # for it, nothing else does (rlm.input.tablejob).
                 background_table=True,
-                build_after=imported,
+                build_after=imported if big else None,
             ) as source,
         ):
             profile = source.profile
@@ -313,7 +321,9 @@ def run_ask(
                     )
                 )
                 with (
-                    open_models(settings, local_endpoint) if cassette is None else cassette.models() as (
+                    open_models(settings, local_endpoint, deadline=_deadline(settings, started))
+                    if cassette is None
+                    else cassette.models() as (
                         root,
                         sub,
                     )
@@ -378,6 +388,12 @@ def run_ask(
                     engine.close()
                 if recorded["sha256"] is None and profile.digest.done():
                     trace.update(input={**recorded, "sha256": profile.sha256})
+    except BudgetExceeded as exc:  # the limit came before the run could start (open_models)
+        result = RunResult(
+            None, "budget", int(ExitCode.BUDGET), f"{exc.detail}; nothing was established before it"
+        )
+        result.stop, result.elapsed_s = "budget", time.monotonic() - started
+        result.trace_path = str(trace.path) if trace.path else None
     except KeyboardInterrupt as exc:
         _finish(trace, engine, memory, "interrupted", _stop_code(exc), None, started)
         raise
@@ -407,6 +423,11 @@ def run_ask(
         raise err from exc
     _finish(trace, engine, memory, result.status, result.exit_code, result, started)
     return result
+
+
+def _deadline(settings: Settings, started: float) -> float | None:
+    """When --max-time ends the run, on the clock of time.monotonic()."""
+    return None if settings.max_time is None else started + settings.max_time
 
 
 def _strict(settings: Settings, result: RunResult) -> RunResult:
@@ -496,7 +517,9 @@ def _finish(
         fields["error"] = error
     if traceback:
         fields["traceback"] = traceback
-    if engine is not None:
+    if engine is None:  # ended before the run began: its time is still the user's to see
+        fields["totals"] = {"elapsed_s": round(time.monotonic() - started, 3)}
+    else:
         fields["ledger"] = engine.ledger.to_list()
         fields["totals"] = {
             **engine.budget.usage.to_dict(),
