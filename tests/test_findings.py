@@ -379,6 +379,16 @@ def test_a_value_the_synthesis_cut_short_is_printed_whole(tmp_path: Path) -> Non
     assert out == "/reset.css\n"
 
 
+def test_items_of_a_list_the_synthesis_cut_short_are_printed_whole(tmp_path: Path) -> None:
+    """A draft sentence naming two paths, the synthesis writing each without its '/': each item
+    is the draft's word it is part of, where a finding holds that word."""
+    query = 'result = sql("SELECT path, count(*) AS n FROM log GROUP BY 1 ORDER BY n DESC, 1 LIMIT 2")\nprint(result)'
+    final = 'final("The two paths are: " + ", ".join(row[0] for row in result) + ".")'
+    out, trace = _synthesis_rewrites(tmp_path, query, final, "favicon.ico, reset.css")
+    assert out == "/favicon.ico, /reset.css\n"
+    assert trace["synthesis"]["grounded"] is True
+
+
 def test_a_figure_the_synthesis_corrected_is_not_turned_back_into_the_draft() -> None:
     from rlm.run.synthesis import kept_exact
 
@@ -398,6 +408,11 @@ def test_the_value_a_sentence_draft_names_is_kept_exact() -> None:
     assert kept_exact("reset.css", draft, table) == "reset.css"
     # Two words of the draft would fit: which one was meant is not known, the answer stands.
     assert kept_exact("a.css", "Either /a.css or ./a.css.", "/a.css 1\n./a.css 2") == "a.css"
+    # Each item of a list on one line, on its own; an item the findings hold as it is stands.
+    listed = "The paths are /favicon.ico, /reset.css and more."
+    assert kept_exact("favicon.ico, reset.css", listed, table) == "/favicon.ico, /reset.css"
+    assert kept_exact("favicon.ico\nreset.css", listed, table) == "/favicon.ico\n/reset.css"
+    assert kept_exact("favicon.ico; x.css", listed, table + "\nx.css | 2") == "/favicon.ico; x.css"
 
 
 def test_a_list_written_on_one_line_is_given_back_one_item_a_line() -> None:

@@ -202,23 +202,13 @@ def kept_exact(answer: str, draft: str | None, findings_text: str) -> str:
         return exact
     # A draft written as a sentence ("The path '/favicon.ico' was requested most") names the
     # value as one of its words: the one word that is the answer plus punctuation alone, held
-    # by a finding where the answer on its own is not.
-    if (
-        given
-        and not re.search(r"\s", given)
-        and not re.search(rf"(?<!\S){re.escape(given)}(?!\S)", findings_text)
-    ):
-        words = {w.strip("'\"`()[]").rstrip(".,;:!?").strip("'\"`") for w in exact.split()}
-        fuller = {
-            w
-            for w in words
-            if w != given
-            and given in w
-            and not re.search(r"\w", w.replace(given, "", 1))
-            and w in findings_text
-        }
-        if len(fuller) == 1:
-            return fuller.pop()
+    # by a finding where the answer on its own is not. So for each item of a list written on
+    # one line ("misc/a.txt, b/" for a draft naming "/misc/a.txt, /b/"), each on its own.
+    words = {w.strip("'\"`()[]").rstrip(".,;:!?").strip("'\"`") for w in exact.split()}
+    pieces = re.split(r"(,\s*|;\s*|\n)", given)
+    mended = [_fuller(piece, words, findings_text) if k % 2 == 0 else piece for k, piece in enumerate(pieces)]
+    if mended != pieces:
+        return "".join(mended)
     lines = [ln.strip() for ln in exact.split("\n") if ln.strip()]
     # Items of one word each may also have been written on one line with spaces between them.
     apart = r"[,;\s]+" if all(len(ln.split()) == 1 for ln in lines) else r"[,;\n]+"
@@ -226,6 +216,19 @@ def kept_exact(answer: str, draft: str | None, findings_text: str) -> str:
     if len(lines) > 1 and sorted(items) == sorted(lines) and all(ln in findings_text for ln in lines):
         return "\n".join(lines)
     return answer
+
+
+def _fuller(given: str, words: set[str], findings_text: str) -> str:
+    """The one word of a draft that is `given` plus punctuation alone, held by a finding where
+    `given` on its own is not; else `given`."""
+    if not given or re.search(r"\s", given) or re.search(rf"(?<!\S){re.escape(given)}(?!\S)", findings_text):
+        return given
+    fuller = {
+        w
+        for w in words
+        if w != given and given in w and not re.search(r"\w", w.replace(given, "", 1)) and w in findings_text
+    }
+    return fuller.pop() if len(fuller) == 1 else given
 
 
 def _as_text(value: Any) -> str:
