@@ -350,3 +350,60 @@ def test_an_answer_from_the_prompts_example_as_shown_is_in_doubt(tmp_path: Path,
     assert doc["answer"] == robots and not doc["doubts"] and "example" not in fixed.stderr
     assert robots in stub.requests[2]["body"]["messages"][-1]["content"]
     assert "robots.txt" in latest_trace(tmp_path)["steps"][1]["action"]["args"]["code"]
+
+
+def test_a_count_that_kept_no_row_or_every_row_is_told_and_in_doubt(tmp_path: Path, apache_log: Path) -> None:
+    """A count whose conditions match nothing: the model is shown what each matches alone, and an
+    answer after it is in doubt (--strict withholds it); one whose conditions keep every row of
+    the table likewise; a count that sets rows apart is neither."""
+    lines = apache_log.read_text().splitlines()
+    not_found = sum(1 for line in lines if re.search(r'" 404 ', line))
+    question = "How many of the requests were for the missing page?"
+    status = {"column": "status", "cmp": "=", "value": 404}
+    nowhere = {"column": "path", "cmp": "contains", "value": "zz-no-such-path"}
+    everywhere = {"column": "ip", "cmp": "contains", "value": "."}
+
+    def replies(*wheres: list[dict[str, Any]], answer: int) -> list[str]:
+        counts = [json.dumps({"op": "count", "where": where}) for where in wheres]
+        final = json.dumps({"op": "final", "answer": str(answer)})
+        return [*counts, final, json.dumps({"answer": str(answer), "citations": ["F1"]})]
+
+    with OpenAIStub(replies([status, nowhere], answer=0)) as stub:
+        proc = _ask(stub, apache_log, question, tmp_path, "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["answer"] == "0" and doc["confidence"] == "low"
+    assert doc["doubts"] == ["rows: matched no row (path contains 'zz-no-such-path' alone matches none)"]
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert (
+        f"Alone, each matches: status = 404: {not_found:,} rows; path contains 'zz-no-such-path': 0 rows."
+        in told
+    )
+    assert (
+        "the query behind the answer matched no row (path contains 'zz-no-such-path' alone matches none)"
+        in (proc.stderr)
+    )
+    with OpenAIStub(replies([status, nowhere], answer=0)) as stub:
+        strict = _ask(stub, apache_log, question, tmp_path, "--strict")
+    assert (
+        strict.returncode == 1
+        and strict.stdout == ""
+        and "withheld as the query behind the answer matched no row" in (strict.stderr)
+    )
+
+    with OpenAIStub(replies([everywhere], answer=len(lines))) as stub:
+        proc = _ask(stub, apache_log, question, tmp_path, "--json")
+    doc = json.loads(proc.stdout)
+    assert doc["answer"] == str(len(lines)) and doc["doubts"] == [
+        "rows: kept every row of the table (its conditions set none apart)"
+    ]
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert f"all {len(lines):,} rows of the table matched the query's conditions (ip contains '.')" in told
+
+    # Told, the model counts the rows the question means: nothing is said, the answer stands.
+    with OpenAIStub(replies([status, nowhere], [status], answer=not_found)) as stub:
+        fixed = _ask(stub, apache_log, question, tmp_path, "--json", "--strict")
+    assert fixed.returncode == 0, fixed.stderr
+    doc = json.loads(fixed.stdout)
+    assert doc["answer"] == str(not_found) and not doc["doubts"]
+    assert "Note: no row matched" not in stub.requests[2]["body"]["messages"][-1]["content"]

@@ -22,7 +22,7 @@ from rlm.model.client import Reply
 from rlm.run import prompts
 from rlm.run.actions import Action, ParseError, parse_tool_call, text_actions, tool_schemas
 from rlm.run.answer_kind import asked_kind, columns_of_kind, misfit
-from rlm.run.doubts import EXAMPLE_COPIED, measure_doubt
+from rlm.run.doubts import EXAMPLE_COPIED, measure_doubt, rows_doubt
 from rlm.run.events import Phase
 from rlm.run.host import NodeHost, StepDone
 from rlm.run.node_prompt import NodePrompt, PromptShape
@@ -41,6 +41,7 @@ from rlm.run.typed.check import Problem
 from rlm.run.typed.compile import read_json
 from rlm.run.typed.describe import example_cells
 from rlm.run.typed.fields import sample_lines, with_quoted_fields
+from rlm.run.typed.matched import Matched, counted_filters, matched, shown_count
 from rlm.run.typed.measure import measure_left_out, with_asked_measure
 from rlm.sandbox.client import WorkerLost
 from rlm.trace.schema import BridgeCallRecord, StopReason
@@ -196,6 +197,9 @@ class Node:
             notes += [prompts.measure_changed_note(changed)] if changed else []
             notes += [prompts.measure_left_out_note(other_measure)] if other_measure else []
             notes += [prompts.example_ran_note()] if copied else []
+            if outcome.ok and (rows := self._matched(ran, outcome.observation, table)) is not None:
+                self.left_out.append(rows_doubt(rows.doubt))
+                notes.append(rows.note)
             for note in notes:
                 told = note if told is None else told.rstrip("\n") + "\n" + note
         # The model reads the run's notes (the table's news, a condition left out) after what
@@ -269,6 +273,13 @@ class Node:
             if action.name == "final" or not self.runner.would_refuse(action.name, action.args, visible_from):
                 return action, n
         return actions[0], 0
+
+    def _matched(self, ran: str, observation: str, table: dict[str, Any]) -> Matched | None:
+        """A typed count that kept no row or every row of the table (rlm.run.typed.matched)."""
+        filters = counted_filters(ran, table)
+        if not filters:
+            return None
+        return matched(filters, shown_count(observation), table.get("rows"), self.runner.counts)
 
     def _with_conditions(
         self, action: Action, content: str

@@ -204,6 +204,17 @@ class ActionRunner:
             )
         return self._held[pattern]
 
+    def counts(self, query: str) -> list[int] | None:
+        """The whole numbers of the first row of `query` (a count of each condition alone,
+        rlm.run.typed.matched), run in the worker outside the model's steps; None when it fails."""
+        reply = self._request(
+            "exec", {"code": f"print(list(sql({query!r})[0]))"}, timeout=self.cell_seconds(grace=5)
+        )
+        if not isinstance(reply, dict) or not reply.get("ok"):
+            return None
+        found = re.fullmatch(r"\s*\[([\d,\s]*)\]\s*", str(reply.get("output") or ""))
+        return [int(n) for n in found.group(1).replace(",", " ").split()] if found else None
+
     def would_refuse(self, name: str, args: dict[str, Any], visible_from: int) -> bool:
         """Whether `act` would refuse this action as a repeat of one already run."""
         return self._refusal(name, args, visible_from) is not None

@@ -18,7 +18,7 @@ from rlm.run.typed.columns import DATE, TIME, Column, table_columns
 from rlm.run.typed.placeholders import literal_parts
 from rlm.text.sqltext import sql_name, sql_string, sql_value
 
-__all__ = ["compile_sql", "execute_code", "read_json", "to_action"]
+__all__ = ["compile_sql", "condition_sql", "execute_code", "read_json", "to_action"]
 
 _MAX_STARTS = 32  # places a JSON object is tried from in one reply
 _FINEST = {TIME: "second", DATE: "day"}  # a value this precise is compared as it is
@@ -67,7 +67,8 @@ def read_json(content: str | None) -> Any:
     raise Problem(f"no JSON object in your reply; reply with one JSON action, such as {_EXAMPLE}")
 
 
-def _condition(f: Filter) -> str:
+def condition_sql(f: Filter) -> str:
+    """One filter as a condition of a WHERE clause."""
     expr = f.column.expr
     if f.cmp == "contains":
         # A text written with placeholders (`rhost=<host> user=root`) holds each fixed part.
@@ -91,7 +92,7 @@ def _where(action: Checked, *first: str) -> str:
     # rows and groups of other lines would only be NULLs (a filter on one holds them out itself).
     named = (action.column, action.by, action.order_by, *action.columns)
     fitting = dict.fromkeys(f"{c.expr} IS NOT NULL" for c in named if c is not None and c.quoted is not None)
-    conditions = list(dict.fromkeys([*first, *fitting, *(_condition(f) for f in action.where)]))
+    conditions = list(dict.fromkeys([*first, *fitting, *(condition_sql(f) for f in action.where)]))
     return f" WHERE {' AND '.join(conditions)}" if conditions else ""
 
 

@@ -1,0 +1,111 @@
+"""A typed count whose conditions kept no row, or every row of the table: said to the model,
+and an answer after it in doubt.
+
+Neither is an answer a question of "how many" usually has. A count of nothing was, in the
+development runs read, a condition written unlike the column's values (a time compared for
+equality with a day, `>` where the question names one value); a count of every row, a filter
+that sets no row apart (a text every line holds). Which condition matched nothing is what the
+model needs to mend the query: each one's count alone is run once, in one query, and shown
+(`ts = '2008-11-10 08:11:00': 0 rows`). The answer may still be right (no line of that kind
+is there): it is in doubt, not refused.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rlm.run.typed.check import Checked, Filter, Moment, Problem, check_action
+from rlm.run.typed.columns import table_columns
+from rlm.run.typed.compile import condition_sql, read_json
+from rlm.text.sqltext import sql_name
+
+__all__ = ["Matched", "counted_filters", "matched", "probe_sql", "shown_count"]
+
+# The echo of a count (rlm.sandbox.worker.sql_result.render_table): its header, a rule, its value.
+_COUNT_ECHO = re.compile(r"\A\s*count\s*\n-+\s*\n\s*(\d+)\s*\n")
+
+
+@dataclass(frozen=True)
+class Matched:
+    note: str  # for the model, after the result
+    doubt: str  # the answer's doubt (rlm.run.doubts.rows_doubt), once a final follows
+
+
+def counted_filters(content: str | None, table: dict[str, Any]) -> tuple[Filter, ...]:
+    """The conditions of the typed count in `content`; () for any other action."""
+    try:
+        checked: Checked = check_action(read_json(content), table_columns(table))
+    except Problem:
+        return ()
+    if checked.op != "count" or checked.args is not None or checked.after is not None:
+        return ()
+    return checked.where
+
+
+def shown_count(observation: str) -> int | None:
+    """The count a count query's echo shows, if that is what the observation is."""
+    m = _COUNT_ECHO.match(observation)
+    return int(m.group(1)) if m else None
+
+
+def probe_sql(filters: tuple[Filter, ...]) -> str:
+    """One query: how many rows each condition matches alone."""
+    counts = [
+        f"count(*) FILTER (WHERE {condition_sql(f)}) AS {sql_name(f'c{k}')}" for k, f in enumerate(filters)
+    ]
+    return f"SELECT {', '.join(counts)} FROM log"
+
+
+def _said(f: Filter) -> str:
+    value = f.value.text if isinstance(f.value, Moment) else f.value
+    shown = (
+        repr(value)
+        if isinstance(value, str)
+        else str(value).lower()
+        if isinstance(value, bool)
+        else str(value)
+    )
+    return f"{f.column.name} {f.cmp.replace('_', ' ')} {shown}"
+
+
+def matched(
+    filters: tuple[Filter, ...],
+    count: int | None,
+    rows: Any,
+    alone: Callable[[str], list[int] | None],
+) -> Matched | None:
+    """What to tell of a count of `count` rows under `filters` in a table of `rows` rows; None when
+    it is neither nothing nor everything. `alone` runs the probe (None when it cannot)."""
+    if not filters or count is None:
+        return None
+    if count == 0:
+        counts = alone(probe_sql(filters))
+        if counts is None or len(counts) != len(filters):
+            return Matched(
+                "Note: no row matched the query's conditions. A condition written unlike the column's "
+                "values matches nothing: look at that column's values before you answer.",
+                "matched no row",
+            )
+        each = "; ".join(f"{_said(f)}: {n:,} rows" for f, n in zip(filters, counts, strict=True))
+        empty = [_said(f) for f, n in zip(filters, counts, strict=True) if n == 0]
+        note = f"Note: no row matched the query's conditions. Alone, each matches: {each}."
+        if empty:
+            note += (
+                " A condition that matches no row on its own is likely written unlike the column's "
+                "values: look at that column's values before you answer."
+            )
+        alone_none = (
+            f"{'; '.join(empty)} alone matches none" if empty else "its conditions together match none"
+        )
+        return Matched(note, f"matched no row ({alone_none})")
+    if isinstance(rows, int) and rows > 0 and count == rows:
+        said = "; ".join(_said(f) for f in filters)
+        return Matched(
+            f"Note: all {rows:,} rows of the table matched the query's conditions ({said}): they set "
+            "no row apart. If the question asks about some rows only, filter on what sets those apart.",
+            "kept every row of the table (its conditions set none apart)",
+        )
+    return None
