@@ -163,6 +163,26 @@ def test_a_count_over_a_bound_on_a_number_where_its_largest_is_asked_becomes_its
     assert _changed("How many rides tipped over 5?", sent, taxis) is None
 
 
+def test_a_list_cut_at_one_where_a_list_is_asked_gets_the_default_k(
+    taxis: dict[str, Any], rows: list[dict[str, str]]
+) -> None:
+    """A top-1 of the dropoff zones where the question asks for a list of them: the default k,
+    the rows and column kept; a k the model chose above one, or no list asked, stays."""
+    staten = {"column": "dropoff_borough", "cmp": "=", "value": "Staten Island"}
+    sent = {"op": "top", "column": "dropoff_zone", "k": 1, "where": [staten]}
+    for question in ("List the dropoff zones of rides ending on Staten Island.", "Zones, one per line?"):
+        changed = _changed(question, sent, taxis)
+        assert changed is not None and changed[1] == "a list (k 10 instead of 1)", question
+        assert {**changed[0], "asks": None} == {**sent, "k": 10, "asks": None}
+    want = {r["dropoff_zone"] for r in rows if r["dropoff_borough"] == "Staten Island" and r["dropoff_zone"]}
+    assert 1 < len(want) <= 10
+    assert {row[0] for row in _run(_changed("List them.", sent, taxis)[0], taxis)} == want  # type: ignore[index]
+    assert _changed("List the dropoff zones.", {**sent, "k": 3}, taxis) is None
+    assert _changed("Which dropoff zone is the busiest on Staten Island?", sent, taxis) is None
+    group = {"op": "group", "by": "dropoff_zone", "k": 1}
+    assert _changed("list the zones by rides", group, taxis) is not None
+
+
 def test_a_query_sent_again_as_written_is_in_doubt_and_said_so(taxis: dict[str, Any]) -> None:
     question = "What is the average tip?"
     assert measure_left_out(question, json.dumps({"op": "sum", "column": "tip"}), taxis) == [
@@ -215,3 +235,26 @@ def test_the_cli_withholds_an_answer_from_the_sum_sent_again_as_written(
     proc, _ = ask_typed_cli(TAXIS, "What is the average tip over all rides?", replies, cwd=tmp_path)
     assert proc.returncode == 1 and proc.stdout == "", (proc.returncode, proc.stdout, proc.stderr)
     assert "avg instead of sum" in proc.stderr, proc.stderr
+
+
+def test_the_cli_lists_what_a_top_one_cut_where_a_list_is_asked(
+    tmp_path: Path, rows: list[dict[str, str]]
+) -> None:
+    """Through the CLI and the real worker: a top-1 where the question asks for a list runs with
+    the default k, the model is shown every item, and its list is printed one per line."""
+    want = sorted(
+        {r["dropoff_zone"] for r in rows if r["dropoff_borough"] == "Staten Island" and r["dropoff_zone"]}
+    )
+    question = "Which dropoff zones did rides ending in Staten Island go to? One per line."
+    where = [{"column": "dropoff_borough", "cmp": "=", "value": "Staten Island"}]
+    answer = ", ".join(want)
+    replies = [
+        json.dumps({"op": "top", "column": "dropoff_zone", "k": 1, "where": where}),
+        json.dumps({"op": "final", "answer": answer}),
+        json.dumps({"answer": answer, "citations": ["F1"]}),
+    ]
+    proc, stub = ask_typed_cli(TAXIS, question, replies, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.splitlines() == want, proc.stderr
+    shown = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "a list (k 10 instead of 1)" in shown and all(zone in shown for zone in want)
+    assert "LIMIT 10" in latest_trace(tmp_path)["steps"][0]["action"]["args"]["code"]

@@ -21,7 +21,10 @@ words point one way:
   smallest, lowest or minimum) of a value, not of a number of lines, becomes its max (min);
 - `count` of the rows where one number column passes a lower bound (`N > 30`), where the
   question asks for the largest value, becomes that column's max over the same rows (an upper
-  bound and the smallest, its min): such a bound leaves the extreme as it is.
+  bound and the smallest, its min): such a bound leaves the extreme as it is;
+- `top`, `group` or `rows` cut at one (`k` 1) where the question asks for a list ("list ...",
+  "one per line") gets the default k: a list of one, the model's top-1 habit, was a whole
+  list's first item (a run of the development sets answered one address of ten).
 
 Done once for an action as sent and told to the model, as an added condition is (rlm.run.node):
 the same action sent again runs as written, and an answer after it is in doubt
@@ -30,6 +33,7 @@ the same action sent again runs as written, and an answer after it is in doubt
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -37,7 +41,7 @@ from rlm.run.typed.check import Checked, Problem, check_action
 from rlm.run.typed.columns import NUMBER, table_columns
 from rlm.run.typed.compile import read_json
 from rlm.run.typed.placeholders import quoted_texts
-from rlm.run.typed.vocabulary import ASKS
+from rlm.run.typed.vocabulary import ASKS, DEFAULT_K
 
 __all__ = ["measure_left_out", "with_asked_measure"]
 
@@ -52,24 +56,31 @@ _OF_COUNT = r"(?!\s+(?:number|count|amount|share|frequency|average|mean|total|su
 _LARGEST = re.compile(rf"\b(?:largest|biggest|highest|greatest|maximum|max)\b{_OF_COUNT}", re.I)
 _SMALLEST = re.compile(rf"\b(?:smallest|lowest|minimum|min)\b{_OF_COUNT}", re.I)
 _LOWER, _UPPER = frozenset({">", ">="}), frozenset({"<", "<="})
+_LIST = re.compile(r"\blist\b|\bone (?:\w+ )?(?:per|a|on each) line\b|\beach on (?:a|its own) line\b", re.I)
 _ANY_EXTREME = re.compile(
     r"\b(?:largest|biggest|highest|greatest|maximum|max|smallest|lowest|minimum|min)\b", re.I
 )
 
 
+def _unquoted(question: str) -> str:
+    return functools.reduce(lambda text, quote: text.replace(quote, " "), quoted_texts(question), question)
+
+
 def _words(question: str, table: dict[str, Any]) -> str:
     """The question without its quotes and without any column's name: its own words."""
-    text = question
-    for quote in quoted_texts(question):
-        text = text.replace(quote, " ")
+    text = _unquoted(question)
     names = sorted(table_columns(table).names(), key=len, reverse=True)
     for name in names:
         text = re.sub(rf"(?<![\w.]){re.escape(name)}(?![\w.])", " ", text, flags=re.I)
     return text
 
 
-def _asked(action: dict[str, Any], checked: Checked, words: str) -> tuple[dict[str, Any], str] | None:
-    """The query the question's words ask for instead of `action`, and what changed, in words."""
+def _asked(
+    action: dict[str, Any], checked: Checked, words: str, listed: bool
+) -> tuple[dict[str, Any], str] | None:
+    """The query the question's words ask for instead of `action`, and what changed, in words;
+    `listed`: the question asks for a list (its quotes aside: "one per line" names no column
+    `line`)."""
     average = _AVERAGE.search(words) is not None and _TOTAL.search(words) is None
     fewest = _FEWEST.search(_AT_LEAST.sub(" ", words)) is not None and _MOST.search(words) is None
     column = checked.column
@@ -78,6 +89,8 @@ def _asked(action: dict[str, Any], checked: Checked, words: str) -> tuple[dict[s
         return {**action, "op": "avg"}, "avg instead of sum"
     if checked.op == "group" and checked.agg == "sum" and average:
         return {**action, "agg": "avg"}, "avg instead of sum in each group"
+    if checked.op in ("top", "group", "rows") and checked.k == 1 and listed:
+        return {**action, "k": DEFAULT_K}, f"a list (k {DEFAULT_K} instead of 1)"
     if checked.op == "top" and fewest and column is not None:
         group = {"op": "group", "by": column.name, "order": "least", "k": checked.k, **rows}
         return group, f"a group by {column.name}, least first, instead of top (the most common)"
@@ -124,7 +137,7 @@ def with_asked_measure(
     if read is None:
         return None
     action, checked = read
-    asked = _asked(action, checked, _words(question, table))
+    asked = _asked(action, checked, _words(question, table), _LIST.search(_unquoted(question)) is not None)
     if asked is None:
         return None
     query, change = asked
