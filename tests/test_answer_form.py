@@ -161,3 +161,38 @@ def test_the_cli_prints_a_list_one_item_per_line_where_the_question_asks(
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "".join(f"{m}\n" for m in methods)
     assert f"the answer is written in the form the question asks (one per line): '{one_line}'" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ("/10.10.34.13:3888", "10.10.34.13"),  # a peer written as the log writes it
+        ("/10.0.0.1:1\n10.0.0.2:80", "10.0.0.1\n10.0.0.2"),
+        ("[2001:db8::1]", "2001:db8::1"),
+        ("10.10.34.13", None),  # the address as it is
+        ("2001:db8::1", None),
+        ("host 10.0.0.1:80", None),  # a sentence: its wording is the synthesis's
+        ("/10.0.0.1:1\n10.0.0.2", None),  # one item already bare: left as it is
+    ],
+)
+def test_an_address_written_with_a_port_or_slash_is_the_address_alone_where_an_ip_is_asked(
+    answer: str, expected: str | None
+) -> None:
+    from rlm.run.answer_kind import as_asked
+
+    formed = as_asked("Which peer IP connected most? IP only.", answer)
+    assert (formed.answer if formed else None) == expected
+    assert as_asked("Which peer connected most?", answer) is None  # no address asked
+
+
+def test_a_plain_call_answer_with_a_port_is_printed_as_the_address_asked(tmp_path: Path) -> None:
+    """Through the CLI (a plain call, one model reply): the user asked for the IP only."""
+    log = Path(__file__).resolve().parent.parent / "fixtures" / "access.log"
+    ip = log.read_text().split(" ", 1)[0]
+    model = write_script(tmp_path / "s.json", {"default": f"Answer: /{ip}:443"})
+    proc = run_cli(
+        ["ask", str(log), "Which client IP came first? IP only.", "-m", model, "--mode", "plain"],
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0 and proc.stdout == f"{ip}\n", proc.stderr
+    assert f"(the IP address alone): '/{ip}:443' as the model wrote it" in proc.stderr

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rlm.run.answer_form import asked_parts
+from rlm.run.answer_form import Formed, asked_parts, in_asked_form
 
 __all__ = [
     "IP",
@@ -27,6 +27,7 @@ __all__ = [
     "NUMBER",
     "TIME_OF_DAY",
     "Asked",
+    "as_asked",
     "asked_kind",
     "columns_of_kind",
     "misfit",
@@ -132,6 +133,32 @@ def misfit(asked: Asked, answer: str | None) -> str | None:
     if asked.kind == NAME:  # a name may be digits ("0", a user); names with no letter at all are a count
         return None if _LETTER.search(answer) else answer.strip().splitlines()[0]
     return next((item for item in _items(answer) if not _holds(asked.kind, item)), None)
+
+
+def _address_of(item: str) -> str | None:
+    """The one address an item of one word writes with more around it (`/10.0.0.1:3888`, a
+    peer's port and slash): the address alone; None for an address as it is, or anything else."""
+    if _TOKENS.search(item) or not _is_ip(item.strip("/")):
+        return None
+    host = item.strip("/").strip("[].")
+    host = host.split(":", 1)[0] if host.count(":") == 1 and "." in host else host
+    return host if host != item else None
+
+
+def as_asked(question: str, answer: str | None) -> Formed | None:
+    """The answer in the form the question asks for (rlm.run.answer_form.in_asked_form), or,
+    where it asks for IP addresses, each item an address written with a port or a slash around
+    it as the address alone: "the IP only" is not an address and port."""
+    if (formed := in_asked_form(question, answer)) is not None or not answer:
+        return formed
+    asked = asked_kind(question)
+    if asked is None or asked.kind != IP:
+        return None
+    lines = [line.strip() for line in answer.strip().splitlines() if line.strip()]
+    bare = [_address_of(line) for line in lines]
+    if not lines or not all(bare):
+        return None
+    return Formed("\n".join(b for b in bare if b), "the IP address alone", answer.strip())
 
 
 def misfit_note(asked: Asked, item: str) -> str:

@@ -24,8 +24,7 @@ from rlm.model.client import ModelClient, Reply
 from rlm.model.tokens import count_message
 from rlm.run import prompts
 from rlm.run.actions import Action, ParseError
-from rlm.run.answer_form import in_asked_form
-from rlm.run.answer_kind import asked_kind, misfit, misfit_note
+from rlm.run.answer_kind import as_asked, asked_kind, misfit, misfit_note
 from rlm.run.children import Children
 from rlm.run.doubts import doubt_sentence, kind_doubt
 from rlm.run.events import Progress, Restart, RunWarning, Step, no_progress
@@ -383,7 +382,7 @@ class Engine:
             root, NodeResult(root.id, draft, result.stop, result.steps, result.detail)
         )
         grounding = self._grounding(synthesis)  # of the value as the synthesis wrote it
-        formed = in_asked_form(self.question, synthesis.answer)
+        formed = as_asked(self.question, synthesis.answer)
         if formed is not None:
             self.trace.warn(formed.note)
             self.progress(RunWarning(formed.note))

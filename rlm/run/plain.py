@@ -23,8 +23,7 @@ from rlm.input.source import Profile
 from rlm.model.budget import BudgetExceeded
 from rlm.model.client import ModelClient, Reply
 from rlm.model.tokens import count_text
-from rlm.run.answer_form import in_asked_form
-from rlm.run.answer_kind import asked_kind, misfit, misfit_note
+from rlm.run.answer_kind import as_asked, asked_kind, misfit, misfit_note
 from rlm.run.doubts import kind_doubt
 from rlm.run.engine import RunResult, budget_for
 from rlm.run.events import Phase, Progress, RunWarning, no_progress
@@ -310,7 +309,7 @@ class PlainRun:
         self.largest_prompt = max(self.largest_prompt, reply.prompt_tokens)
         answer, explanation = answer_of(reply.content)
         grounding = ground(answer, {SHOWN: excerpt.text}, self.question) if answer else None
-        formed = in_asked_form(self.question, answer)  # after the grounding, of what the model wrote
+        formed = as_asked(self.question, answer)  # after the grounding, of what the model wrote
         if formed is not None:
             self.trace.warn(formed.note)
             self.progress(RunWarning(formed.note))
