@@ -22,6 +22,7 @@ from rlm.run.answer_kind import (
     columns_of_kind,
     misfit,
     misfit_note,
+    unasked_time,
 )
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -162,3 +163,41 @@ def test_a_final_of_the_wrong_kind_after_one_more_query_is_taken_and_withheld_un
     trace = latest_trace(tmp_path)
     assert trace["status"] == "withheld"
     assert any("an IP address" in d for d in trace["synthesis"]["doubts"])
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "fits"),
+    [
+        ("Which task never finished? Its id only.", "2017-06-09 20:00", False),
+        ("Which users logged in? One per line.", "2015-05-17\n2015-05-18", False),
+        ("Which task never finished? Its id only.", "task_0042", True),
+        ("Which hour was the busiest?", "2015-05-17 10:00", True),  # a time asked
+        ("When did the first error come?", "10:05:03", True),
+        ("What happened on 2015-05-17 most?", "2015-05-17", True),  # a time named: it may be the answer
+        ("Which task never finished? Its id only.", "2017-06-09 20:00 and task_1", True),  # not a time alone
+    ],
+)
+def test_an_answer_that_is_a_time_misfits_a_question_asking_about_none(
+    question: str, answer: str, fits: bool
+) -> None:
+    assert (unasked_time(question, answer) is None) is fits
+
+
+def test_a_time_answered_where_none_is_asked_is_refused_once(tmp_path: Path) -> None:
+    """The model answers with the hour its query grouped by; the question asks which path: the
+    final is refused once, and the path found after the next query is the answer."""
+    log = FIXTURES / "access.log"
+    paths = [line.split('"')[1].split()[1] for line in log.read_text().splitlines()]
+    busiest = max(sorted(set(paths)), key=paths.count)
+    replies = [
+        json.dumps({"op": "group", "by": "ts", "bucket": "hour", "k": 1}),
+        json.dumps({"op": "final", "answer": "2015-05-17 10:00"}),
+        json.dumps({"op": "top", "column": "path", "k": 1}),
+        json.dumps({"op": "final", "answer": busiest}),
+        json.dumps({"answer": busiest, "citations": ["F2"]}),
+    ]
+    proc, stub = ask_typed_cli(log, "Which path did clients fetch most often?", replies, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{busiest}\n", (proc.returncode, proc.stdout, proc.stderr)
+    told = stub.requests[2]["body"]["messages"][-1]["content"]
+    assert "final refused: your answer is a date or time, and the question asks about none." in told
+    assert latest_trace(tmp_path)["synthesis"]["doubts"] == []

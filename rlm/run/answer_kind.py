@@ -32,6 +32,8 @@ __all__ = [
     "columns_of_kind",
     "misfit",
     "misfit_note",
+    "unasked_time",
+    "wrong_kinds",
 ]
 
 IP, NAME, NUMBER, TIME_OF_DAY = "an IP address", "a name", "a number", "a time of day"
@@ -161,9 +163,46 @@ def as_asked(question: str, answer: str | None) -> Formed | None:
     return Formed("\n".join(b for b in bare if b), "the IP address alone", answer.strip())
 
 
+# Words by which a question asks about time, or names one (then a time may well be its answer).
+_TIME_WORDS = re.compile(
+    r"\b(?:when|whens?|time|times|timestamps?|dates?|dated|days?|daily|hours?|hourly|minutes?|seconds?|months?|"
+    r"monthly|years?|weeks?|weekly|weekdays?|periods?|moment|earliest|latest|first|last|"
+    r"since|until|ago|duration|long|clock|o'clock|yyyy|hh|mm|am|pm|utc|gmt|jan|feb|mar|apr|may|jun|"
+    r"jul|aug|sep|sept|oct|nov|dec|january|february|march|april|june|july|august|september|october|november|"
+    r"december|monday|tuesday|wednesday|thursday|friday|saturday|sunday|\d{4}-\d{2}|\d{1,2}:\d{2})\b",
+    re.IGNORECASE,
+)
+# A date, a date and time of day, or a time of day as queries print them, and nothing else.
+_A_TIME = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}(?::\d{2}(?::\d{2}(?:\.\d+)?)?)?)?|\d{1,2}:\d{2}(?::\d{2})?"
+)
+
+
+def unasked_time(question: str, answer: str | None) -> str | None:
+    """Why an answer that is nothing but dates or times does not fit a question that asks about
+    no time and names none: a small model answers with the period its last query grouped by
+    (an hour's bucket where an id was asked). None when it fits, or there is no answer."""
+    if not answer or not answer.strip() or _TIME_WORDS.search(question):
+        return None
+    items = _items(answer)
+    if not items or not all(_A_TIME.fullmatch(item) for item in items):
+        return None
+    return f"the answer is a time ({items[0]!r}), and the question asks for none"
+
+
 def misfit_note(asked: Asked, item: str) -> str:
     """The misfit in words for the user (stderr, the trace, --json's doubts)."""
     return f"the question asks for {asked.kind} ({asked.words!r}), and {item!r} holds none"
+
+
+def wrong_kinds(question: str, answer: str | None) -> list[str]:
+    """How the answer is not of the kind the question asks for, in words (misfit_note,
+    unasked_time): [] when it fits."""
+    asked = asked_kind(question)
+    wrong = misfit(asked, answer) if asked is not None else None
+    notes = [misfit_note(asked, wrong)] if asked is not None and wrong is not None else []
+    timed = unasked_time(question, answer)
+    return notes + ([timed] if timed is not None else [])
 
 
 def columns_of_kind(kind: str, table: Mapping[str, Any] | None) -> list[str]:

@@ -24,7 +24,7 @@ from rlm.model.client import ModelClient, Reply
 from rlm.model.tokens import count_message
 from rlm.run import prompts
 from rlm.run.actions import Action, ParseError
-from rlm.run.answer_kind import as_asked, asked_kind, misfit, misfit_note
+from rlm.run.answer_kind import as_asked, wrong_kinds
 from rlm.run.children import Children
 from rlm.run.doubts import doubt_sentence, kind_doubt
 from rlm.run.events import Progress, Restart, RunWarning, Step, no_progress
@@ -388,9 +388,7 @@ class Engine:
             self.progress(RunWarning(formed.note))
             synthesis = replace(synthesis, answer=formed.answer)
         doubts = list(result.doubts) if synthesis.answer is not None else []
-        asked = asked_kind(self.question)
-        if asked is not None and (wrong_kind := misfit(asked, synthesis.answer)) is not None:
-            doubts.append(kind_doubt(misfit_note(asked, wrong_kind)))
+        doubts += [kind_doubt(note) for note in wrong_kinds(self.question, synthesis.answer)]
         if doubts:
             synthesis = replace(
                 synthesis,

@@ -21,7 +21,7 @@ from rlm.model.budget import BudgetExceeded
 from rlm.model.client import Reply
 from rlm.run import prompts
 from rlm.run.actions import Action, ParseError, parse_tool_call, text_actions, tool_schemas
-from rlm.run.answer_kind import asked_kind, columns_of_kind, misfit
+from rlm.run.answer_kind import asked_kind, columns_of_kind, misfit, unasked_time
 from rlm.run.doubts import EXAMPLE_COPIED, measure_doubt, rows_doubt
 from rlm.run.events import Phase
 from rlm.run.host import NodeHost, StepDone
@@ -342,18 +342,20 @@ class Node:
         once a node: a final after one more action is taken, and the run's answer is in doubt if
         it still does not fit. A typed final is the answer's value; a text or tool-call final is a
         draft ("done", "see F2") the synthesis writes the value from, so it is not refused."""
-        asked = self.asked if self.protocol == "typed" else None  # elsewhere the synthesis writes the value
-        wrong = misfit(asked, answer) if asked is not None and not self.kind_refused else None
-        if asked is None or wrong is None:
+        if self.protocol != "typed" or self.kind_refused:  # elsewhere the synthesis writes the value
+            return None
+        asked = self.asked
+        wrong = misfit(asked, answer) if asked is not None else None
+        if wrong is None and unasked_time(self.question, answer) is None:
             return None
         self.kind_refused = self.look_again = True
+        again = " Run one more action to find the value asked; a final after it is taken as it is."
+        # The model's answer is not quoted back: a copied template would then be in its prompt.
+        if asked is None or wrong is None:
+            return "final refused: your answer is a date or time, and the question asks about none." + again
         where = columns_of_kind(asked.kind, self.table)
         look = f" The columns holding such values: {', '.join(where)}." if where else ""
-        # The model's answer is not quoted back: a copied template would then be in its prompt.
-        return (
-            f"final refused: the question asks for {asked.kind} ({asked.words!r}), and your answer holds"
-            f" none.{look} Run one more action to find the value asked; a final after it is taken as it is."
-        )
+        return f"final refused: the question asks for {asked.kind} ({asked.words!r}), and your answer holds none.{look}{again}"
 
     def _asker(self, step: int) -> Asker:
         return Asker(self.id, self.depth, self.scope, step)

@@ -23,7 +23,7 @@ from rlm.input.source import Profile
 from rlm.model.budget import BudgetExceeded
 from rlm.model.client import ModelClient, Reply
 from rlm.model.tokens import count_text
-from rlm.run.answer_kind import as_asked, asked_kind, misfit, misfit_note
+from rlm.run.answer_kind import as_asked, wrong_kinds
 from rlm.run.doubts import kind_doubt
 from rlm.run.engine import RunResult, budget_for
 from rlm.run.events import Phase, Progress, RunWarning, no_progress
@@ -330,9 +330,7 @@ class PlainRun:
         result = self._result(answer, "final", ExitCode.OK, "answered", excerpt, started)
         result.explanation = explanation
         # An answer of another kind than asked is in doubt, as the loop's is: --strict withholds it.
-        asked = asked_kind(self.question)
-        if asked is not None and (wrong_kind := misfit(asked, answer)) is not None:
-            result.doubts = [kind_doubt(misfit_note(asked, wrong_kind))]
+        result.doubts = [kind_doubt(note) for note in wrong_kinds(self.question, answer)]
         if grounding is not None:
             result.grounded, result.supporting = grounding.grounded, grounding.supporting
         return result
