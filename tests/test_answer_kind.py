@@ -5,6 +5,7 @@ server for the run's behaviour; the detection itself on questions written here."
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from rlm.run.answer_kind import (
     TIME_OF_DAY,
     asked_kind,
     columns_of_kind,
+    echoed,
     misfit,
     misfit_note,
     unasked_time,
@@ -201,3 +203,46 @@ def test_a_time_answered_where_none_is_asked_is_refused_once(tmp_path: Path) -> 
     told = stub.requests[2]["body"]["messages"][-1]["content"]
     assert "final refused: your answer is a date or time, and the question asks about none." in told
     assert latest_trace(tmp_path)["synthesis"]["doubts"] == []
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "fits"),
+    [
+        ("Within the Asia region, which sub-region has the most countries? Name only.", "Asia", False),
+        ("For host web-7, which process restarted most?", "'web-7'.", False),
+        ("Within the Asia region, which sub-region has the most countries? Name only.", "Western Asia", True),
+        ("Which is more common, GET or POST?", "GET", True),  # a choice the question offers
+        ("How many requests got a 404 in the 10 minutes after 10:00?", "10", True),  # a count, by chance
+        ("How many requests did 10.0.0.1 make in total?", "10.0.0.1", False),
+        ("Is there any request from 10.0.0.1? yes or no", "yes", True),
+    ],
+)
+def test_an_answer_that_is_a_value_the_question_states_misfits(
+    question: str, answer: str, fits: bool
+) -> None:
+    assert (echoed(question, answer) is None) is fits
+
+
+def test_an_answer_the_question_states_is_refused_once(tmp_path: Path) -> None:
+    """The model answers with the borough its query filtered on; the question asks which zone."""
+    taxis = FIXTURES / "data" / "seaborn" / "taxis.csv"
+    with taxis.open(newline="") as fh:
+        zones = [
+            r["pickup_zone"]
+            for r in csv.DictReader(fh)
+            if r["pickup_borough"] == "Queens" and r["pickup_zone"]
+        ]
+    busiest = max(sorted(set(zones)), key=zones.count)
+    queens = [{"column": "pickup_borough", "cmp": "=", "value": "Queens"}]
+    replies = [
+        json.dumps({"op": "count", "where": queens}),
+        json.dumps({"op": "final", "answer": "Queens"}),
+        json.dumps({"op": "top", "column": "pickup_zone", "k": 1, "where": queens}),
+        json.dumps({"op": "final", "answer": busiest}),
+        json.dumps({"answer": busiest, "citations": ["F2"]}),
+    ]
+    question = "Among rides picked up in Queens, which pickup zone was the most common?"
+    proc, stub = ask_typed_cli(taxis, question, replies, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{busiest}\n", (proc.returncode, proc.stdout, proc.stderr)
+    told = stub.requests[2]["body"]["messages"][-1]["content"]
+    assert "final refused: your answer is a value the question itself states" in told

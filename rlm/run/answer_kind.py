@@ -32,6 +32,7 @@ __all__ = [
     "columns_of_kind",
     "misfit",
     "misfit_note",
+    "echoed",
     "unasked_time",
     "wrong_kinds",
 ]
@@ -195,14 +196,38 @@ def misfit_note(asked: Asked, item: str) -> str:
     return f"the question asks for {asked.kind} ({asked.words!r}), and {item!r} holds none"
 
 
+# Words that offer the answer among values the question states ("GET or POST", "which of").
+_CHOICE = re.compile(r"\bor\b|\bwhich of\b|\beither\b|\bvs\.?\b|\bversus\b", re.IGNORECASE)
+
+
+def echoed(question: str, answer: str | None) -> str | None:
+    """Why an answer that is a value the question itself states does not fit: a question asks
+    for what it does not know ("within the Asia region, which sub-region ..." answered "Asia",
+    the value the query filtered on). Not where the question offers choices ("GET or POST"), nor
+    for a number of one or two digits, which a count may share with the question by chance.
+    None when it fits (none of the 497 development answers is such a value, but "yes")."""
+    if not answer or _CHOICE.search(question):
+        return None
+    value = answer.strip().rstrip(".").strip("'\"`")
+    if (
+        "\n" in value
+        or len(value) < 2
+        or value.lower() in ("yes", "no")
+        or re.fullmatch(r"-?\d{1,2}(?:\.\d+)?", value)
+    ):
+        return None
+    if not re.search(rf"(?<![\w.]){re.escape(value)}(?![\w.])", question, re.IGNORECASE):
+        return None
+    return f"the answer ({value!r}) is a value the question itself states"
+
+
 def wrong_kinds(question: str, answer: str | None) -> list[str]:
     """How the answer is not of the kind the question asks for, in words (misfit_note,
-    unasked_time): [] when it fits."""
+    unasked_time, echoed): [] when it fits."""
     asked = asked_kind(question)
     wrong = misfit(asked, answer) if asked is not None else None
     notes = [misfit_note(asked, wrong)] if asked is not None and wrong is not None else []
-    timed = unasked_time(question, answer)
-    return notes + ([timed] if timed is not None else [])
+    return notes + [n for n in (unasked_time(question, answer), echoed(question, answer)) if n is not None]
 
 
 def columns_of_kind(kind: str, table: Mapping[str, Any] | None) -> list[str]:

@@ -21,7 +21,7 @@ from rlm.model.budget import BudgetExceeded
 from rlm.model.client import Reply
 from rlm.run import prompts
 from rlm.run.actions import Action, ParseError, parse_tool_call, text_actions, tool_schemas
-from rlm.run.answer_kind import asked_kind, columns_of_kind, misfit, unasked_time
+from rlm.run.answer_kind import asked_kind, columns_of_kind, echoed, misfit, unasked_time
 from rlm.run.doubts import EXAMPLE_COPIED, measure_doubt, rows_doubt
 from rlm.run.events import Phase
 from rlm.run.host import NodeHost, StepDone
@@ -346,13 +346,19 @@ class Node:
             return None
         asked = self.asked
         wrong = misfit(asked, answer) if asked is not None else None
-        if wrong is None and unasked_time(self.question, answer) is None:
+        timed = unasked_time(self.question, answer) if wrong is None else None
+        if wrong is None and timed is None and echoed(self.question, answer) is None:
             return None
         self.kind_refused = self.look_again = True
         again = " Run one more action to find the value asked; a final after it is taken as it is."
         # The model's answer is not quoted back: a copied template would then be in its prompt.
-        if asked is None or wrong is None:
+        if timed is not None:
             return "final refused: your answer is a date or time, and the question asks about none." + again
+        if asked is None or wrong is None:
+            return (
+                "final refused: your answer is a value the question itself states, not one it asks for."
+                + again
+            )
         where = columns_of_kind(asked.kind, self.table)
         look = f" The columns holding such values: {', '.join(where)}." if where else ""
         return f"final refused: the question asks for {asked.kind} ({asked.words!r}), and your answer holds none.{look}{again}"
