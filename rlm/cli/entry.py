@@ -38,7 +38,10 @@ def command_began() -> float:
         with open("/proc/self/stat", "rb") as stat:
             # The fields after the command's name, which is in parentheses and may hold either.
             fields = stat.read().rsplit(b")", 1)[1].split()
-        age = time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+        tick = 1 / os.sysconf("SC_CLK_TCK")
+        # The start is kept in whole ticks (10 ms), rounded down: less one tick, the age is never
+        # more than the process's own (a memory kept just before it started is still before it).
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) * tick - tick
     except (OSError, IndexError, ValueError, AttributeError):
         return now
     return now - age if 0 <= age <= _PLAUSIBLE_START_S else now
