@@ -115,6 +115,8 @@ def test_an_answer_no_finding_shown_holds_is_not_grounded_and_its_confidence_is_
     synthesis = trace["synthesis"]
     assert synthesis["stated_confidence"] == "high" and synthesis["missing"] == ["404"]
     assert "404 is in no finding shown" in synthesis["confidence_reason"]
+    # The status code the question names is no answer to "how many": in doubt as well.
+    assert doc["doubts"] == ["kind: the answer ('404') is a value the question itself states"]
     assert synthesis["first_attempt"]["confidence"] == "low"  # the check made the first pass unsure
     assert "found in no finding the synthesis was shown" in proc.stderr
 

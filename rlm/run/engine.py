@@ -390,10 +390,16 @@ class Engine:
         doubts = list(result.doubts) if synthesis.answer is not None else []
         doubts += [kind_doubt(note) for note in wrong_kinds(self.question, synthesis.answer)]
         if doubts:
+            # An answer no finding holds keeps that reason first: it is the graver of the two.
+            unheld = (
+                [synthesis.confidence_reason]
+                if grounding is not None and grounding.grounded is False and synthesis.confidence_reason
+                else []
+            )
             synthesis = replace(
                 synthesis,
                 confidence="low",
-                confidence_reason=doubt_sentence(doubts),
+                confidence_reason="; ".join([*unheld, doubt_sentence(doubts)]),
             )
         self.trace.update(
             synthesis={
