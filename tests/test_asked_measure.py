@@ -197,6 +197,28 @@ def test_a_query_sent_again_as_written_is_in_doubt_and_said_so(taxis: dict[str, 
     )
 
 
+def test_a_count_of_rows_for_distinct_values_or_text_for_a_comparison_is_in_doubt(
+    taxis: dict[str, Any],
+) -> None:
+    """Told and in doubt, not rewritten: which values are distinct, or which number to compare,
+    is not something the model's query says."""
+    distinct = "How many distinct pickup zones are there?"
+    assert measure_left_out(distinct, json.dumps({"op": "count"}), taxis) == [
+        "a count of distinct values, not of rows"
+    ]
+    assert (
+        measure_left_out(distinct, json.dumps({"op": "count_distinct", "column": "pickup_zone"}), taxis) == []
+    )
+    compared = "How many rides were picked up in a zone with a number greater than 1,000 in its name?"
+    text = {"op": "count", "where": [{"column": "pickup_zone", "cmp": "contains", "value": "1000"}]}
+    assert measure_left_out(compared, json.dumps(text), taxis) == [
+        "a comparison with 1000, not text holding '1000'"
+    ]
+    number = {"op": "count", "where": [{"column": "fare", "cmp": ">", "value": 1000}]}
+    assert measure_left_out(compared, json.dumps(number), taxis) == []
+    assert measure_left_out("How many zones hold 1000 in their name?", json.dumps(text), taxis) == []
+
+
 def test_the_cli_runs_the_average_the_question_asks_and_tells_the_model(
     tmp_path: Path, rows: list[dict[str, str]]
 ) -> None:
@@ -258,3 +280,18 @@ def test_the_cli_lists_what_a_top_one_cut_where_a_list_is_asked(
     shown = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "a list (k 10 instead of 1)" in shown and all(zone in shown for zone in want)
     assert "LIMIT 10" in latest_trace(tmp_path)["steps"][0]["action"]["args"]["code"]
+
+
+def test_the_cli_withholds_a_count_of_rows_where_distinct_values_are_asked(tmp_path: Path) -> None:
+    replies = [
+        json.dumps({"op": "count"}),
+        json.dumps({"op": "final", "answer": "6433"}),
+        json.dumps({"answer": "6433", "citations": ["F1"]}),
+    ]
+    proc, stub = ask_typed_cli(TAXIS, "How many distinct pickup zones are there?", replies, cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+    assert "computes other than the question's words ask for (a count of distinct values, not of rows)" in (
+        proc.stderr
+    )
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "a count of distinct values, not of rows, and this query computes something else" in told

@@ -29,6 +29,14 @@ words point one way:
 Done once for an action as sent and told to the model, as an added condition is (rlm.run.node):
 the same action sent again runs as written, and an answer after it is in doubt
 (`measure_left_out`).
+
+Two more are told and leave the answer in doubt, but are not rewritten, as no query of the
+model's says what the right one is:
+
+- a `count` of rows where the question asks how many distinct (unique, different) values:
+  which values is the question's to say (a column, or a value inside the text);
+- a text filter holding the number a question compares with ("greater than 1000" matched by
+  `contains '1000'`): the text holds the digits, it does not compare them.
 """
 
 from __future__ import annotations
@@ -145,8 +153,33 @@ def with_asked_measure(
     return {"asks": ASKS[query["op"]], **query}, change
 
 
+_DISTINCT = re.compile(r"\b(?:distinct|unique|different)\b", re.I)
+_NUMBER = r"(-?\d[\d,]*(?:\.\d+)?)"
+_COMPARED = re.compile(
+    rf"\b(?:greater|more|larger|higher|bigger|less|fewer|smaller|lower)\s+than\s+{_NUMBER}"
+    rf"|\b(?:over|above|below|under|exceeding|at\s+least|at\s+most)\s+{_NUMBER}",
+    re.I,
+)
+
+
+def _told_only(checked: Checked, words: str) -> list[str]:
+    """What the query computes other than the question asks, where rlm cannot say the right query."""
+    found = []
+    if checked.op == "count" and _DISTINCT.search(words):
+        found.append("a count of distinct values, not of rows")
+    compared = {n.replace(",", "") for m in _COMPARED.finditer(words) for n in m.groups() if n}
+    texts = {
+        str(f.value).strip().replace(",", "") for f in checked.where if f.cmp in ("contains", "starts_with")
+    }
+    found += [f"a comparison with {n}, not text holding '{n}'" for n in sorted(compared & texts)]
+    return found
+
+
 def measure_left_out(question: str, content: str | None, table: dict[str, Any]) -> list[str]:
     """What the question's words ask the query in `content` to compute instead (a query sent
-    again as written after rlm changed it), as `avg instead of sum`: [] when nothing."""
+    again as written after rlm changed it, as `avg instead of sum`; a count of rows where
+    distinct values are asked): [] when nothing."""
     changed = with_asked_measure(question, content, table)
-    return [changed[1]] if changed is not None else []
+    read = _checked(content, table)
+    told = _told_only(read[1], _words(question, table)) if read is not None else []
+    return ([changed[1]] if changed is not None else []) + told
