@@ -135,6 +135,26 @@ def test_top_of_a_number_where_its_largest_or_smallest_is_asked_becomes_max_or_m
     assert _changed("Which toll is highest on average?", sent, taxis) is None
 
 
+def test_a_sum_where_the_longest_or_largest_is_asked_becomes_the_extreme_of_the_same_value(
+    taxis: dict[str, Any], rows: list[dict[str, str]]
+) -> None:
+    cash = {"column": "payment", "cmp": "=", "value": "cash"}
+    sent = {"op": "sum", "column": "distance", "where": [cash]}
+    changed = _changed("What was the longest trip paid in cash?", sent, taxis)
+    assert changed is not None and changed[1] == "max instead of sum"
+    want = max(float(r["distance"]) for r in rows if r["payment"] == "cash")
+    assert _run(changed[0], taxis)[0][0] == pytest.approx(want)
+    shortest = _changed("And the shortest one?", sent, taxis)
+    assert shortest is not None and shortest[0]["op"] == "min"
+    # A value read after a text is summed the same way, and becomes its extreme the same way.
+    after = {"op": "sum", "column": "line", "after": "fare", "where": [cash]}
+    read = _changed("What was the longest one?", after, taxis)
+    assert read is not None and read[0]["op"] == "max" and read[0]["after"] == "fare"
+    # A total asked, or another number column named: the sum stays.
+    assert _changed("What is the largest total distance?", sent, taxis) is None
+    assert _changed("What is the largest tip paid in cash?", sent, taxis) is None
+
+
 def test_a_count_over_a_bound_on_a_number_where_its_largest_is_asked_becomes_its_max(
     taxis: dict[str, Any], rows: list[dict[str, str]]
 ) -> None:

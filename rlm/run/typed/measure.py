@@ -19,6 +19,9 @@ words point one way:
   ordered by most likewise);
 - `top` of a number column where the question asks for the largest, highest or maximum (or the
   smallest, lowest or minimum) of a value, not of a number of lines, becomes its max (min);
+- `sum` where the question asks for the largest, longest or highest (or the smallest,
+  shortest or lowest) and for no total becomes the max (min) of the same value, rows kept,
+  a value read after a text (`after`) too;
 - `count` of the rows where one number column passes a lower bound (`N > 30`), where the
   question asks for the largest value, becomes that column's max over the same rows (an upper
   bound and the smallest, its min): such a bound leaves the extreme as it is;
@@ -61,12 +64,12 @@ _MOST = re.compile(r"\b(?:most|largest|highest|greatest|biggest)\b", re.I)
 # What follows a superlative when it ranks a count ("the largest number of requests"), or
 # another measure ("the highest average"), rather than a value.
 _OF_COUNT = r"(?!\s+(?:number|count|amount|share|frequency|average|mean|total|sum)\b)"
-_LARGEST = re.compile(rf"\b(?:largest|biggest|highest|greatest|maximum|max)\b{_OF_COUNT}", re.I)
-_SMALLEST = re.compile(rf"\b(?:smallest|lowest|minimum|min)\b{_OF_COUNT}", re.I)
+_LARGEST = re.compile(rf"\b(?:largest|biggest|highest|greatest|longest|maximum|max)\b{_OF_COUNT}", re.I)
+_SMALLEST = re.compile(rf"\b(?:smallest|lowest|shortest|minimum|min)\b{_OF_COUNT}", re.I)
 _LOWER, _UPPER = frozenset({">", ">="}), frozenset({"<", "<="})
 _LIST = re.compile(r"\blist\b|\bone (?:\w+ )?(?:per|a|on each) line\b|\beach on (?:a|its own) line\b", re.I)
 _ANY_EXTREME = re.compile(
-    r"\b(?:largest|biggest|highest|greatest|maximum|max|smallest|lowest|minimum|min)\b", re.I
+    r"\b(?:largest|biggest|highest|greatest|longest|maximum|max|smallest|lowest|shortest|minimum|min)\b", re.I
 )
 
 
@@ -84,11 +87,11 @@ def _words(question: str, table: dict[str, Any]) -> str:
 
 
 def _asked(
-    action: dict[str, Any], checked: Checked, words: str, listed: bool
+    action: dict[str, Any], checked: Checked, words: str, listed: bool, numbers_named: set[str]
 ) -> tuple[dict[str, Any], str] | None:
     """The query the question's words ask for instead of `action`, and what changed, in words;
     `listed`: the question asks for a list (its quotes aside: "one per line" names no column
-    `line`)."""
+    `line`); `numbers_named`: the number columns the question names."""
     average = _AVERAGE.search(words) is not None and _TOTAL.search(words) is None
     fewest = _FEWEST.search(_AT_LEAST.sub(" ", words)) is not None and _MOST.search(words) is None
     column = checked.column
@@ -99,7 +102,7 @@ def _asked(
         return {**action, "agg": "avg"}, "avg instead of sum in each group"
     if checked.op in ("top", "group", "rows") and checked.k == 1 and listed:
         return {**action, "k": DEFAULT_K}, f"a list (k {DEFAULT_K} instead of 1)"
-    if checked.op == "top" and fewest and column is not None:
+    if checked.op == "top" and fewest and column is not None and checked.after is None:
         group = {"op": "group", "by": column.name, "order": "least", "k": checked.k, **rows}
         return group, f"a group by {column.name}, least first, instead of top (the most common)"
     if checked.op == "group" and checked.order == "most" and fewest:
@@ -110,6 +113,10 @@ def _asked(
         extreme = "max" if largest is not None else "min"
     if checked.op == "top" and column is not None and column.kind == NUMBER and extreme:
         return {"op": extreme, "column": column.name, **rows}, f"{extreme} instead of top (the most common)"
+    # The extreme of the value the model summed, unless the question names another number's.
+    others = numbers_named - {column.name} if column is not None else numbers_named
+    if checked.op == "sum" and extreme and _TOTAL.search(words) is None and not others:
+        return {**action, "op": extreme}, f"{extreme} instead of sum"
     # A count of the rows where a number passes a bound, where the largest of that number is asked:
     # a lower bound leaves the max as it is (an upper one the min), so the model's rows are kept.
     bounded = [f for f in checked.where if f.column.kind == NUMBER and f.cmp in _LOWER | _UPPER]
@@ -131,7 +138,7 @@ def _checked(content: str | None, table: dict[str, Any]) -> tuple[dict[str, Any]
         checked = check_action(action, table_columns(table))
     except Problem:
         return None
-    if checked.args is not None or "after" in action:  # not a table query; a value read from text
+    if checked.args is not None:  # not a table query
         return None
     return action, checked
 
@@ -145,7 +152,13 @@ def with_asked_measure(
     if read is None:
         return None
     action, checked = read
-    asked = _asked(action, checked, _words(question, table), _LIST.search(_unquoted(question)) is not None)
+    listed = _LIST.search(_unquoted(question)) is not None
+    numbers = {
+        n
+        for n in table_columns(table).names(NUMBER)
+        if re.search(rf"(?<![\w.]){re.escape(n)}(?![\w.])", _unquoted(question), re.I)
+    }
+    asked = _asked(action, checked, _words(question, table), listed, numbers)
     if asked is None:
         return None
     query, change = asked
