@@ -22,7 +22,7 @@ from rlm.model.client import Reply
 from rlm.run import prompts
 from rlm.run.actions import Action, ParseError, parse_tool_call, text_actions, tool_schemas
 from rlm.run.answer_kind import asked_kind, columns_of_kind, echoed, misfit, unasked_time
-from rlm.run.doubts import EXAMPLE_COPIED, measure_doubt, rows_doubt
+from rlm.run.doubts import EXAMPLE_COPIED, kind_doubt, measure_doubt, rows_doubt
 from rlm.run.events import Phase
 from rlm.run.host import NodeHost, StepDone
 from rlm.run.node_prompt import NodePrompt, PromptShape
@@ -43,6 +43,7 @@ from rlm.run.typed.describe import example_cells
 from rlm.run.typed.fields import sample_lines, with_quoted_fields
 from rlm.run.typed.matched import Matched, counted_filters, matched, shown_count
 from rlm.run.typed.measure import measure_left_out, with_asked_measure
+from rlm.run.typed.ranked import off_top, ranked_keys
 from rlm.sandbox.client import WorkerLost
 from rlm.trace.schema import BridgeCallRecord, StopReason
 from rlm.trace.writer import preview
@@ -110,6 +111,9 @@ class Node:
         self.asked = asked_kind(question)
         self.kind_refused = False
         self.look_again = False
+        # The keys of the last typed ranking of several rows, in rank order (rlm.run.typed.ranked):
+        # a final naming a lower one where the most is asked is refused once too, then in doubt.
+        self.ranked: list[str] = []
 
     def last_observations(self, count: int) -> list[str]:
         """What the model saw last (the end of the conversation), for the synthesis."""
@@ -197,6 +201,10 @@ class Node:
             notes += [prompts.measure_changed_note(changed)] if changed else []
             notes += [prompts.measure_left_out_note(other_measure)] if other_measure else []
             notes += [prompts.example_ran_note()] if copied else []
+            # A ranking of one row (a top-1 after the refusal) ranks nothing: the last one of
+            # several rows is kept.
+            if len(keys := ranked_keys(ran, outcome.observation, table) if outcome.ok else []) > 1:
+                self.ranked = keys
             if outcome.ok and (rows := self._matched(ran, outcome.observation, table)) is not None:
                 self.left_out.append(rows_doubt(rows.doubt))
                 notes.append(rows.note)
@@ -331,6 +339,8 @@ class Node:
                 return Outcome(refused, ok=False, repeated="final")
             if (refused_kind := self._wrong_kind(args["answer"])) is not None:
                 return Outcome(refused_kind, ok=False)
+            if self.protocol == "typed" and (off := off_top(self.question, args["answer"], self.ranked)):
+                self.left_out.append(kind_doubt(off))  # refused once already: taken, in doubt
             self.host.add_finding(args["answer"], "final_draft", self.id, step, topic="final_draft")
             return Outcome("final answer recorded", final=args["answer"])
         self.look_again = False  # an action after a refused final: a final may follow it
@@ -347,13 +357,19 @@ class Node:
         asked = self.asked
         wrong = misfit(asked, answer) if asked is not None else None
         timed = unasked_time(self.question, answer) if wrong is None else None
-        if wrong is None and timed is None and echoed(self.question, answer) is None:
+        lower = off_top(self.question, answer, self.ranked) if wrong is None and timed is None else None
+        if wrong is None and timed is None and lower is None and echoed(self.question, answer) is None:
             return None
         self.kind_refused = self.look_again = True
         again = " Run one more action to find the value asked; a final after it is taken as it is."
         # The model's answer is not quoted back: a copied template would then be in its prompt.
         if timed is not None:
             return "final refused: your answer is a date or time, and the question asks about none." + again
+        if lower is not None:
+            return (
+                "final refused: the question asks for the most, and your answer is not the first row of "
+                "your ranking (the first row is the most)." + again
+            )
         if asked is None or wrong is None:
             return (
                 "final refused: your answer is a value the question itself states, not one it asks for."

@@ -1,0 +1,70 @@
+"""A final that names a lower row of a result ranked most first, where the question asks for
+the one most: refused once, in doubt after.
+
+A small model answers with the row of a ranking whose words echo the question's, not the row
+on top: asked for the most common zone of rides in one borough, it named the 13th zone of the
+ranking, the one whose name held the borough's. The ranking is the model's own last typed
+query (a `top`, or a `group` ordered most first), read from the table it printed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rlm.run.typed.check import Problem, check_action
+from rlm.run.typed.columns import table_columns
+from rlm.run.typed.compile import read_json
+
+__all__ = ["off_top", "ranked_keys"]
+
+# The question asks for one value that is the most: not a list, not a number of them ("top 3").
+_MOST = re.compile(r"\b(?:most|top|busiest|largest|highest|greatest|biggest|commonest)\b", re.I)
+_MANY = re.compile(
+    r"\b(?:top|first|the)\s+(?:\d+|two|three|four|five|six|seven|eight|nine|ten)\b|\blist\b|\bper line\b|\beach\b",
+    re.I,
+)
+_RULE = re.compile(r"^-+(?:\+-+)*$")
+
+
+def ranked_keys(content: str | None, observation: str, table: dict[str, Any]) -> list[str]:
+    """The keys, in rank order, of the typed ranking `content` ran (its first column, as printed);
+    [] for any other action."""
+    try:
+        checked = check_action(read_json(content), table_columns(table))
+    except Problem:
+        return []
+    ranking = checked.op == "top" or (
+        checked.op == "group" and checked.order == "most" and not checked.bucket
+    )
+    if not ranking or checked.args is not None:
+        return []
+    lines = observation.splitlines()
+    rule = next((k for k, line in enumerate(lines[:3]) if _RULE.match(line.strip())), None)
+    if rule is None:
+        return []
+    keys = []
+    for line in lines[rule + 1 :]:
+        if " | " not in line:
+            break
+        keys.append(line.split(" | ", 1)[0].strip())
+    return keys
+
+
+def _names(text: str, key: str) -> bool:
+    # Not inside a longer name: no word, path or dotted character on either side (a sentence's
+    # full stop after it is not one).
+    return bool(key) and re.search(rf"(?<![\w/.-]){re.escape(key)}(?![\w/-]|\.\w)", text, re.I) is not None
+
+
+def off_top(question: str, answer: str, keys: list[str]) -> str | None:
+    """Why `answer` does not fit: it names the key of a lower row and not the first, where the
+    question asks for the one most; None when it fits, or there is no ranking."""
+    if len(keys) < 2 or not _MOST.search(question) or _MANY.search(question) or _names(answer, keys[0]):
+        return None
+    lower = next(
+        (k for k, key in enumerate(keys[1:], start=2) if key != keys[0] and _names(answer, key)), None
+    )
+    if lower is None:
+        return None
+    return f"the answer names row {lower} of a ranking, most first, where the question asks for the most"
