@@ -208,9 +208,9 @@ def test_a_time_answered_where_none_is_asked_is_refused_once(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("question", "answer", "fits"),
     [
-        ("Within the Asia region, which sub-region has the most countries? Name only.", "Asia", False),
+        ("Within the EMEA group, which team filed the most tickets? Name only.", "EMEA", False),
         ("For host web-7, which process restarted most?", "'web-7'.", False),
-        ("Within the Asia region, which sub-region has the most countries? Name only.", "Western Asia", True),
+        ("Within the EMEA group, which team filed the most tickets? Name only.", "EMEA Sales", True),
         ("Which is more common, GET or POST?", "GET", True),  # a choice the question offers
         ("How many requests got a 404 in the 10 minutes after 10:00?", "10", True),  # a count, by chance
         ("How many requests did 10.0.0.1 make in total?", "10.0.0.1", False),
@@ -228,20 +228,20 @@ def test_an_answer_the_question_states_is_refused_once(tmp_path: Path) -> None:
     taxis = FIXTURES / "data" / "seaborn" / "taxis.csv"
     with taxis.open(newline="") as fh:
         zones = [
-            r["pickup_zone"]
+            r["dropoff_zone"]
             for r in csv.DictReader(fh)
-            if r["pickup_borough"] == "Queens" and r["pickup_zone"]
+            if r["dropoff_borough"] == "Manhattan" and r["dropoff_zone"]
         ]
     busiest = max(sorted(set(zones)), key=zones.count)
-    queens = [{"column": "pickup_borough", "cmp": "=", "value": "Queens"}]
+    manhattan = [{"column": "dropoff_borough", "cmp": "=", "value": "Manhattan"}]
     replies = [
-        json.dumps({"op": "count", "where": queens}),
-        json.dumps({"op": "final", "answer": "Queens"}),
-        json.dumps({"op": "top", "column": "pickup_zone", "k": 1, "where": queens}),
+        json.dumps({"op": "count", "where": manhattan}),
+        json.dumps({"op": "final", "answer": "Manhattan"}),
+        json.dumps({"op": "top", "column": "dropoff_zone", "k": 1, "where": manhattan}),
         json.dumps({"op": "final", "answer": busiest}),
         json.dumps({"answer": busiest, "citations": ["F2"]}),
     ]
-    question = "Among rides picked up in Queens, which pickup zone was the most common?"
+    question = "For trips that ended in Manhattan, which dropoff zone was the busiest?"
     proc, stub = ask_typed_cli(taxis, question, replies, cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout == f"{busiest}\n", (proc.returncode, proc.stdout, proc.stderr)
     told = stub.requests[2]["body"]["messages"][-1]["content"]

@@ -229,14 +229,14 @@ def test_a_count_of_rows_for_distinct_values_or_text_for_a_comparison_is_in_doub
     assert (
         measure_left_out(distinct, json.dumps({"op": "count_distinct", "column": "pickup_zone"}), taxis) == []
     )
-    compared = "How many rides were picked up in a zone with a number greater than 1,000 in its name?"
-    text = {"op": "count", "where": [{"column": "pickup_zone", "cmp": "contains", "value": "1000"}]}
+    compared = "How many rides were picked up in a zone with a number over 250 in its name?"
+    text = {"op": "count", "where": [{"column": "pickup_zone", "cmp": "contains", "value": "250"}]}
     assert measure_left_out(compared, json.dumps(text), taxis) == [
-        "a comparison with 1000, not text holding '1000'"
+        "a comparison with 250, not text holding '250'"
     ]
-    number = {"op": "count", "where": [{"column": "fare", "cmp": ">", "value": 1000}]}
+    number = {"op": "count", "where": [{"column": "fare", "cmp": ">", "value": 250}]}
     assert measure_left_out(compared, json.dumps(number), taxis) == []
-    assert measure_left_out("How many zones hold 1000 in their name?", json.dumps(text), taxis) == []
+    assert measure_left_out("How many zones hold 250 in their name?", json.dumps(text), taxis) == []
 
 
 def test_the_cli_runs_the_average_the_question_asks_and_tells_the_model(

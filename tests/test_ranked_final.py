@@ -14,17 +14,17 @@ from conftest import ask_typed_cli, latest_trace
 from rlm.run.typed.ranked import off_top
 
 TAXIS = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "seaborn" / "taxis.csv"
-QUESTION = "Which pickup zone was the most common for rides picked up in Queens?"
-QUEENS = [{"column": "pickup_borough", "cmp": "=", "value": "Queens"}]
+QUESTION = "Which dropoff zone got the most trips among those ending in Brooklyn?"
+BROOKLYN = [{"column": "dropoff_borough", "cmp": "=", "value": "Brooklyn"}]
 
 
 def _ranking() -> list[str]:
-    """The pickup zones of Queens rides as the group query ranks them: most first, ties by name."""
+    """The dropoff zones of trips ending in Brooklyn as the group query ranks them: most first, ties by name."""
     with TAXIS.open(newline="") as fh:
         counts = Counter(
-            r["pickup_zone"]
+            r["dropoff_zone"]
             for r in csv.DictReader(fh)
-            if r["pickup_borough"] == "Queens" and r["pickup_zone"]
+            if r["dropoff_borough"] == "Brooklyn" and r["dropoff_zone"]
         )
     return [zone for zone, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
@@ -34,23 +34,23 @@ def _ranking() -> list[str]:
     [
         ("Which zone was the most common?", "Astoria", False),
         ("Which zone was the most common?", "It is Astoria.", False),
-        ("Which zone was the most common?", "JFK Airport", True),
-        ("Which zone was the most common?", "JFK Airport, then Astoria", True),  # the first is named
+        ("Which zone was the most common?", "Park Slope", True),
+        ("Which zone was the most common?", "Park Slope, then Astoria", True),  # the first is named
         ("Which zone was the most common? List the top 3.", "Astoria", True),  # several asked
         ("Which zone had a ride at 3am?", "Astoria", True),  # no most asked
     ],
 )
 def test_a_lower_row_misfits_where_the_one_most_is_asked(question: str, answer: str, fits: bool) -> None:
-    keys = ["JFK Airport", "LaGuardia Airport", "Astoria", "Long Island City/Queens Plaza"]
+    keys = ["Park Slope", "Williamsburg (North Side)", "Astoria", "Boerum Hill"]
     assert (off_top(question, answer, keys) is None) is fits
 
 
 def test_a_final_naming_a_lower_row_is_refused_once_then_taken_in_doubt(tmp_path: Path) -> None:
     ranking = _ranking()
-    lower = next((z for z in ranking[1:] if "Queens" in z), ranking[2])
-    group = json.dumps({"op": "group", "by": "pickup_zone", "k": 20, "where": QUEENS})
-    wrong = json.dumps({"op": "final", "answer": f"The most common pickup zone is {lower}."})
-    replies = [group, wrong, json.dumps({"op": "top", "column": "pickup_zone", "k": 1, "where": QUEENS})]
+    lower = ranking[2]
+    group = json.dumps({"op": "group", "by": "dropoff_zone", "k": 20, "where": BROOKLYN})
+    wrong = json.dumps({"op": "final", "answer": f"The busiest dropoff zone is {lower}."})
+    replies = [group, wrong, json.dumps({"op": "top", "column": "dropoff_zone", "k": 1, "where": BROOKLYN})]
     # Told, the model answers with the first row: the answer stands.
     right = [*replies, json.dumps({"op": "final", "answer": ranking[0]}), json.dumps({"answer": ranking[0]})]
     proc, stub = ask_typed_cli(TAXIS, QUESTION, right, cwd=tmp_path)

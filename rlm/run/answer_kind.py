@@ -202,8 +202,8 @@ _CHOICE = re.compile(r"\bor\b|\bwhich of\b|\beither\b|\bvs\.?\b|\bversus\b", re.
 
 def echoed(question: str, answer: str | None) -> str | None:
     """Why an answer that is a value the question itself states does not fit: a question asks
-    for what it does not know ("within the Asia region, which sub-region ..." answered "Asia",
-    the value the query filtered on). Not where the question offers choices ("GET or POST"), nor
+    for what it does not know (the team a question names as the group to look in, answered as
+    the team asked for: the value the query filtered on). Not where the question offers choices ("GET or POST"), nor
     for a number of one or two digits, which a count may share with the question by chance.
     None when it fits (none of the 497 development answers is such a value, but "yes")."""
     if not answer or _CHOICE.search(question):

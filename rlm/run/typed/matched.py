@@ -6,7 +6,7 @@ development runs read, a condition written unlike the column's values (a time co
 equality with a day, `>` where the question names one value); a count of every row, a filter
 that sets no row apart (a text every line holds). Which condition matched nothing is what the
 model needs to mend the query: each one's count alone is run once, in one query, and shown
-(`ts = '2008-11-10 08:11:00': 0 rows`). The answer may still be right (no line of that kind
+(`ts = '2020-01-02 03:04:00': 0 rows`). The answer may still be right (no line of that kind
 is there): it is in doubt, not refused.
 """
 

@@ -38,8 +38,8 @@ model's says what the right one is:
 
 - a `count` of rows where the question asks how many distinct (unique, different) values:
   which values is the question's to say (a column, or a value inside the text);
-- a text filter holding the number a question compares with ("greater than 1000" matched by
-  `contains '1000'`): the text holds the digits, it does not compare them.
+- a text filter holding the number a question compares with ("over 250" matched by
+  `contains '250'`): the text holds the digits, it does not compare them.
 """
 
 from __future__ import annotations

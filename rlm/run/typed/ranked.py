@@ -2,8 +2,7 @@
 the one most: refused once, in doubt after.
 
 A small model answers with the row of a ranking whose words echo the question's, not the row
-on top: asked for the most common zone of rides in one borough, it named the 13th zone of the
-ranking, the one whose name held the borough's. The ranking is the model's own last typed
+on top: a row far down whose name holds a word of the question. The ranking is the model's own last typed
 query (a `top`, or a `group` ordered most first), read from the table it printed.
 """
 
