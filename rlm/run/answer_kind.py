@@ -30,9 +30,9 @@ __all__ = [
     "as_asked",
     "asked_kind",
     "columns_of_kind",
+    "echoed",
     "misfit",
     "misfit_note",
-    "echoed",
     "unasked_time",
     "wrong_kinds",
 ]
@@ -166,7 +166,7 @@ def as_asked(question: str, answer: str | None) -> Formed | None:
 
 # Words by which a question asks about time, or names one (then a time may well be its answer).
 _TIME_WORDS = re.compile(
-    r"\b(?:when|whens?|time|times|timestamps?|dates?|dated|days?|daily|hours?|hourly|minutes?|seconds?|months?|"
+    r"\b(?:when|time|times|timestamps?|dates?|dated|days?|daily|hours?|hourly|minutes?|seconds?|months?|"
     r"monthly|years?|weeks?|weekly|weekdays?|periods?|moment|earliest|latest|first|last|"
     r"since|until|ago|duration|long|clock|o'clock|yyyy|hh|mm|am|pm|utc|gmt|jan|feb|mar|apr|may|jun|"
     r"jul|aug|sep|sept|oct|nov|dec|january|february|march|april|june|july|august|september|october|november|"
@@ -202,10 +202,11 @@ _CHOICE = re.compile(r"\bor\b|\bwhich of\b|\beither\b|\bvs\.?\b|\bversus\b", re.
 
 def echoed(question: str, answer: str | None) -> str | None:
     """Why an answer that is a value the question itself states does not fit: a question asks
-    for what it does not know (the team a question names as the group to look in, answered as
-    the team asked for: the value the query filtered on). Not where the question offers choices ("GET or POST"), nor
-    for a number of one or two digits, which a count may share with the question by chance.
-    None when it fits (none of the 497 development answers is such a value, but "yes")."""
+    for what it does not know, and a small model gives back the value its query filtered on
+    (the group the question names as where to look). Not where the question offers a choice
+    ("GET or POST"), nor a number of one or two digits, which a count may share with the
+    question by chance. None when it fits (no development set's expected answer is such a value
+    but "yes")."""
     if not answer or _CHOICE.search(question):
         return None
     value = answer.strip().rstrip(".").strip("'\"`")

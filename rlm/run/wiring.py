@@ -389,9 +389,8 @@ def run_ask(
                 if recorded["sha256"] is None and profile.digest.done():
                     trace.update(input={**recorded, "sha256": profile.sha256})
     except BudgetExceeded as exc:  # the limit came before the run could start (open_models)
-        result = RunResult(
-            None, "budget", int(ExitCode.BUDGET), f"{exc.detail}; nothing was established before it"
-        )
+        before = "; nothing was established before it" if engine is None else ""
+        result = RunResult(None, "budget", int(ExitCode.BUDGET), f"{exc.detail}{before}")
         result.stop, result.elapsed_s = "budget", time.monotonic() - started
         result.trace_path = str(trace.path) if trace.path else None
     except KeyboardInterrupt as exc:
