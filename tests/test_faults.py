@@ -268,7 +268,12 @@ def test_max_time_holds_while_the_model_client_loads(tmp_path: Path) -> None:
     """A machine so slow (a cold disk, a busy neighbour) that litellm's import outlasts the limit:
     the run ends at --max-time all the same, says why, and leaves its trace."""
     slow = {
-        "PYTHONPATH": str(Path(__file__).resolve().parent / "slow_import"),
+        # Before what the run would import rlm from (a checkout on PYTHONPATH, or the install).
+        "PYTHONPATH": os.pathsep.join(
+            p
+            for p in (str(Path(__file__).resolve().parent / "slow_import"), os.environ.get("PYTHONPATH"))
+            if p
+        ),
         "RLM_TEST_SLOW_MODULE": "litellm",
         "RLM_TEST_SLOW_S": "60",
     }
