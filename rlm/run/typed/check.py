@@ -37,7 +37,7 @@ from rlm.run.typed.vocabulary import (
     TEXT_MATCH,
 )
 
-__all__ = ["Checked", "Filter", "Moment", "Problem", "check_action"]
+__all__ = ["Checked", "Filter", "Moment", "Problem", "check_action", "shown_value"]
 
 _KIND_WORDS = {NUMBER: "number", TIME: "time", DATE: "date", TEXT: "text", BOOL: "true/false"}
 _CMP_ALIASES = {"==": "=", "<>": "!=", "startswith": "starts_with", "like": "contains"}
@@ -86,7 +86,8 @@ def _listing(names: list[str]) -> str:
     return ", ".join(names) if names else "(none)"
 
 
-def _show(value: Any) -> str:
+def shown_value(value: Any) -> str:
+    """A value as the model's messages write it: a text quoted, a boolean as JSON writes it."""
     return (
         repr(value)
         if isinstance(value, str)
@@ -157,7 +158,7 @@ def _number(value: Any, column: Column) -> int | float:
                 number = None
     if number is None or (isinstance(number, float) and not math.isfinite(number)):
         raise Problem(
-            f"'{column.name}' is a number column ({column.type}); give a number, not {_show(value)}"
+            f"'{column.name}' is a number column ({column.type}); give a number, not {shown_value(value)}"
         )
     return number
 
@@ -206,7 +207,7 @@ def _moment(value: Any, column: Column) -> Moment:
             given, zone = 6, _offset(c.group(7))
         when = datetime(year, month, day, hour, minute, second, tzinfo=zone)
     except ValueError:
-        raise Problem(f"{_show(value)} is not a time '{column.name}' can compare; {how}") from None
+        raise Problem(f"{shown_value(value)} is not a time '{column.name}' can compare; {how}") from None
     unit = _UNITS[given - 1]
     if column.kind == DATE:
         if given > 3:
@@ -233,9 +234,9 @@ def _held(value: Any, column: Column) -> Any:
         alike = [h for h in column.values if isinstance(h, str) and h.lower() == value.lower()]
         if len(alike) == 1:
             return alike[0]
-    shown = ", ".join(_show(v) for v in column.values[:_MAX_SHOWN_VALUES])
+    shown = ", ".join(shown_value(v) for v in column.values[:_MAX_SHOWN_VALUES])
     more = ", …" if len(column.values) > _MAX_SHOWN_VALUES else ""
-    raise Problem(f"no line has {column.name} {_show(value)}; {column.name} holds only: {shown}{more}")
+    raise Problem(f"no line has {column.name} {shown_value(value)}; {column.name} holds only: {shown}{more}")
 
 
 def _value(value: Any, column: Column, cmp: str) -> Any:
@@ -254,7 +255,7 @@ def _value(value: Any, column: Column, cmp: str) -> Any:
         if isinstance(value, str) and value.strip().lower() in ("true", "false"):
             value = value.strip().lower() == "true"
         if not isinstance(value, bool):
-            raise Problem(f"'{column.name}' is true/false; give true or false, not {_show(value)}")
+            raise Problem(f"'{column.name}' is true/false; give true or false, not {shown_value(value)}")
     elif cmp not in EQUALITY and column.kind == TEXT:
         raise Problem(f"'{column.name}' is text; compare it with =, !=, contains or starts_with")
     elif column.kind == NUMBER:
@@ -263,7 +264,7 @@ def _value(value: Any, column: Column, cmp: str) -> Any:
         value = _moment(value, column)
     else:
         if isinstance(value, bool) or not isinstance(value, str | int | float):
-            raise Problem(f"'{column.name}' is a text column; give a text value, not {_show(value)}")
+            raise Problem(f"'{column.name}' is a text column; give a text value, not {shown_value(value)}")
         value = str(value)
     if cmp in EQUALITY and column.values is not None and not isinstance(value, Moment):
         value = _held(value, column)
@@ -298,7 +299,7 @@ def _fields(obj: dict[str, Any]) -> str:
     if op is None:
         raise Problem(f'missing "op"; it is one of: {", ".join(OPS)}')
     if not isinstance(op, str) or op not in OPS:
-        raise Problem(f"unknown op {_show(op)}; the ops are: {', '.join(OPS)}")
+        raise Problem(f"unknown op {shown_value(op)}; the ops are: {', '.join(OPS)}")
     takes = FIELDS[op]
     for name in obj:
         # "asks" says what the question asks for (ASKS); the op alone decides what runs.

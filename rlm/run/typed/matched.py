@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rlm.run.typed.check import Checked, Filter, Moment, Problem, check_action
+from rlm.run.typed.check import Checked, Filter, Moment, Problem, check_action, shown_value
 from rlm.run.typed.columns import table_columns
 from rlm.run.typed.compile import condition_sql, read_json
 from rlm.text.sqltext import sql_name
@@ -61,14 +61,7 @@ def probe_sql(filters: tuple[Filter, ...]) -> str:
 
 def _said(f: Filter) -> str:
     value = f.value.text if isinstance(f.value, Moment) else f.value
-    shown = (
-        repr(value)
-        if isinstance(value, str)
-        else str(value).lower()
-        if isinstance(value, bool)
-        else str(value)
-    )
-    return f"{f.column.name} {f.cmp.replace('_', ' ')} {shown}"
+    return f"{f.column.name} {f.cmp.replace('_', ' ')} {shown_value(value)}"
 
 
 def matched(
