@@ -24,6 +24,7 @@ import stat
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, fields, replace
@@ -33,6 +34,7 @@ from rlm.errors import InputError
 from rlm.input.cachedir import CACHE_KEEP_DAYS, platform_cache_dir, prune_cache, resolve
 from rlm.input.compressed import codec_of, decompress, name_without_suffix
 from rlm.input.detect import FORMAT_HINTS, detect_format
+from rlm.input.glance import Glance, glance
 from rlm.input.mixedformat import Segment
 from rlm.input.snapshot import Identity, change_of
 from rlm.input.snapshot import fingerprint as snapshot_fingerprint
@@ -50,10 +52,11 @@ from rlm.input.tables import (
 from rlm.privatefiles import private_workdir, publish_private, read_private, replace_private, sweep_workdirs
 from rlm.text.index import INDEX_CHUNK_BYTES, read_index
 from rlm.text.textcap import human_size
-from rlm.text.textfile import INDEX_FLAG_ASCII, MappedText, detect_encoding, line_starts, write_index
+from rlm.text.textfile import INDEX_FLAG_ASCII, MappedText, detect_encoding, dotted, line_starts, write_index
 from rlm.text.visible import visible
 
 __all__ = [
+    "Indexed",
     "Profile",
     "Source",
     "open_source",
@@ -76,6 +79,14 @@ PROFILE_LINE_BYTES = 64 * 1024
 # From this size on, a table the cache does not hold is built while the run starts, when the
 # caller asks for that (rlm.input.tablejob): below it a build takes about a second.
 BACKGROUND_TABLE_BYTES = 64 << 20
+# From this size on, a file whose line index the cache does not hold is profiled from its two
+# ends (rlm.input.glance) and indexed while the run starts, when the caller asks for a table in
+# the background: the scan takes about 0.5 s a gigabyte alone, more beside the run's start.
+DEFERRED_INDEX_BYTES = 256 << 20
+# The longest the line index of a big file waits for the run's start (litellm's import, ~2 s).
+_INDEX_AFTER_WAIT_S = 5.0
+# Lines read for the table's sample (its dialect, the columns a format gives ahead).
+TABLE_SAMPLE_LINES = 200
 
 # Lines longer than this are cut to it in the table (rlm.input.tables); a file most of whose
 # lines are longer gets no table.
@@ -141,6 +152,9 @@ class Profile:
     time_range: dict[str, Any] | None = None
     # What `rlm stats` says of it, for the first turn (rlm.input.summary): set by the ask.
     summary: str | None = field(default=None, compare=False)
+    # The line index still being made in the background (a big file, rlm.input.glance): `lines`
+    # is an estimate, `index_path` None and the facts of the scan unknown until `with_index()`.
+    index_job: Future[Indexed] | None = field(default=None, compare=False, repr=False)
 
     @property
     def sha256(self) -> str:
@@ -152,13 +166,42 @@ class Profile:
         except Exception as exc:  # noqa: BLE001 (said in the trace, never a hang or a crash)
             return f"unavailable ({type(exc).__name__}: {exc})"
 
-    def with_table(self) -> Profile:
-        """This profile with its table's outcome: waits for a table still being built."""
-        if self.table_job is None:
+    def with_index(self) -> Profile:
+        """This profile with its line index: waits for one still being made. Raises InputError
+        when the file was rewritten while it was indexed, or could not be read."""
+        if self.index_job is None:
             return self
-        table, error = self.table_job.result()
+        done = self.index_job.result()
         return replace(
-            self, table=table, table_path=table["path"] if table else None, table_error=error, table_job=None
+            self,
+            lines=done.lines,
+            index_path=done.index_path,
+            work_path=os.path.abspath(done.work_path),
+            invalid_lines=done.invalid_lines,
+            longest_line=done.longest_line,
+            snapshot=done.snapshot,
+            index_job=None,
+        )
+
+    def with_table(self) -> Profile:
+        """This profile with its line index and its table's outcome: waits for a table still being built."""
+        profile = self.with_index()
+        if profile.table_job is None:
+            return profile
+        table, error = profile.table_job.result()
+        return replace(
+            profile,
+            table=table,
+            table_path=table["path"] if table else None,
+            table_error=error,
+            table_job=None,
+        )
+
+    def appended_note(self) -> str:
+        """What the run says of a file written to while it was read (`snapshot`)."""
+        return (
+            f"{self.display_name} was written to while it was read: this run reads its first "
+            f"{self.lines:,} lines ({self.size:,} bytes when opened), as they were indexed"
         )
 
     def to_dict(self, *, wait: bool = True) -> dict[str, Any]:
@@ -169,6 +212,9 @@ class Profile:
             del out["parts"], out["skipped"]
         if self.time_range is None:
             del out["time_range"]
+        if self.index_job is not None:  # `lines` is the estimate; the run records the count once made
+            out["lines_estimated"] = True
+            del out["invalid_lines"], out["longest_line"]
         return out
 
     def prompt_block(self, max_chars: int = 1500) -> str:
@@ -176,13 +222,11 @@ class Profile:
         size = human_size(self.size)
         if self.compression:
             size = f"{size} {self.compression}-compressed, {human_size(self.plain_size)} decompressed"
-        facts = [
-            size,
-            f"{self.lines:,} lines",
-            f"format: {self.format}",
-            f"encoding: {self.encoding}",
-            f"longest line: {self.longest_line:,} bytes",
-        ]
+        facts = [size, f"{self.lines:,} lines", f"format: {self.format}", f"encoding: {self.encoding}"]
+        if self.index_job is None:
+            facts.append(f"longest line: {self.longest_line:,} bytes")
+        else:
+            facts[1] = f"about {self.lines:,} lines (an estimate: they are being counted)"
         out = [f"File: {visible(self.display_name)} ({', '.join(facts)})"]
         if self.time_range is not None:
             out.append(
@@ -215,7 +259,7 @@ class Profile:
             per_line = max(20, budget // (len(sample) + 2) - 8)
             for label, rows in sample:
                 out.append(label)
-                for number, text in rows:
+                for number, text in rows:  # a line number, or "…" before the lines are counted
                     cut = text if len(text) <= per_line else text[: per_line - 1] + "…"
                     out.append(f"{number:>7}: {cut}")
         text = "\n".join(out)
@@ -223,13 +267,17 @@ class Profile:
             text = text[: max(0, max_chars - 1)] + "…"
         return text
 
-    def _sample_lines(self) -> list[tuple[str, list[tuple[int, str]]]]:
+    def _sample_lines(self) -> list[tuple[str, list[tuple[int | str, str]]]]:
         if not self.lines:
             return []
-        head = list(enumerate(self.head, start=1))
+        head: list[tuple[int | str, str]] = list(enumerate(self.head, start=1))
+        if (
+            self.index_job is not None
+        ):  # the ends of a big file, read apart: the last lines' numbers are not known yet
+            return [("First lines:", head), ("Last lines:", [("…", text) for text in self.tail])]
         tail_start = max(len(self.head) + 1, self.lines - len(self.tail) + 1)
         skipped = len(self.tail) - (self.lines - tail_start + 1)
-        tail = list(enumerate(self.tail[skipped:], start=tail_start))
+        tail: list[tuple[int | str, str]] = list(enumerate(self.tail[skipped:], start=tail_start))
         parts = [("First lines:", head)]
         if tail:
             parts.append(("Last lines:", tail))
@@ -295,6 +343,7 @@ _NOT_RECORDED = (
     "warnings",
     "identity",
     "summary",
+    "index_job",
 )
 
 
@@ -580,7 +629,26 @@ def _profile(
     work_path = cache.transcoded(plain_path, codec, owned) if transcode else plain_path
     facts = cache.load()
     index_path: str | None = None
-    if facts is None or not cache.index_ok(os.path.getsize(work_path)):
+    fresh = facts is None or not cache.index_ok(os.path.getsize(work_path))
+    if fresh and background_table and not parts and os.path.getsize(work_path) >= DEFERRED_INDEX_BYTES:
+        seen = glance(
+            work_path,
+            "utf-8" if transcode else codec,
+            head_lines=TABLE_SAMPLE_LINES,
+            tail_lines=TAIL_LINES,
+            max_bytes=PROFILE_LINE_BYTES,
+        )
+        if seen is not None:
+            return _profile_before_index(
+                seen,
+                _Opened(path, display, st, opened, encoding, work_path, compression, plain_path, head_bytes),
+                digest,
+                cache,
+                owned,
+                known_sha=(facts or {}).get("sha256"),
+                build_after=build_after,
+            )
+    if facts is None or fresh:
         facts, starts_info = _scan(work_path)
         index_path = cache.store(*starts_info, owned=owned)
         cache.store_facts(facts)
@@ -598,7 +666,7 @@ def _profile(
         tail = [_cap(text.display(first_bytes(i))) for i in range(max(HEAD_LINES, n - TAIL_LINES), n)]
         binary = text.binary
         sample = [first_bytes(i) for i in range(min(n, 50))]
-        table_sample = [first_bytes(i) for i in range(min(n, 200))]
+        table_sample = [first_bytes(i) for i in range(min(n, TABLE_SAMPLE_LINES))]
         segments = [
             Segment(first - 1, last, [first_bytes(i) for i in range(first - 1, min(last, first + 199))], name)
             for first, last, name in parts
@@ -647,14 +715,7 @@ def _profile(
     # is read as it was indexed, from a private copy of those bytes (its table built again
     # from the copy when the growth broke the build).
     changed = change_of(path, opened)
-    # A compressed file that changed as it was read was decompressed from bytes of both versions.
-    if changed is not None and (changed.how != "appended to" or compression is not None):
-        # What was built under the opened identity's key may hold the new bytes in part: it goes,
-        # so that the old file, were it put back, gets a table of its own bytes.
-        if cache.base is not None:
-            for built in (cache.index_path, cache.facts_path, cache.plain_path, *table_paths(cache.base)):
-                _remove_quietly(built)
-        raise InputError(f"{display} was {changed.how} while it was being read: ask again once it is stable")
+    _refuse_rewritten(changed, compression, cache, display)
     snapshot = changed is not None and work_path == path
     if snapshot:
         work_path = _snapshot(path, indexed_bytes, owned)
@@ -725,6 +786,199 @@ def _profile(
     )
 
 
+def _refuse_rewritten(changed: Any, compression: str | None, cache: _Cache, display: str) -> None:
+    """Raise InputError (exit 3) for a file rewritten or replaced while it was indexed, what was
+    built of it going with it; a log appended to is read from a snapshot instead. A compressed
+    file that changed as it was read was decompressed from bytes of both versions: refused too."""
+    if changed is None or (changed.how == "appended to" and compression is None):
+        return
+    # What was built under the opened identity's key may hold the new bytes in part: it goes,
+    # so that the old file, were it put back, gets a table of its own bytes.
+    if cache.base is not None:
+        for built in (cache.index_path, cache.facts_path, cache.plain_path, *table_paths(cache.base)):
+            _remove_quietly(built)
+    raise InputError(f"{display} was {changed.how} while it was being read: ask again once it is stable")
+
+
+@dataclass(frozen=True)
+class _Opened:
+    """What _profile learned of the input before its lines: passed on to the profile made before its index."""
+
+    path: str
+    display: str
+    st: os.stat_result
+    identity: Identity
+    encoding: str
+    work_path: str
+    compression: str | None
+    plain_path: str
+    head_bytes: bytes
+
+
+@dataclass(frozen=True)
+class Indexed:
+    """A big file's line index made while the run starts, and what its scan found (Profile.with_index)."""
+
+    lines: int
+    index_path: str
+    work_path: str  # a snapshot of the bytes indexed, when the file was appended to as it was read
+    invalid_lines: int
+    longest_line: int
+    snapshot: bool
+    indexed_bytes: int
+    facts: dict[str, Any]
+    seconds: float
+
+
+def _profile_before_index(
+    seen: Glance,
+    opened: _Opened,
+    digest: str | None,
+    cache: _Cache,
+    owned: list[str],
+    *,
+    known_sha: str | None,
+    build_after: threading.Event | None,
+) -> Profile:
+    """A big file's profile from its two ends (`seen`), its line index made in a thread of its
+    own (the profile's `index_job`), its table built once the index is made and `build_after`
+    is set, and its sha256 after that: the run's first model turn waits for none of them."""
+    path, display, work_path = opened.path, opened.display, opened.work_path
+    named = name_without_suffix(display) if opened.compression else display
+    fmt = "binary" if seen.binary else detect_format(seen.head[:50], named, opened.head_bytes[:4])
+    indexed: Future[Indexed] = Future()
+
+    def make_index() -> None:
+        if build_after is not None:
+            # litellm's import, which the model's first request waits for, runs 0.6-0.9 s
+            # longer beside a 3 GB file's scan (2 cores; a scan in a process of its own: 0.55 s).
+            build_after.wait(_INDEX_AFTER_WAIT_S)
+        began = time.monotonic()
+        try:
+            facts, starts_info = _scan(work_path)
+            index_path = cache.store(*starts_info, owned=owned)
+            cache.store_facts(facts)
+            with MappedText(work_path, index_path=index_path) as text:
+                n, indexed_bytes = text.n_lines, text.size_bytes
+            changed = change_of(path, opened.identity)
+            _refuse_rewritten(changed, opened.compression, cache, display)
+            snapshot = changed is not None and work_path == path
+            work = _snapshot(path, indexed_bytes, owned) if snapshot else work_path
+            done = Indexed(
+                n,
+                index_path,
+                work,
+                facts["invalid_lines"],
+                facts["longest_line"],
+                snapshot,
+                indexed_bytes,
+                facts,
+                time.monotonic() - began,
+            )
+        except InputError as exc:
+            indexed.set_exception(exc)
+        except OSError as exc:
+            indexed.set_exception(InputError(f"cannot read {display}: {exc.strerror or exc}"))
+        except BaseException as exc:  # noqa: BLE001 (handed to whoever waits: never a hang)
+            indexed.set_exception(exc)
+        else:
+            indexed.set_result(done)
+
+    threading.Thread(target=make_index, name="rlm-line-index", daemon=True).start()
+    sha: Future[str] = Future()
+    if known_sha is not None:
+        sha.set_result(known_sha)
+
+    def hashing() -> None:
+        if sha.done():
+            return
+        try:
+            done = indexed.result()
+        except BaseException as exc:  # noqa: BLE001 (the digest says why it is unavailable)
+            sha.set_exception(exc)
+            return
+        _, run = _hasher(
+            done.work_path if done.snapshot else path,
+            digest,
+            lambda value: cache.store_facts({**done.facts, "sha256": value}),
+            into=sha,
+        )
+        if run is not None:
+            run()
+
+    wanted = not seen.binary and os.environ.get("RLM_TABLES", "").lower() not in ("0", "off", "no")
+    job: TableJob | None = None
+    if wanted:
+
+        def build() -> TableOutcome:
+            done = indexed.result()  # InputError: the file changed as it was indexed (TableJob says so)
+            long_lines: list[tuple[int, int]] | None = []
+            if done.longest_line > TABLE_LINE_MAX_BYTES:
+                long_lines = _long_lines(done.index_path, done.indexed_bytes)
+            if long_lines is None or len(long_lines) * 2 > done.lines:
+                return (
+                    None,
+                    f"most of its lines are over {human_size(TABLE_LINE_MAX_BYTES)}: they are not records",
+                )
+
+            def table_of(work: str) -> TableOutcome:
+                try:
+                    return ensure_table(
+                        work,
+                        fmt,
+                        cache_base=cache.base,
+                        n_lines=done.lines,
+                        cut=long_lines or None,
+                        warnings=cache.warnings,
+                        encoding="utf-8",
+                        invalid_lines=done.invalid_lines,
+                        sample=seen.head,
+                        owned=owned,
+                    ), None
+                except TableError as exc:
+                    return None, str(exc)
+
+            return _table_while_run_starts(
+                table_of,
+                done.work_path,
+                path,
+                opened.identity,
+                done.indexed_bytes,
+                done.lines,
+                owned,
+                grown=done.snapshot,
+                cache_base=cache.base,
+                display=display,
+            )
+
+        job = TableJob(build, then=hashing, after=build_after)
+    else:
+        threading.Thread(target=hashing, name="rlm-sha256", daemon=True).start()
+    shown = dotted if seen.binary else str
+    return Profile(
+        path=os.path.abspath(path),
+        display_name=display,
+        size=opened.st.st_size,
+        lines=seen.estimated_lines,
+        encoding=opened.encoding,
+        format=fmt,
+        digest=sha,
+        invalid_lines=0,
+        binary=seen.binary,
+        head=[_cap(shown(line)) for line in seen.head[:HEAD_LINES]],
+        tail=[_cap(shown(line)) for line in seen.tail],
+        index_path=None,
+        work_path=os.path.abspath(work_path),
+        table_job=job,
+        columns_ahead=tuple(columns_ahead(fmt, seen.head)) if job is not None else (),
+        warnings=cache.warnings,
+        identity=opened.identity,
+        compression=opened.compression,
+        plain_size=os.path.getsize(opened.plain_path),
+        index_job=indexed,
+    )
+
+
 def _snapshot(path: str, size: int, owned: list[str]) -> str:
     """A private copy of the first `size` bytes of `path` (a log still being written to)."""
     copy = _private_temp("rlm-snapshot-", ".txt", owned)
@@ -759,12 +1013,14 @@ def _long_lines(index_path: str, size: int) -> list[tuple[int, int]] | None:
     return spans
 
 
-def _hasher(path: str, known: str | None, on_done: Any) -> tuple[Future[str], Callable[[], None] | None]:
-    """The file's sha256 as a future, and what computes it (None when it is `known`), run by
-    the caller in a thread of its own (hashlib drops the GIL on big buffers); the facts are
-    cached once it is known, so a second question skips the scan. Whatever the computation
-    meets ends the future (a value or an exception): nobody waits forever."""
-    digest: Future[str] = Future()
+def _hasher(
+    path: str, known: str | None, on_done: Any, *, into: Future[str] | None = None
+) -> tuple[Future[str], Callable[[], None] | None]:
+    """The file's sha256 as a future (`into`, or a new one), and what computes it (None when it
+    is `known`), run by the caller in a thread of its own (hashlib drops the GIL on big
+    buffers); the facts are cached once it is known, so a second question skips the scan.
+    Whatever the computation meets ends the future (a value or an exception): nobody waits forever."""
+    digest: Future[str] = into if into is not None else Future()
     if known is not None:
         on_done(known)
         digest.set_result(known)

@@ -136,7 +136,10 @@ class Engine:
         self.children = Children(self.services, self, self.node_synthesis, self.cluster)
         self.subcalls = Subcalls(self.services, self.children, subcall_cache, self.cluster)
         self._lock = threading.Lock()
-        self._table_lock = threading.Lock()
+        # Held while the profile takes its line index or its table (reentrant: the table's wait
+        # takes the index first).
+        self._table_lock = threading.RLock()
+        self._root_scope: NodeScope | None = None  # settled in place once the line index is made
         self._input_changed: InputError | None = None  # found by a table built as the run went
         self._protocols: dict[int, str] = {}
         self.sandbox_report: dict[str, Any] = {}
@@ -163,12 +166,45 @@ class Engine:
     def table(self) -> dict[str, Any] | None:
         return self.profile.table
 
+    # -- a line index still being made as the run started (rlm.input.glance) --------------
+    def index_wait(self) -> None:
+        """Wait for the input's line index still being made: a worker's start, a table, a
+        child. The profile then holds the line count, and the root's scope its worker's index;
+        a file appended to as it was indexed is said here. Raises InputError (exit 3) when
+        the file was rewritten while it was indexed."""
+        with self._table_lock:
+            job = self.profile.index_job
+            if job is None:
+                return
+            self.profile = self.profile.with_index()
+            self.services.profile = self.profile
+            self.trace.update(line_index={"background": True, "seconds": round(job.result().seconds, 3)})
+            if self.profile.snapshot:
+                note = self.profile.appended_note()
+                self.trace.warn(note)
+                self.progress(RunWarning(note))
+            scope = self._root_scope
+            if scope is not None:
+                scope.spec = self.index_settled(scope.spec)
+                scope.n_lines = self.profile.lines
+
+    def index_settled(self, spec: WorkerSpec) -> WorkerSpec:
+        """`spec` over the input's line index, waiting for one still being made (what the
+        worker maps: the input, or the snapshot of a file that grew as it was indexed)."""
+        if not spec.index_pending:
+            return spec
+        self.index_wait()
+        return replace(
+            spec, path=self.profile.work_path, index_path=self.profile.index_path, index_pending=False
+        )
+
     # -- a table still being built as the run started (rlm.input.tablejob) -----------------
     def table_wait(self) -> tuple[str | None, str | None]:
         """(path, error) of the input's table, waiting for one still being built: a worker's
         first sql(), a child about to start. Its outcome is taken once: a failed build is said
         on stderr and in the trace, as a table that could not be built before the run."""
         with self._table_lock:
+            self.index_wait()
             job = self.profile.table_job
             if job is not None:
                 try:
@@ -191,6 +227,7 @@ class Engine:
     def settled_spec(self, spec: WorkerSpec) -> WorkerSpec:
         """`spec` with the input's table once built (waiting for it): a child's worker opens it
         as it starts, as every worker of a run whose table was ready did."""
+        spec = self.index_settled(spec)
         if not spec.table_pending:
             return spec
         path, error = self.table_wait()
@@ -260,7 +297,12 @@ class Engine:
         return self.subcalls.partition_map(asker, args)
 
     def launch_sandbox(self, spec: WorkerSpec, bridge: Bridge) -> Sandbox:
-        sandbox = Sandbox(spec, bridge=bridge, table=self.table_wait if spec.table_pending else None)
+        sandbox = Sandbox(
+            spec,
+            bridge=bridge,
+            table=self.table_wait if spec.table_pending else None,
+            settle=self.index_settled if spec.index_pending else None,
+        )
         sandbox.launch()
         return sandbox
 
@@ -358,9 +400,10 @@ class Engine:
             spec=worker_spec_for(self.profile, self.settings),
             profile_block=self.profile.prompt_block(),
             first_line=1,
-            n_lines=self.profile.lines,
+            n_lines=self.profile.lines,  # an estimate until the line index is made (index_wait)
             memories=self.memory_lines,
         )
+        self._root_scope = root_scope
         root = Node(self, self.services.new_node_id(), 0, self.question, root_scope)
         self.children.register(root, None, None)
         provider_error: str | None = None

@@ -89,6 +89,7 @@ class PlainResult(RunResult):
 
 def read_excerpt(profile: Profile, budget: int) -> Excerpt:
     """Lines from line 1 while their tokens fit `budget`, each whole or not at all."""
+    profile = profile.with_index()  # a big file's index, still being made: waited for
     kept: list[str] = []
     used = 0
     with MappedText(profile.work_path or profile.path, index_path=profile.index_path) as text:
@@ -115,7 +116,10 @@ def chooses_plain(mode: str, profile: Profile, model: ModelClient) -> bool:
     """Whether the run is a plain call: `plain`, or `auto` with the whole input in half the window."""
     if mode != "auto":
         return mode == "plain"
-    return not read_excerpt(profile, model.context_window() // 2).cut
+    half = model.context_window() // 2
+    if profile.index_job is not None and profile.size > half * BYTES_PER_TOKEN_MAX:
+        return False  # more bytes than the most the half window could hold: its index is not waited for
+    return not read_excerpt(profile, half).cut
 
 
 def messages_for(question: str, profile: Profile, excerpt: Excerpt) -> list[dict[str, Any]]:

@@ -277,7 +277,8 @@ def run_ask(
             ) as source,
         ):
             profile = source.profile
-            if profile.table_job is None:  # else the summary comes with the table (Engine.table_news)
+            # Else the summary comes with the table (Engine.table_news), made after the line index.
+            if profile.table_job is None and profile.index_job is None:
                 from rlm.input.summary import summary_or_warn  # stats and DuckDB: only when a summary is made
 
                 profile = source.profile = replace(profile, summary=summary_or_warn(profile, trace.warn))
@@ -299,10 +300,7 @@ def run_ask(
                 trace.warn(note)
                 report(RunWarning(note))
             if profile.snapshot:
-                note = (
-                    f"{profile.display_name} was written to while it was read: this run reads its first "
-                    f"{profile.lines:,} lines ({profile.size:,} bytes when opened), as they were indexed"
-                )
+                note = profile.appended_note()
                 trace.warn(note)
                 report(RunWarning(note))
             if profile.table_error:
@@ -371,6 +369,15 @@ def run_ask(
                     _attach(engine, root, sub, settings, trace, report)
                     result = _strict(settings, engine.run())
                     result.elapsed_s = time.monotonic() - started  # the user's wall clock
+                    if isinstance(engine, Engine):
+                        # The line index a big file's run began without (a model that answered
+                        # before any action never waited for it): the trace records its count.
+                        engine.index_wait()
+                        profile = engine.profile
+                        recorded = {
+                            **{k: v for k, v in profile.to_dict(wait=False).items() if k != "index_path"},
+                            "sha256": recorded["sha256"],
+                        }
                     changed = _changed(profile, trace, report)
                     if memory is not None and isinstance(engine, Engine) and not changed:
                         _keep(memory, engine, result, profile, question, trace, report)

@@ -24,6 +24,7 @@ def worker_spec_for(
         start_line=start_line,
         end_line=end_line,
         index_path=profile.index_path,
+        index_pending=profile.index_job is not None,  # sent to the worker once made (Sandbox.settle)
         # On top of what the worker already maps (the input, its index, the interpreter):
         # the kernel layer measures that itself, so only the headroom is ours to give.
         # drop_to_uid stays None: the kernel layer drops root to nobody by itself.

@@ -37,6 +37,9 @@ Bridge = Callable[[str, dict[str, Any]], Any]
 # What a worker whose table is still being built is given at its first sql(): waits for the
 # build, then (the table's path, or None and why there is none).
 TableWait = Callable[[], tuple[str | None, str | None]]
+# What a worker whose input's line index is still being made is given before its spec is sent:
+# waits for the index, then the spec over it.
+IndexWait = Callable[["WorkerSpec"], "WorkerSpec"]
 
 
 class WorkerLost(Exception):
@@ -65,6 +68,9 @@ class WorkerSpec:
     # The table is still being built (rlm.input.tablejob): the worker's first sql() asks for it,
     # and the Sandbox places it in a folder of the worker's, the one Landlock leaves readable.
     table_pending: bool = False
+    # The input's line index is still being made (rlm.input.glance): the worker is started, and
+    # sent its spec once the Sandbox's `settle` gives the index.
+    index_pending: bool = False
     # Several inputs read as one (rlm.input.parts): [name, first line, last line] of each file.
     parts: list[list[Any]] | None = None
 
@@ -91,11 +97,17 @@ def _worker_env() -> dict[str, str]:
 
 class Sandbox:
     def __init__(
-        self, spec: WorkerSpec, bridge: Bridge | None = None, table: TableWait | None = None
+        self,
+        spec: WorkerSpec,
+        bridge: Bridge | None = None,
+        table: TableWait | None = None,
+        settle: IndexWait | None = None,
     ) -> None:
         self.spec = spec
         self.bridge = bridge
         self.table = table
+        self.settle = settle
+        self._unsent = False  # launched, its spec held back until the line index is made
         self.proc: subprocess.Popen[bytes] | None = None
         self.workdir: str | None = None
         self.ready: dict[str, Any] = {}
@@ -132,6 +144,13 @@ class Sandbox:
         )
         log.close()
         self._buf = b""
+        # The worker imports meanwhile; it maps the input once told where its index is.
+        self._unsent = self.spec.index_pending and self.settle is not None
+        if not self._unsent:
+            self._send_spec()
+
+    def _send_spec(self) -> None:
+        assert self.workdir is not None, "launched first"
         sent = asdict(self.spec)
         if self.spec.table_pending and self.table is not None:
             # Nobody (a worker that drops root) may pass through, not list: the table's name is
@@ -146,7 +165,12 @@ class Sandbox:
         self._send(sent)
 
     def wait_ready(self) -> dict[str, Any]:
-        """Wait for a launched worker's ready message; raises WorkerLost (the worker killed)."""
+        """Wait for a launched worker's ready message; raises WorkerLost (the worker killed), and
+        what the wait for the input's line index raises (InputError: the file changed)."""
+        if self._unsent and self.settle is not None:
+            self.spec = self.settle(self.spec)
+            self._unsent = False
+            self._send_spec()
         msg = self._read(START_TIMEOUT)
         if not msg.get("ready"):
             self.kill()

@@ -72,6 +72,7 @@ __all__ = [
     "TEXT_IN_MEMORY_MAX_BYTES",
     "build_index",
     "detect_encoding",
+    "dotted",
     "line_starts",
     "re_compile",
     "re_findall",
@@ -380,7 +381,7 @@ class MappedText:
 
     def display(self, s: str) -> str:
         # Binary files: control bytes become dots so the printable content reads.
-        return s.translate(_CONTROL_TO_DOT) if self.binary else s
+        return dotted(s) if self.binary else s
 
     def peek_lines(self, start: int, length: int, max_bytes: int | None = None) -> list[tuple[int, str]]:
         """Lines start .. start+length-1 (1-based), clipped to the window and, with
@@ -744,6 +745,11 @@ def detect_encoding(head: bytes, requested: str = "utf-8") -> tuple[str, str, bo
     if name in _SINGLE_BYTE:
         return name, name, False
     return name, name, True
+
+
+def dotted(s: str) -> str:
+    """A binary file's text as it is shown: control bytes as '.'."""
+    return s.translate(_CONTROL_TO_DOT)
 
 
 def _looks_binary(buf: Any) -> bool:
