@@ -315,3 +315,109 @@ def test_the_cli_withholds_a_count_of_rows_where_distinct_values_are_asked(tmp_p
     )
     told = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "a count of distinct values, not of rows, and this query computes something else" in told
+
+
+def test_a_bound_compares_as_the_question_states_its_number(
+    taxis: dict[str, Any], rows: list[dict[str, str]]
+) -> None:
+    """`> 3` where the question says "3 or more" becomes `>= 3` (and each wording its own
+    comparison), the rows counted then those the words name; a bound already as stated, or a
+    number the question states two ways, stays."""
+
+    def bound(cmp: str) -> dict[str, Any]:
+        return {"op": "count", "where": [{"column": "passengers", "cmp": cmp, "value": 3}]}
+
+    for question, sent, want in [
+        ("How many rides carried 3 passengers or more?", ">", ">="),
+        ("Rides with at least 3 passengers: how many?", ">", ">="),
+        ("How many rides had no more than 3 passengers?", "<", "<="),
+        ("Count the rides with more than 3 passengers.", ">=", ">"),
+        ("How many rides had under 3 passengers?", "<=", "<"),
+    ]:
+        changed = _changed(question, bound(sent), taxis)
+        assert changed is not None, question
+        assert changed[0]["where"] == bound(want)["where"], question
+        assert changed[1] == f"passengers {want} 3 as the question states, instead of {sent}"
+    assert _changed("How many rides carried 3 passengers or more?", bound(">="), taxis) is None
+    assert _changed("More than 3 passengers, or at least 3: how many rides?", bound(">"), taxis) is None
+    at_least = sum(1 for r in rows if int(r["passengers"]) >= 3)
+    fixed = _changed("How many rides carried 3 passengers or more?", bound(">"), taxis)
+    assert fixed is not None and _run(fixed[0], taxis) == [(at_least,)]
+    assert at_least != sum(1 for r in rows if int(r["passengers"]) > 3)
+
+
+def test_a_list_of_every_value_is_not_cut_at_a_small_k(
+    taxis: dict[str, Any], rows: list[dict[str, str]]
+) -> None:
+    """ "List every ..." with a top 5: the largest k, so that no item is left out; without
+    "every" or "all", a k the model chose stays."""
+    queens = {"column": "pickup_borough", "cmp": "=", "value": "Queens"}
+    sent = {"op": "top", "column": "dropoff_borough", "k": 2, "where": [queens]}
+    changed = _changed("List every dropoff borough of rides from Queens, one per line.", sent, taxis)
+    assert changed is not None and changed[1] == "a list of every value (k 50 instead of 2)"
+    want = {r["dropoff_borough"] for r in rows if r["pickup_borough"] == "Queens" and r["dropoff_borough"]}
+    assert len(want) > 2 and {row[0] for row in _run(changed[0], taxis)} == want
+    assert _changed("List the dropoff boroughs of rides from Queens.", sent, taxis) is None
+
+
+@pytest.mark.parametrize(
+    ("question", "told"),
+    [
+        ("Add up the tip of the rides from Queens.", "a total of a value, not a count of rows"),
+        ("What is the mean tip of the rides from Queens?", "an average of a value, not a count of rows"),
+        (
+            "Which ride from Queens had the longest distance? Its pickup zone.",
+            "the longest value, not a count of rows",
+        ),
+        (
+            "List the pickup zones of the rides from Queens, one per line.",
+            "a list of values, not a count of rows",
+        ),
+    ],
+)
+def test_a_count_of_rows_where_a_value_or_a_list_is_asked_is_in_doubt(
+    taxis: dict[str, Any], question: str, told: str
+) -> None:
+    """A count, a top (the most common) or a group counting rows, where the question asks for a
+    total, an average, the extreme of a value or a list: told and in doubt; not where it asks
+    how many."""
+    queens = [{"column": "pickup_borough", "cmp": "=", "value": "Queens"}]
+    assert measure_left_out(question, json.dumps({"op": "count", "where": queens}), taxis) == [told]
+    if "list" not in question.lower():
+        top = {"op": "top", "column": "pickup_zone", "where": queens}
+        assert told in measure_left_out(question, json.dumps(top), taxis)
+    how_many = "How many rides from Queens had the longest distances, in total?"
+    assert measure_left_out(how_many, json.dumps({"op": "count", "where": queens}), taxis) == []
+    summed = {"op": "sum", "column": "tip", "where": queens}
+    assert measure_left_out("Add up the tip of the rides from Queens.", json.dumps(summed), taxis) == []
+
+
+def test_the_cli_runs_the_bound_the_question_states_and_withholds_a_count_where_a_total_is_asked(
+    tmp_path: Path, rows: list[dict[str, str]]
+) -> None:
+    """Through the CLI and the real worker: the model's `>` runs as the `>=` the question states,
+    and its answer from that is printed; a count of rows sent where a total is asked is said to
+    the model, and the answer from it is withheld under --strict (exit 1)."""
+    want = sum(1 for r in rows if float(r["tip"]) >= 5)
+    bound = {"op": "count", "where": [{"column": "tip", "cmp": ">", "value": 5}]}
+    replies = [
+        json.dumps(bound),
+        json.dumps({"op": "final", "answer": str(want)}),
+        json.dumps({"answer": str(want), "citations": ["F1"]}),
+    ]
+    proc, stub = ask_typed_cli(TAXIS, "How many rides got a tip of 5 or higher?", replies, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
+    shown = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "tip >= 5 as the question states, instead of >" in shown and str(want) in shown
+    rides = len(rows)
+    replies = [
+        json.dumps({"op": "count"}),
+        json.dumps({"op": "final", "answer": str(rides)}),
+        json.dumps({"answer": str(rides), "citations": ["F1"]}),
+    ]
+    (tmp_path / "total").mkdir()
+    proc, stub = ask_typed_cli(TAXIS, "Add up the tips over all rides.", replies, cwd=tmp_path / "total")
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+    assert "a total of a value, not a count of rows" in proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "a total of a value, not a count of rows, and this query computes something else" in told

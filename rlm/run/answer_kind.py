@@ -55,10 +55,11 @@ _IP_WORDS = re.compile(
     rf"(?: \w+){{0,3}} {_IP}\b|\b{_IP} (?:only|alone|exactly)\b",
     re.IGNORECASE,
 )
-# Words that ask for names: give / list / answer with (the program ...) name(s), the name only.
+# Words that ask for names: give / list / answer with (the program ...) name(s), the name only,
+# a name written as one word with what it names (username, hostname, filename).
 _NAME_WORDS = re.compile(
-    r"\b(?:give|list|reply with|answer with|respond with|return)(?: \w+){0,3} names?\b"
-    r"|\bnames? (?:only|exactly|alone)\b",
+    r"\b(?:give|list|reply with|answer with|respond with|return)(?: \w+){0,3} (?:user|host|file)?names?\b"
+    r"|\b(?:user|host|file)?names? (?:only|exactly|alone)\b",
     re.IGNORECASE,
 )
 _LETTER = re.compile(r"[^\W\d_]")

@@ -27,17 +27,25 @@ words point one way:
   bound and the smallest, its min): such a bound leaves the extreme as it is;
 - `top`, `group` or `rows` cut at one (`k` 1) where the question asks for a list ("list ...",
   "one per line") gets the default k: a list of one, the model's top-1 habit, was a whole
-  list's first item (a run of the development sets answered one address of ten).
+  list's first item (a run of the development sets answered one address of ten); where it asks
+  for every or all of them, any k below the largest gets the largest (a top 5 of a list of
+  six left one out);
+- a bound on a number whose comparison is not the one the question's words state for that
+  number ("6 or higher" is `>= 6`, "more than 6" `> 6`, "at most 6" `<= 6`, "under 6" `< 6`)
+  gets the stated comparison: `> 6` for "6 or higher" left out the rows of 6.
 
 Done once for an action as sent and told to the model, as an added condition is (rlm.run.node):
 the same action sent again runs as written, and an answer after it is in doubt
 (`measure_left_out`).
 
-Two more are told and leave the answer in doubt, but are not rewritten, as no query of the
+These are told and leave the answer in doubt, but are not rewritten, as no query of the
 model's says what the right one is:
 
 - a `count` of rows where the question asks how many distinct (unique, different) values:
   which values is the question's to say (a column, or a value inside the text);
+- a count of rows (`count`, `top`, a `group` counting) where the question asks for a total, an
+  average or the largest or smallest of a value, or for a list, and not how many: which value
+  to add up or list is the question's to say (a column, or a number inside the text);
 - a text filter holding the number a question compares with ("over 250" matched by
   `contains '250'`): the text holds the digits, it does not compare them.
 """
@@ -48,11 +56,11 @@ import functools
 import re
 from typing import Any
 
-from rlm.run.typed.check import Checked, Problem, check_action
+from rlm.run.typed.check import Checked, Problem, check_action, shown_value
 from rlm.run.typed.columns import NUMBER, table_columns
 from rlm.run.typed.compile import read_json
 from rlm.run.typed.placeholders import quoted_texts
-from rlm.run.typed.vocabulary import ASKS, DEFAULT_K
+from rlm.run.typed.vocabulary import ASKS, DEFAULT_K, MAX_K
 
 __all__ = ["measure_left_out", "with_asked_measure"]
 
@@ -68,6 +76,30 @@ _LARGEST = re.compile(rf"\b(?:largest|biggest|highest|greatest|longest|maximum|m
 _SMALLEST = re.compile(rf"\b(?:smallest|lowest|shortest|minimum|min)\b{_OF_COUNT}", re.I)
 _LOWER, _UPPER = frozenset({">", ">="}), frozenset({"<", "<="})
 _LIST = re.compile(r"\blist\b|\bone (?:\w+ )?(?:per|a|on each) line\b|\beach on (?:a|its own) line\b", re.I)
+_EVERY = re.compile(r"\b(?:every|all)\b", re.I)
+# Words that ask for a count of rows ("how many", "the number of", "count the"): a count is then right.
+_HOW_MANY = re.compile(r"\bhow many\b|\bnumber of\b|\bcount\b|\bcounts\b|\bcounted\b|\bfrequency\b", re.I)
+# Words that ask for the sum of a value ("add up the bytes", "the sum of", "the total of"); a
+# bare "total" does so where the question names a number column ("total requests" is a count).
+_ADD_UP = re.compile(r"\badd(?:ed|ing)? (?:\w+ )?up\b|\bsum\b|\bsummed\b|\btotal\s+of\b", re.I)
+# The comparison a question states for a number: (regex, the comparison), the number in a group.
+_N = r"(-?\d[\d,]*(?:\.\d+)?)"
+_MORE = r"(?:more|higher|above|greater|over|larger|bigger)"
+_LESS = r"(?:less|fewer|lower|below|under|smaller)"
+_STATED = (
+    (
+        re.compile(rf"\bat\s+least\s+{_N}|\bno\s+(?:less|fewer)\s+than\s+{_N}|{_N}\s+or\s+{_MORE}\b", re.I),
+        ">=",
+    ),
+    (
+        re.compile(
+            rf"\bat\s+most\s+{_N}|\bno\s+(?:more|greater|higher)\s+than\s+{_N}|{_N}\s+or\s+{_LESS}\b", re.I
+        ),
+        "<=",
+    ),
+    (re.compile(rf"\b{_MORE}\s+than\s+{_N}|\b(?:over|above|exceeding|exceeds)\s+{_N}", re.I), ">"),
+    (re.compile(rf"\b{_LESS}\s+than\s+{_N}|\b(?:under|below)\s+{_N}", re.I), "<"),
+)
 _ANY_EXTREME = re.compile(
     r"\b(?:largest|biggest|highest|greatest|longest|maximum|max|smallest|lowest|shortest|minimum|min)\b", re.I
 )
@@ -100,8 +132,12 @@ def _asked(
         return {**action, "op": "avg"}, "avg instead of sum"
     if checked.op == "group" and checked.agg == "sum" and average:
         return {**action, "agg": "avg"}, "avg instead of sum in each group"
+    if checked.op in ("top", "group", "rows") and listed and _EVERY.search(words) and checked.k < MAX_K:
+        return {**action, "k": MAX_K}, f"a list of every value (k {MAX_K} instead of {checked.k})"
     if checked.op in ("top", "group", "rows") and checked.k == 1 and listed:
         return {**action, "k": DEFAULT_K}, f"a list (k {DEFAULT_K} instead of 1)"
+    if (stated := _stated_bounds(action, checked, words)) is not None:
+        return stated
     if checked.op == "top" and fewest and column is not None and checked.after is None:
         group = {"op": "group", "by": column.name, "order": "least", "k": checked.k, **rows}
         return group, f"a group by {column.name}, least first, instead of top (the most common)"
@@ -132,6 +168,45 @@ def _asked(
     return None
 
 
+def _number(text: str) -> float | None:
+    try:
+        return float(str(text).replace(",", ""))
+    except ValueError:
+        return None
+
+
+def _stated_bounds(action: dict[str, Any], checked: Checked, words: str) -> tuple[dict[str, Any], str] | None:
+    """The model's filters with the comparison the question states for each bound's number
+    (`>= 6` for "6 or higher" where the model wrote `> 6`), and what changed; None when every
+    bound already compares as stated, or the question states a number two ways."""
+    stated: dict[float, set[str]] = {}
+    for pattern, cmp in _STATED:
+        for m in pattern.finditer(words):
+            number = next((_number(g) for g in m.groups() if g), None)
+            if number is not None:
+                stated.setdefault(number, set()).add(cmp)
+                words = words.replace(m.group(0), " ")  # "at least 6" is not read again as "6 or ..."
+    bounds = _LOWER | _UPPER
+    wanted = {}
+    for i, f in enumerate(checked.where):
+        value = _number(f.value) if f.column.kind == NUMBER and f.cmp in bounds else None
+        cmps = stated.get(value) if value is not None else None
+        if cmps is not None and len(cmps) == 1 and (cmp := next(iter(cmps))) != f.cmp:
+            wanted[i] = cmp
+    where = action.get("where")
+    if not wanted or not isinstance(where, list) or len(where) != len(checked.where):
+        return None
+    fixed = [
+        {**w, "cmp": wanted[i]} if i in wanted and isinstance(w, dict) else w for i, w in enumerate(where)
+    ]
+    change = "; ".join(
+        f"{checked.where[i].column.name} {cmp} {shown_value(checked.where[i].value)} as the question states, "
+        f"instead of {checked.where[i].cmp}"
+        for i, cmp in wanted.items()
+    )
+    return {**action, "where": fixed}, change
+
+
 def _checked(content: str | None, table: dict[str, Any]) -> tuple[dict[str, Any], Checked] | None:
     try:
         action = read_json(content)
@@ -143,6 +218,20 @@ def _checked(content: str | None, table: dict[str, Any]) -> tuple[dict[str, Any]
     return action, checked
 
 
+def _listed(question: str) -> bool:
+    """Whether the question asks for a list (its quotes aside: "one per line" names no column `line`)."""
+    return _LIST.search(_unquoted(question)) is not None
+
+
+def _numbers_named(question: str, table: dict[str, Any]) -> set[str]:
+    """The table's number columns the question names, outside its quotes."""
+    return {
+        n
+        for n in table_columns(table).names(NUMBER)
+        if re.search(rf"(?<![\w.]){re.escape(n)}(?![\w.])", _unquoted(question), re.I)
+    }
+
+
 def with_asked_measure(
     question: str, content: str | None, table: dict[str, Any]
 ) -> tuple[dict[str, Any], str] | None:
@@ -152,12 +241,7 @@ def with_asked_measure(
     if read is None:
         return None
     action, checked = read
-    listed = _LIST.search(_unquoted(question)) is not None
-    numbers = {
-        n
-        for n in table_columns(table).names(NUMBER)
-        if re.search(rf"(?<![\w.]){re.escape(n)}(?![\w.])", _unquoted(question), re.I)
-    }
+    listed, numbers = _listed(question), _numbers_named(question, table)
     asked = _asked(action, checked, _words(question, table), listed, numbers)
     if asked is None:
         return None
@@ -175,11 +259,29 @@ _COMPARED = re.compile(
 )
 
 
-def _told_only(checked: Checked, words: str) -> list[str]:
-    """What the query computes other than the question asks, where rlm cannot say the right query."""
+def _told_only(checked: Checked, words: str, listed: bool, numbers_named: set[str]) -> list[str]:
+    """What the query computes other than the question asks, where rlm cannot say the right query;
+    `listed` and `numbers_named` as for _asked."""
     found = []
     if checked.op == "count" and _DISTINCT.search(words):
         found.append("a count of distinct values, not of rows")
+    counts_rows = checked.op in ("count", "top") or (checked.op == "group" and checked.agg in (None, "count"))
+    if counts_rows and not _HOW_MANY.search(words):
+        extreme = _LARGEST.search(words) or _SMALLEST.search(words)
+        bounded = checked.op == "count" and any(f.column.kind == NUMBER for f in checked.where)
+        wanted = (
+            "a total of a value"
+            if _ADD_UP.search(words) or (numbers_named and _TOTAL.search(words))
+            else "an average of a value"
+            if _AVERAGE.search(words)
+            else f"the {extreme.group(0).lower()} value"
+            if extreme and not bounded
+            else "a list of values"
+            if listed and checked.op == "count"
+            else None
+        )
+        if wanted is not None:
+            found.append(f"{wanted}, not a count of rows")
     compared = {n.replace(",", "") for m in _COMPARED.finditer(words) for n in m.groups() if n}
     texts = {
         str(f.value).strip().replace(",", "") for f in checked.where if f.cmp in ("contains", "starts_with")
@@ -194,5 +296,9 @@ def measure_left_out(question: str, content: str | None, table: dict[str, Any]) 
     distinct values are asked): [] when nothing."""
     changed = with_asked_measure(question, content, table)
     read = _checked(content, table)
-    told = _told_only(read[1], _words(question, table)) if read is not None else []
+    told = (
+        _told_only(read[1], _words(question, table), _listed(question), _numbers_named(question, table))
+        if read is not None
+        else []
+    )
     return ([changed[1]] if changed is not None else []) + told
