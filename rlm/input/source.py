@@ -271,9 +271,8 @@ class Profile:
         if not self.lines:
             return []
         head: list[tuple[int | str, str]] = list(enumerate(self.head, start=1))
-        if (
-            self.index_job is not None
-        ):  # the ends of a big file, read apart: the last lines' numbers are not known yet
+        if self.index_job is not None:
+            # The ends of a big file, read apart: the last lines' numbers are not known yet.
             return [("First lines:", head), ("Last lines:", [("…", text) for text in self.tail])]
         tail_start = max(len(self.head) + 1, self.lines - len(self.tail) + 1)
         skipped = len(self.tail) - (self.lines - tail_start + 1)
