@@ -185,6 +185,17 @@ def test_an_address_written_with_a_port_or_slash_is_the_address_alone_where_an_i
     assert as_asked("Which peer connected most?", answer) is None  # no address asked
 
 
+def test_where_the_question_asks_for_the_port_too_only_the_slash_goes() -> None:
+    """ "which peer ip:port": the port is asked, and kept."""
+    from rlm.run.answer_kind import as_asked
+
+    formed = as_asked("Which peer ip:port connected most?", "/10.0.0.1:3888")
+    assert formed is not None and formed.answer == "10.0.0.1:3888"
+    assert as_asked("Which peer ip:port connected most?", "10.0.0.1:3888") is None  # as asked already
+    formed = as_asked("Which peer IP connected most? IP only.", "/10.0.0.1:3888")
+    assert formed is not None and formed.answer == "10.0.0.1"
+
+
 def test_a_plain_call_answer_with_a_port_is_printed_as_the_address_asked(tmp_path: Path) -> None:
     """Through the CLI (a plain call, one model reply): the user asked for the IP only."""
     log = Path(__file__).resolve().parent.parent / "fixtures" / "access.log"

@@ -139,30 +139,38 @@ def misfit(asked: Asked, answer: str | None) -> str | None:
     return next((item for item in _items(answer) if not _holds(asked.kind, item)), None)
 
 
-def _address_of(item: str) -> str | None:
+def _address_of(item: str, *, port: bool = False) -> str | None:
     """The one address an item of one word writes with more around it (`/10.0.0.1:3888`, a
-    peer's port and slash): the address alone; None for an address as it is, or anything else."""
+    peer's port and slash): the address alone, or with `port` (the question asks for one) the
+    address and its port; None for an address as it is, or anything else."""
     if _TOKENS.search(item) or not _is_ip(item.strip("/")):
         return None
     host = item.strip("/").strip("[].")
-    host = host.split(":", 1)[0] if host.count(":") == 1 and "." in host else host
+    if not port:
+        host = host.split(":", 1)[0] if host.count(":") == 1 and "." in host else host
     return host if host != item else None
+
+
+_PORT = re.compile(r"\bports?\b", re.IGNORECASE)  # "ip:port", "host and port": the port is asked too
 
 
 def as_asked(question: str, answer: str | None) -> Formed | None:
     """The answer in the form the question asks for (rlm.run.answer_form.in_asked_form), or,
     where it asks for IP addresses, each item an address written with a port or a slash around
-    it as the address alone: "the IP only" is not an address and port."""
+    it as the address alone: "the IP only" is not an address and port (where the question asks
+    for a port too, "ip:port", only the slash goes)."""
     if (formed := in_asked_form(question, answer)) is not None or not answer:
         return formed
     asked = asked_kind(question)
     if asked is None or asked.kind != IP:
         return None
     lines = [line.strip() for line in answer.strip().splitlines() if line.strip()]
-    bare = [_address_of(line) for line in lines]
+    port = _PORT.search(question) is not None
+    bare = [_address_of(line, port=port) for line in lines]
     if not lines or not all(bare):
         return None
-    return Formed("\n".join(b for b in bare if b), "the IP address alone", answer.strip())
+    said = "the IP address and port alone" if port else "the IP address alone"
+    return Formed("\n".join(b for b in bare if b), said, answer.strip())
 
 
 # Words by which a question asks about time, or names one (then a time may well be its answer).
