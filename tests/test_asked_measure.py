@@ -421,3 +421,19 @@ def test_the_cli_runs_the_bound_the_question_states_and_withholds_a_count_where_
     assert "a total of a value, not a count of rows" in proc.stderr
     told = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "a total of a value, not a count of rows, and this query computes something else" in told
+
+
+def test_count_as_a_noun_of_what_is_read_does_not_ask_for_a_count(taxis: dict[str, Any]) -> None:
+    """ "The exact cent count" is what each row holds, and "add up" asks for its total: a count of
+    rows is told; "count the rows" asks for one. A count of distinct values where their list is
+    asked is told too."""
+    count = json.dumps({"op": "count"})
+    assert measure_left_out("Add up the tips (use the exact cent count). Total?", count, taxis) == [
+        "a total of a value, not a count of rows"
+    ]
+    assert measure_left_out("Count the rides, then add up nothing else.", count, taxis) == []
+    distinct = json.dumps({"op": "count_distinct", "column": "pickup_zone"})
+    assert measure_left_out("Which pickup zones are there? One per line.", distinct, taxis) == [
+        "a list of values, not a count of them"
+    ]
+    assert measure_left_out("How many pickup zones are there? List them too.", distinct, taxis) == []

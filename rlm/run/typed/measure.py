@@ -77,8 +77,13 @@ _SMALLEST = re.compile(rf"\b(?:smallest|lowest|shortest|minimum|min)\b{_OF_COUNT
 _LOWER, _UPPER = frozenset({">", ">="}), frozenset({"<", "<="})
 _LIST = re.compile(r"\blist\b|\bone (?:\w+ )?(?:per|a|on each) line\b|\beach on (?:a|its own) line\b", re.I)
 _EVERY = re.compile(r"\b(?:every|all)\b", re.I)
-# Words that ask for a count of rows ("how many", "the number of", "count the"): a count is then right.
-_HOW_MANY = re.compile(r"\bhow many\b|\bnumber of\b|\bcount\b|\bcounts\b|\bcounted\b|\bfrequency\b", re.I)
+# Words that ask for a count of rows ("how many", "the number of", "count the"): a count is then
+# right. Not "count" as a noun of what is read ("the exact byte count" of each line, summed).
+_HOW_MANY = re.compile(
+    r"\bhow many\b|\bnumber of\b|^\W*count\b|\b(?:the|a) count\b|\bcount(?:s|ed)? (?:the|of|all|every|each|how)\b"
+    r"|\bcounts\b|\bfrequency\b",
+    re.I,
+)
 # Words that ask for the sum of a value ("add up the bytes", "the sum of", "the total of"); a
 # bare "total" does so where the question names a number column ("total requests" is a count).
 _ADD_UP = re.compile(r"\badd(?:ed|ing)? (?:\w+ )?up\b|\bsum\b|\bsummed\b|\btotal\s+of\b", re.I)
@@ -266,6 +271,8 @@ def _told_only(checked: Checked, words: str, listed: bool, numbers_named: set[st
     if checked.op == "count" and _DISTINCT.search(words):
         found.append("a count of distinct values, not of rows")
     counts_rows = checked.op in ("count", "top") or (checked.op == "group" and checked.agg in (None, "count"))
+    if checked.op == "count_distinct" and listed and not _HOW_MANY.search(words):
+        found.append("a list of values, not a count of them")
     if counts_rows and not _HOW_MANY.search(words):
         extreme = _LARGEST.search(words) or _SMALLEST.search(words)
         bounded = checked.op == "count" and any(f.column.kind == NUMBER for f in checked.where)
