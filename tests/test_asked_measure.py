@@ -320,30 +320,30 @@ def test_the_cli_withholds_a_count_of_rows_where_distinct_values_are_asked(tmp_p
 def test_a_bound_compares_as_the_question_states_its_number(
     taxis: dict[str, Any], rows: list[dict[str, str]]
 ) -> None:
-    """`> 3` where the question says "3 or more" becomes `>= 3` (and each wording its own
+    """`> 4` where the question says "4 miles or longer" becomes `>= 4` (and each wording its own
     comparison), the rows counted then those the words name; a bound already as stated, or a
     number the question states two ways, stays."""
 
     def bound(cmp: str) -> dict[str, Any]:
-        return {"op": "count", "where": [{"column": "passengers", "cmp": cmp, "value": 3}]}
+        return {"op": "count", "where": [{"column": "distance", "cmp": cmp, "value": 4}]}
 
     for question, sent, want in [
-        ("How many rides carried 3 passengers or more?", ">", ">="),
-        ("Rides with at least 3 passengers: how many?", ">", ">="),
-        ("How many rides had no more than 3 passengers?", "<", "<="),
-        ("Count the rides with more than 3 passengers.", ">=", ">"),
-        ("How many rides had under 3 passengers?", "<=", "<"),
+        ("Rides of 4 miles or longer: how many were there?", ">", ">="),
+        ("How many rides went no less than 4 miles?", ">", ">="),
+        ("Rides that went at most 4 miles, how many?", "<", "<="),
+        ("Count the rides longer than 4 miles.", ">=", ">"),
+        ("How many rides went under 4 miles?", "<=", "<"),
     ]:
         changed = _changed(question, bound(sent), taxis)
         assert changed is not None, question
         assert changed[0]["where"] == bound(want)["where"], question
-        assert changed[1] == f"passengers {want} 3 as the question states, instead of {sent}"
-    assert _changed("How many rides carried 3 passengers or more?", bound(">="), taxis) is None
-    assert _changed("More than 3 passengers, or at least 3: how many rides?", bound(">"), taxis) is None
-    at_least = sum(1 for r in rows if int(r["passengers"]) >= 3)
-    fixed = _changed("How many rides carried 3 passengers or more?", bound(">"), taxis)
+        assert changed[1] == f"distance {want} 4 as the question states, instead of {sent}"
+    assert _changed("Rides of 4 miles or longer: how many were there?", bound(">="), taxis) is None
+    assert _changed("Longer than 4 miles, or 4 miles or longer: how many?", bound(">"), taxis) is None
+    at_least = sum(1 for r in rows if float(r["distance"]) >= 4)
+    fixed = _changed("Rides of 4 miles or longer: how many were there?", bound(">"), taxis)
     assert fixed is not None and _run(fixed[0], taxis) == [(at_least,)]
-    assert at_least != sum(1 for r in rows if int(r["passengers"]) > 3)
+    assert at_least != sum(1 for r in rows if float(r["distance"]) > 4)
 
 
 def test_a_list_of_every_value_is_not_cut_at_a_small_k(

@@ -78,7 +78,7 @@ def test_the_first_turn_is_written_before_the_line_index(
             "log": str(calls),
         },
     )
-    result = run_ask(load_settings({"model": model}), str(log), "How many requests returned 404?")
+    result = run_ask(load_settings({"model": model}), str(log), "How many 404 responses are in it?")
     assert asked.is_set() and result.answer == str(expected)
     first = json.loads(calls.read_text().splitlines()[0])["messages"][-1]["content"]
     assert "lines (an estimate: they are being counted)" in first

@@ -78,27 +78,32 @@ _LOWER, _UPPER = frozenset({">", ">="}), frozenset({"<", "<="})
 _LIST = re.compile(r"\blist\b|\bone (?:\w+ )?(?:per|a|on each) line\b|\beach on (?:a|its own) line\b", re.I)
 _EVERY = re.compile(r"\b(?:every|all)\b", re.I)
 # Words that ask for a count of rows ("how many", "the number of", "count the"): a count is then
-# right. Not "count" as a noun of what is read ("the exact byte count" of each line, summed).
+# right. Not "count" as the noun of a value each row holds (a row's "cent count", to be summed).
 _HOW_MANY = re.compile(
     r"\bhow many\b|\bnumber of\b|^\W*count\b|\b(?:the|a) count\b|\bcount(?:s|ed)? (?:the|of|all|every|each|how)\b"
     r"|\bcounts\b|\bfrequency\b",
     re.I,
 )
-# Words that ask for the sum of a value ("add up the bytes", "the sum of", "the total of"); a
+# Words that ask for the sum of a value ("add up", "the sum of", "the total of"); a
 # bare "total" does so where the question names a number column ("total requests" is a count).
 _ADD_UP = re.compile(r"\badd(?:ed|ing)? (?:\w+ )?up\b|\bsum\b|\bsummed\b|\btotal\s+of\b", re.I)
-# The comparison a question states for a number: (regex, the comparison), the number in a group.
+# The comparison a question states for a number, a unit between allowed ("4 miles or longer"):
+# (regex, the comparison), the number in a group.
 _N = r"(-?\d[\d,]*(?:\.\d+)?)"
-_MORE = r"(?:more|higher|above|greater|over|larger|bigger)"
-_LESS = r"(?:less|fewer|lower|below|under|smaller)"
+_MORE = r"(?:more|higher|above|greater|over|larger|bigger|longer)"
+_LESS = r"(?:less|fewer|lower|below|under|smaller|shorter)"
 _STATED = (
     (
-        re.compile(rf"\bat\s+least\s+{_N}|\bno\s+(?:less|fewer)\s+than\s+{_N}|{_N}\s+or\s+{_MORE}\b", re.I),
+        re.compile(
+            rf"\bat\s+least\s+{_N}|\bno\s+(?:less|fewer)\s+than\s+{_N}|{_N}(?:\s+[a-z]+)?\s+or\s+{_MORE}\b",
+            re.I,
+        ),
         ">=",
     ),
     (
         re.compile(
-            rf"\bat\s+most\s+{_N}|\bno\s+(?:more|greater|higher)\s+than\s+{_N}|{_N}\s+or\s+{_LESS}\b", re.I
+            rf"\bat\s+most\s+{_N}|\bno\s+(?:more|greater|higher)\s+than\s+{_N}|{_N}(?:\s+[a-z]+)?\s+or\s+{_LESS}\b",
+            re.I,
         ),
         "<=",
     ),
