@@ -42,8 +42,8 @@ AUTH = FIXTURES / "auth.log"
         ("When did the first restart happen? Answer as HH:MM:SS.", TIME_OF_DAY),
         ("Which teams played in May? Give the team names, one per line.", NAME),
         ("Which region sold least? The region name only.", NAME),
-        ("Which account ran the backup? Reply with the username.", NAME),  # a name in one word
-        ("Where did the job run? Hostname only.", NAME),
+        ("Which account started the cron job? The username alone.", NAME),  # a name in one word
+        ("On which machine did the cron job start? Give its hostname.", NAME),
         ("Which path was requested most often?", None),  # nothing about the answer's kind
         ("When was the first error? Answer as 'Mon D HH:MM:SS'.", None),  # a date's letters before the form
         (
@@ -77,8 +77,8 @@ def test_the_kind_asked_is_read_from_the_answer_form_words(question: str, kind: 
         ("When did it restart? Answer as HH:MM:SS.", "2017-06-09 20:11:08", True),
         ("Which teams played? Give the team names.", "7", False),  # a count where names are asked
         ("Which users logged in? List the user names.", "0\n1234\nadmin", True),  # a name may be digits
-        ("Which account ran the backup? Reply with the username.", "1", False),  # the count of its rows
-        ("Which account ran the backup? Reply with the username.", "svc-backup", True),
+        ("Which account started the cron job? The username alone.", "1", False),  # the count of its rows
+        ("Which account started the cron job? The username alone.", "svc-backup", True),
     ],
 )
 def test_an_answer_misfits_when_an_item_holds_no_value_of_the_kind(
