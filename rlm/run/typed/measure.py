@@ -31,8 +31,8 @@ words point one way:
   for every or all of them, any k below the largest gets the largest (a top 5 of a list of
   six left one out);
 - a bound on a number whose comparison is not the one the question's words state for that
-  number ("6 or higher" is `>= 6`, "more than 6" `> 6`, "at most 6" `<= 6`, "under 6" `< 6`)
-  gets the stated comparison: `> 6` for "6 or higher" left out the rows of 6.
+  number ("N or more" is `>= N`, "more than N" `> N`, "at most N" `<= N`, "under N" `< N`)
+  gets the stated comparison: `> N` for "N or more" leaves out the rows of N.
 
 Done once for an action as sent and told to the model, as an added condition is (rlm.run.node):
 the same action sent again runs as written, and an answer after it is in doubt
