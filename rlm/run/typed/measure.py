@@ -187,7 +187,7 @@ def _number(text: str) -> float | None:
 
 def _stated_bounds(action: dict[str, Any], checked: Checked, words: str) -> tuple[dict[str, Any], str] | None:
     """The model's filters with the comparison the question states for each bound's number
-    (`>= 6` for "6 or higher" where the model wrote `> 6`), and what changed; None when every
+    (`>= N` for "N or more" where the model wrote `> N`), and what changed; None when every
     bound already compares as stated, or the question states a number two ways."""
     stated: dict[float, set[str]] = {}
     for pattern, cmp in _STATED:
