@@ -288,6 +288,7 @@ class TraceDoc(TypedDict, total=False):
     mode: str  # how the run answered: rlm (the investigation) or plain (one direct call)
     sandbox: dict[str, Any]
     table_build: dict[str, Any]  # a table built while the run went (rlm.input.tablejob): background, seconds
+    line_index: dict[str, Any]  # a line index made while the run went (rlm.input.glance): background, seconds
     warnings: list[str]
     nodes: list[NodeRecord]
     steps: list[StepRecord]
