@@ -46,6 +46,7 @@ model's says what the right one is:
 - a count of rows (`count`, `top`, a `group` counting) where the question asks for a total, an
   average or the largest or smallest of a value, or for a list, and not how many: which value
   to add up or list is the question's to say (a column, or a number inside the text);
+- a count of distinct values where the question asks for their list, and not how many;
 - a text filter holding the number a question compares with ("over 250" matched by
   `contains '250'`): the text holds the digits, it does not compare them.
 """
@@ -195,7 +196,7 @@ def _stated_bounds(action: dict[str, Any], checked: Checked, words: str) -> tupl
             number = next((_number(g) for g in m.groups() if g), None)
             if number is not None:
                 stated.setdefault(number, set()).add(cmp)
-                words = words.replace(m.group(0), " ")  # "at least 6" is not read again as "6 or ..."
+                words = words.replace(m.group(0), " ")  # "at least N" is not read again as "N or ..."
     bounds = _LOWER | _UPPER
     wanted = {}
     for i, f in enumerate(checked.where):
