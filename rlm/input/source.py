@@ -683,23 +683,17 @@ def _profile(
     tabular = long_lines is not None and len(long_lines) * 2 <= n
     wanted = tabular and not binary and os.environ.get("RLM_TABLES", "").lower() not in ("0", "off", "no")
 
-    def table_of(work_path: str) -> tuple[dict[str, Any] | None, str | None]:
-        try:
-            return ensure_table(
-                work_path,
-                fmt,
-                cache_base=cache.base,
-                n_lines=n,
-                cut=long_lines or None,
-                warnings=cache.warnings,
-                encoding="utf-8",  # the worker's copy: UTF-16/32 input is transcoded first
-                invalid_lines=facts["invalid_lines"],
-                sample=table_sample,
-                owned=owned,
-                segments=segments,
-            ), None
-        except TableError as exc:
-            return None, str(exc)  # the investigation goes on without sql(), and says why
+    table_of = functools.partial(
+        _table_of,
+        fmt=fmt,
+        cache=cache,
+        n_lines=n,
+        cut=long_lines,
+        invalid_lines=facts["invalid_lines"],
+        sample=table_sample,
+        owned=owned,
+        segments=segments,
+    )
 
     background = (
         wanted
@@ -783,6 +777,38 @@ def _profile(
         compression=compression,
         plain_size=os.path.getsize(plain_path),
     )
+
+
+def _table_of(
+    work_path: str,
+    *,
+    fmt: str,
+    cache: _Cache,
+    n_lines: int,
+    cut: list[tuple[int, int]] | None,
+    invalid_lines: int,
+    sample: list[str],
+    owned: list[str],
+    segments: Sequence[Segment] = (),
+) -> TableOutcome:
+    """The input's table built from `work_path` (or found cached), or why there is none: the
+    investigation goes on without sql(), and says why."""
+    try:
+        return ensure_table(
+            work_path,
+            fmt,
+            cache_base=cache.base,
+            n_lines=n_lines,
+            cut=cut or None,
+            warnings=cache.warnings,
+            encoding="utf-8",  # the worker's copy: UTF-16/32 input is transcoded first
+            invalid_lines=invalid_lines,
+            sample=sample,
+            owned=owned,
+            segments=segments,
+        ), None
+    except TableError as exc:
+        return None, str(exc)
 
 
 def _refuse_rewritten(changed: Any, compression: str | None, cache: _Cache, display: str) -> None:
@@ -920,23 +946,16 @@ def _profile_before_index(
                     f"most of its lines are over {human_size(TABLE_LINE_MAX_BYTES)}: they are not records",
                 )
 
-            def table_of(work: str) -> TableOutcome:
-                try:
-                    return ensure_table(
-                        work,
-                        fmt,
-                        cache_base=cache.base,
-                        n_lines=done.lines,
-                        cut=long_lines or None,
-                        warnings=cache.warnings,
-                        encoding="utf-8",
-                        invalid_lines=done.invalid_lines,
-                        sample=seen.head,
-                        owned=owned,
-                    ), None
-                except TableError as exc:
-                    return None, str(exc)
-
+            table_of = functools.partial(
+                _table_of,
+                fmt=fmt,
+                cache=cache,
+                n_lines=done.lines,
+                cut=long_lines,
+                invalid_lines=done.invalid_lines,
+                sample=seen.head,
+                owned=owned,
+            )
             return _table_while_run_starts(
                 table_of,
                 done.work_path,

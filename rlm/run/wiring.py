@@ -290,7 +290,7 @@ def run_ask(
                 report(InputRead(summary))
             # The sha256 of a file seen for the first time is still being computed: it is
             # recorded when known, and the run does not wait for it to start.
-            recorded = {k: v for k, v in profile.to_dict(wait=False).items() if k != "index_path"}
+            recorded = _recorded(profile)
             trace.update(question=question, settings=settings.affecting_results(), input=recorded)
             if profile.binary:
                 note = (
@@ -374,10 +374,7 @@ def run_ask(
                         # before any action never waited for it): the trace records its count.
                         engine.index_wait()
                         profile = engine.profile
-                        recorded = {
-                            **{k: v for k, v in profile.to_dict(wait=False).items() if k != "index_path"},
-                            "sha256": recorded["sha256"],
-                        }
+                        recorded = {**_recorded(profile), "sha256": recorded["sha256"]}
                     changed = _changed(profile, trace, report)
                     if memory is not None and isinstance(engine, Engine) and not changed:
                         _keep(memory, engine, result, profile, question, trace, report)
@@ -447,6 +444,11 @@ def _strict(settings: Settings, result: RunResult) -> RunResult:
     why = "not grounded" if result.grounded is False else doubt_sentence(result.doubts)
     message = f"the answer was withheld as {why} (--strict): {shown}"
     return replace(result, answer=None, status="withheld", exit_code=int(ExitCode.NO_ANSWER), message=message)
+
+
+def _recorded(profile: Profile) -> dict[str, Any]:
+    """The profile as the trace's `input` records it: its sha256 None while still computed."""
+    return {k: v for k, v in profile.to_dict(wait=False).items() if k != "index_path"}
 
 
 def _changed(profile: Profile, trace: TraceWriter, report: Progress) -> bool:
