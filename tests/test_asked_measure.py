@@ -370,7 +370,7 @@ def test_a_list_of_every_value_is_not_cut_at_a_small_k(
             "the longest value, not a count of rows",
         ),
         (
-            "List the pickup zones of the rides from Queens, one per line.",
+            "List the ones from Queens, one per line: their pickup zones.",
             "a list of values, not a count of rows",
         ),
     ],
@@ -434,6 +434,99 @@ def test_count_as_a_noun_of_what_is_read_does_not_ask_for_a_count(taxis: dict[st
     assert measure_left_out("Count the rides, then add up nothing else.", count, taxis) == []
     distinct = json.dumps({"op": "count_distinct", "column": "pickup_zone"})
     assert measure_left_out("Which pickup zones are there? One per line.", distinct, taxis) == [
-        "a list of values, not a count of them"
+        "the list of pickup_zone's values (top, k 50), not a count of them"
     ]
     assert measure_left_out("How many pickup zones are there? List them too.", distinct, taxis) == []
+
+
+def test_a_bound_on_a_number_of_lines_becomes_min_count_and_every_value_that_passes_is_shown(
+    taxis: dict[str, Any], rows: list[dict[str, str]]
+) -> None:
+    """ "N or more rides", "at least N times", "more than N trips": a top, a count of distinct
+    values or a group counting lines keeps only the values on that many lines (more than N is N+1),
+    every one shown; a bound on a number column the question names ("at least 4 passengers") is
+    a filter's, not this, and a filter already comparing a number with it is left alone."""
+    zones = Counter(r["pickup_zone"] for r in rows if r["pickup_zone"])
+    top = {"op": "top", "column": "pickup_zone", "k": 5}
+    for question, least in [
+        ("Which pickup zones had 100 or more rides? One per line.", 100),
+        ("List the pickup zones seen at least 100 times.", 100),
+        ("Which pickup zones had more than 99 trips?", 100),
+    ]:
+        changed = _changed(question, top, taxis)
+        assert changed is not None, question
+        assert changed[0] == {
+            "asks": "which value appears on the most lines",
+            **top,
+            "k": 50,
+            "min_count": least,
+        }
+        assert changed[1] == f"only values on at least {least} lines (min_count {least})"
+        assert {row[0] for row in _run(changed[0], taxis)} == {z for z, n in zones.items() if n >= 100}
+    distinct = {"op": "count_distinct", "column": "pickup_zone"}
+    changed = _changed("How many pickup zones had 100 or more rides?", distinct, taxis)
+    assert changed is not None and _run(changed[0], taxis) == [(sum(1 for n in zones.values() if n >= 100),)]
+    five = {"column": "passengers", "cmp": ">=", "value": 5}
+    assert _changed("Which pickup zones had rides of at least 4 passengers?", top, taxis) is None
+    counted = {**top, "where": [five]}
+    assert _changed("Which pickup zones had rides with at least 5 riders?", counted, taxis) is None
+
+
+def test_a_count_where_the_question_asks_which_values_of_one_column_becomes_their_top(
+    taxis: dict[str, Any], rows: list[dict[str, str]]
+) -> None:
+    """A count of rows where the question asks "which <things>" of one column (the column with the
+    most of its name's words among those asked, `pickup_zone` over `pickup`) becomes a top of it
+    over the same rows; a list asked, with every value. Not where it asks how many, or a total, or
+    where no column or two fit, or the count is of one value of that column."""
+    queens = [{"column": "pickup_borough", "cmp": "=", "value": "Queens"}]
+    count = {"op": "count", "where": queens}
+    changed = _changed("Which pickup zone of the rides from Queens is the busiest?", count, taxis)
+    assert changed is not None and changed[1] == "top pickup_zone instead of a count of rows"
+    want = Counter(r["pickup_zone"] for r in rows if r["pickup_borough"] == "Queens" and r["pickup_zone"])
+    assert _run(changed[0], taxis)[0] == min(want.items(), key=lambda kv: (-kv[1], kv[0]))
+    listed = _changed("List the pickup zones of the rides from Queens, one per line.", count, taxis)
+    assert listed is not None and listed[0]["k"] == 50 and {r[0] for r in _run(listed[0], taxis)} == set(want)
+    for question in [
+        "How many rides from Queens went to which pickup zone?",
+        "Which pickup zones add up the largest sum of fares?",
+        "Which rides from Queens had a cash payment?",
+        "Which borough saw the most rides from Queens?",
+    ]:
+        assert _changed(question, count, taxis) is None, question
+    one = {"op": "count", "where": [{"column": "payment", "cmp": "=", "value": "cash"}]}
+    assert _changed("Which payment: were there rides paid in cash?", one, taxis) is None
+
+
+def test_an_ip_asked_goes_to_the_one_column_of_addresses(tmp_path: Path) -> None:
+    """ "Which client IP" on an access log: its one column of addresses, though none is named so."""
+    log = Path(__file__).resolve().parent.parent / "fixtures" / "access.log"
+    table = open_source(str(log), cache_dir=str(tmp_path)).profile.table
+    assert table is not None
+    count = {"op": "count", "where": [{"column": "status", "cmp": "=", "value": 404}]}
+    changed = _changed("Which client IP got the most not-found replies? IP only.", count, table)
+    assert changed is not None and changed[0]["column"] == "ip" and changed[0]["where"] == count["where"]
+
+
+def test_the_cli_lists_the_values_on_at_least_the_lines_stated(
+    tmp_path: Path, rows: list[dict[str, str]]
+) -> None:
+    """Through the CLI and the real worker: a count sent where the question asks which values of a
+    column are on N or more lines runs as their top with min_count N, the model is shown every
+    one of them and told why, and its list is printed one per line."""
+    zones = Counter(r["dropoff_zone"] for r in rows if r["dropoff_zone"])
+    want = sorted(z for z, n in zones.items() if n >= 150)
+    assert 2 <= len(want) < 50
+    answer = "\n".join(want)
+    replies = [
+        json.dumps({"op": "count"}),
+        json.dumps({"op": "final", "answer": answer}),
+        json.dumps({"answer": answer, "citations": ["F1"]}),
+    ]
+    question = "Which dropoff zones had 150 or more rides? One per line."
+    proc, stub = ask_typed_cli(TAXIS, question, replies, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.splitlines() == want, proc.stderr
+    shown = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "top dropoff_zone instead of a count of rows" in shown and all(zone in shown for zone in want)
+    code = latest_trace(tmp_path)["steps"][0]["action"]["args"]["code"]
+    assert "HAVING count(*) >= 150" in code and "LIMIT 50" in code

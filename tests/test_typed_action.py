@@ -607,6 +607,22 @@ SAME_ROWS = {
             },
             "SELECT line_no, ts, path FROM log WHERE status = 404 ORDER BY line_no DESC LIMIT 3",
         ),
+        (
+            # min_count: only the values on that many lines or more
+            {"op": "top", "column": "ip", "k": 50, "min_count": 50},
+            "SELECT ip, count(*) AS n FROM log WHERE ip IS NOT NULL GROUP BY ip HAVING count(*) >= 50 "
+            "ORDER BY n DESC, ip LIMIT 50",
+        ),
+        (
+            {
+                "op": "count_distinct",
+                "column": "ip",
+                "min_count": 20,
+                "where": [{"column": "status", "cmp": "=", "value": 200}],
+            },
+            "SELECT count(*) FROM (SELECT ip FROM log WHERE status = 200 AND ip IS NOT NULL GROUP BY ip "
+            "HAVING count(*) >= 20)",
+        ),
     ],
     "csv": [
         (
@@ -676,6 +692,11 @@ SAME_ROWS = {
             "ORDER BY a ASC NULLS LAST, payment LIMIT 20",
         ),
         (
+            {"op": "group", "by": "dropoff_borough", "min_count": 100},
+            "SELECT dropoff_borough, count(*) AS n FROM log WHERE dropoff_borough IS NOT NULL GROUP BY 1 "
+            "HAVING count(*) >= 100 ORDER BY n DESC, dropoff_borough LIMIT 20",
+        ),
+        (
             {"op": "rows", "columns": ["pickup", "fare"], "order_by": "fare", "take": "last", "k": 3},
             "SELECT line_no, pickup, fare FROM log ORDER BY fare DESC NULLS LAST, line_no DESC LIMIT 3",
         ),
@@ -695,6 +716,11 @@ SAME_ROWS = {
         (
             {"op": "top", "column": "pid", "k": 3},
             "SELECT pid, count(*) AS n FROM log WHERE pid IS NOT NULL GROUP BY pid ORDER BY n DESC, pid LIMIT 3",
+        ),
+        (
+            {"op": "top", "column": "address", "k": 5, "min_count": 2},
+            "SELECT address, count(*) AS n FROM log WHERE address IS NOT NULL GROUP BY address "
+            "HAVING count(*) >= 2 ORDER BY n DESC, address LIMIT 5",
         ),
         ({"op": "max", "column": "connections.accepted"}, "SELECT max(connections.accepted) FROM log"),
         ({"op": "avg", "column": "requests.current"}, 'SELECT avg(requests."current") FROM log'),
@@ -1106,3 +1132,19 @@ def test_after_is_held_to_a_text_column_and_a_few_words(tables: dict) -> None:
     plain = to_action(json.dumps({"op": "sum", "column": "path"}), table)
     assert isinstance(plain, ParseError) and "needs a number column" in plain.message
     assert isinstance(to_action(json.dumps({"op": "max", "column": "path", "after": "page="}), table), Action)
+
+
+def test_min_count_is_taken_by_the_ops_that_count_lines_per_value_only(tables: dict) -> None:
+    """`min_count` is in the schema's top, count_distinct and group branches, and nowhere else;
+    the checks refuse it elsewhere, and below 1, saying so."""
+    table, _ = tables["csv"]
+    branches = _branches(action_schema(table))
+    taking = {op for op, branch in branches.items() if "min_count" in branch["properties"]}
+    assert taking == {"top", "count_distinct", "group"}
+    for bad, said in [
+        ({"op": "count", "min_count": 5}, '"count" takes only'),
+        ({"op": "top", "column": "payment", "min_count": 0}, '"min_count" must be at least 1'),
+        ({"op": "group", "by": "payment", "min_count": "many"}, '"min_count" must be a whole number'),
+    ]:
+        result = to_action(json.dumps(bad), table)
+        assert isinstance(result, ParseError) and said in result.message, bad

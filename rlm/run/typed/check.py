@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -28,6 +28,7 @@ from rlm.run.typed.vocabulary import (
     MAX_AFTER,
     MAX_FILTERS,
     MAX_K,
+    MAX_MIN_COUNT,
     MAX_PEEK_LINES,
     MAX_ROW_COLUMNS,
     OPS,
@@ -79,6 +80,7 @@ class Checked:
     take: str = "first"
     where: tuple[Filter, ...] = ()
     after: str | None = None  # the value of `column` is the one written right after this text
+    min_count: int | None = None  # only values (groups) on at least this many lines
     args: dict[str, Any] | None = None  # grep, peek, final: the arguments of the action
 
 
@@ -325,12 +327,14 @@ def check_action(obj: Any, cols: TableColumns) -> Checked:
         return Checked(op, args=args)
     where = _filters(cols, obj.get("where"))
     k = _whole(obj["k"], "k", 1, MAX_K) if obj.get("k") is not None else None
+    least = obj.get("min_count")
+    min_count = _whole(least, "min_count", 1, MAX_MIN_COUNT) if least is not None else None
     if op == "count":
         return Checked(op, where=where)
     if op == "rows":
         return _rows(cols, obj, k, where)
     if op == "group":
-        return _group(cols, obj, k, where)
+        return replace(_group(cols, obj, k, where), min_count=min_count)
     column = _column(cols, obj["column"], "column")
     # A value read out of text (`after`) is the number written there where a total or an
     # extreme is asked (rlm.run.typed.compile); else the column is itself of the kind asked.
@@ -341,7 +345,7 @@ def check_action(obj: Any, cols: TableColumns) -> Checked:
         _amount(cols, column, op)
     elif after is None and op in ("min", "max"):
         _of_kind(cols, column, (NUMBER, TIME, DATE), op)
-    return Checked(op, column=column, k=k or DEFAULT_K, where=where, after=after)
+    return Checked(op, column=column, k=k or DEFAULT_K, where=where, after=after, min_count=min_count)
 
 
 def _after(cols: TableColumns, column: Column, after: Any) -> str | None:

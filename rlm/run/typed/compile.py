@@ -116,8 +116,11 @@ def _sql(action: Checked) -> str:
     if op == "top":
         return (
             f'SELECT {column.expr} AS {sql_name(column.name)}, count(*) AS "count" FROM log'
-            f"{_where(action, f'{column.expr} IS NOT NULL')} GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT {action.k}"
+            f"{_where(action, f'{column.expr} IS NOT NULL')} GROUP BY 1{_having(action)} ORDER BY 2 DESC, 1 "
+            f"LIMIT {action.k}"
         )
+    if op == "count_distinct" and action.min_count is not None:
+        return _distinct_on_lines(action, column.expr, sql_name(f"distinct {column.name}"), _where(action))
     call = f"count(DISTINCT {column.expr})" if op == "count_distinct" else f"{op}({column.expr})"
     label = "distinct" if op == "count_distinct" else op
     return f"SELECT {call} AS {sql_name(f'{label} {column.name}')} FROM log{_where(action)}"
@@ -129,6 +132,17 @@ def _sql(action: Checked) -> str:
 _NUMBER_AFTER = r"\s*(-?[0-9][0-9,]*(?:\.[0-9]+)?)"
 _TOKEN_AFTER = r"\s*([^\s,;'\"()<>\[\]{}]+)"
 _RE_SPECIAL = re.compile(r"([\\.^$|?*+()\[\]{}])")
+
+
+def _having(action: Checked) -> str:
+    """The cut of `min_count`: only the values (groups) on at least that many lines."""
+    return f" HAVING count(*) >= {action.min_count}" if action.min_count is not None else ""
+
+
+def _distinct_on_lines(action: Checked, value: str, label: str, where: str) -> str:
+    """The number of distinct values `value` takes on `action.min_count` lines or more each."""
+    kept = f"{where} AND {value} IS NOT NULL" if where else f" WHERE {value} IS NOT NULL"
+    return f"SELECT count(*) AS {label} FROM (SELECT {value} FROM log{kept} GROUP BY 1{_having(action)})"
 
 
 def _after_sql(action: Checked, column: Column) -> str:
@@ -148,11 +162,13 @@ def _after_sql(action: Checked, column: Column) -> str:
             f"FROM log{_where(action, holds)}"
         )
     token = f"NULLIF(rtrim({found}, '.:'), '')"
+    if action.op == "count_distinct" and action.min_count is not None:
+        return _distinct_on_lines(action, token, label, _where(action, holds))
     if action.op == "count_distinct":
         return f"SELECT count(DISTINCT {token}) AS {label} FROM log{_where(action, holds)}"
     return (
         f'SELECT {token} AS {label}, count(*) AS "count" FROM log{_where(action, holds, f"{token} IS NOT NULL")} '
-        f"GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT {action.k}"
+        f"GROUP BY 1{_having(action)} ORDER BY 2 DESC, 1 LIMIT {action.k}"
     )
 
 
@@ -176,7 +192,7 @@ def _group_sql(action: Checked) -> str:
     order = {"most": f"{ranked} DESC NULLS LAST, 1", "least": f"{ranked} ASC NULLS LAST, 1", "key": "1"}
     return (
         f"SELECT {key}, {', '.join(measures)} FROM log{_where(action, f'{by.expr} IS NOT NULL')} "
-        f"GROUP BY 1 ORDER BY {order[action.order]} LIMIT {action.k}"
+        f"GROUP BY 1{_having(action)} ORDER BY {order[action.order]} LIMIT {action.k}"
     )
 
 

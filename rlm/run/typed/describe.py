@@ -142,7 +142,8 @@ def describe_actions(table: dict[str, Any]) -> str:
     lines.append(
         f'"where": up to {MAX_FILTERS} filters, all must hold; cmp = != < <= > >= contains starts_with '
         '(text, any case); time "YYYY-MM-DD hh:mm" (a day alone: whole day). '
-        f"k 1-{MAX_K}, default {DEFAULT_K}."
+        f"k 1-{MAX_K}, default {DEFAULT_K}. "
+        '"min_count": N (top, count_distinct, group): only values on N or more lines.'
     )
     quoted = [c for c in table_columns(table).columns if c.quoted is not None]
     if quoted:

@@ -32,7 +32,12 @@ words point one way:
   six left one out);
 - a bound on a number whose comparison is not the one the question's words state for that
   number ("N or more" is `>= N`, "more than N" `> N`, "at most N" `<= N`, "under N" `< N`)
-  gets the stated comparison: `> N` for "N or more" leaves out the rows of N.
+  gets the stated comparison: `> N` for "N or more" leaves out the rows of N;
+- a bound on a number of lines ("N or more times", "at least N warnings"), a count of distinct
+  values where their list is asked, and a count of rows where the question asks which values of
+  one column: the values listed or named, each on at least N lines (_listing). Told that a
+  count was computed, the 1.5B model sent the same count again (0 of 10 mended on blind17's
+  traces); where the question names the values' column, or the model did, rlm can say the query.
 
 Done once for an action as sent and told to the model, as an added condition is (rlm.run.node):
 the same action sent again runs as written, and an answer after it is in doubt
@@ -46,7 +51,6 @@ model's says what the right one is:
 - a count of rows (`count`, `top`, a `group` counting) where the question asks for a total, an
   average or the largest or smallest of a value, or for a list, and not how many: which value
   to add up or list is the question's to say (a column, or a number inside the text);
-- a count of distinct values where the question asks for their list, and not how many;
 - a text filter holding the number a question compares with ("over 250" matched by
   `contains '250'`): the text holds the digits, it does not compare them.
 """
@@ -55,10 +59,12 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass
 from typing import Any
 
+from rlm.run.answer_kind import IP, asked_kind, columns_of_kind
 from rlm.run.typed.check import Checked, Problem, check_action, shown_value
-from rlm.run.typed.columns import NUMBER, table_columns
+from rlm.run.typed.columns import NUMBER, TableColumns, table_columns
 from rlm.run.typed.compile import read_json
 from rlm.run.typed.placeholders import quoted_texts
 from rlm.run.typed.vocabulary import ASKS, DEFAULT_K, MAX_K
@@ -116,6 +122,45 @@ _ANY_EXTREME = re.compile(
 )
 
 
+# A lower bound on a number of lines, as questions state one: "N or more times", "at least N
+# <things>", "more than N <things>" (the number in a group, then the counted word). The counted
+# word is `times`, or a plural that no number column is named by and that is no unit of an
+# amount: "at least 4 passengers" bounds a column, "over 500 bytes" an amount.
+_COUNTED = r"(?:\s+(?:[a-z]+\s+)??(times|[a-z]+s)\b)"
+_LINES_BOUND = (
+    (re.compile(rf"\b(?:at\s+least|no\s+(?:less|fewer)\s+than)\s+{_N}{_COUNTED}", re.I), 0),
+    (re.compile(rf"{_N}\s*(?:\+|or\s+more){_COUNTED}", re.I), 0),
+    (re.compile(rf"{_N}{_COUNTED}\s+or\s+more\b", re.I), 0),
+    (re.compile(rf"\b(?:more|greater)\s+than\s+{_N}{_COUNTED}", re.I), 1),
+)
+_UNITS = frozenset(
+    "bytes kilobytes megabytes gigabytes kb mb gb ms millis milliseconds seconds secs minutes mins hours "
+    "days weeks months years miles kilometers kilometres meters metres km dollars euros cents percent "
+    "degrees points".split()
+)
+# "which <things>", "what <things>", "list (every) <thing>": the words that name what is asked for.
+_WHICH = re.compile(
+    r"\b(?:which|what)\s+(?!(?:is|was|are|were|does|did|do|has|had)\b)((?:[\w-]+\s+){0,3}[\w-]+)"
+    r"|\blist\s+(?:(?:every|all|each|the|of|distinct|unique|different)\s+){0,3}((?:[\w-]+\s+){0,3}[\w-]+)",
+    re.I,
+)
+# A column's name in short, as the question writes it in full ("src_ip" for "source IP").
+_SHORT = {
+    "src": "source",
+    "dst": "destination",
+    "dest": "destination",
+    "addr": "address",
+    "msg": "message",
+    "proc": "process",
+    "ts": "time",
+    "num": "number",
+    "qty": "quantity",
+    "amt": "amount",
+    "desc": "description",
+    "cat": "category",
+}
+
+
 def _unquoted(question: str) -> str:
     return functools.reduce(lambda text, quote: text.replace(quote, " "), quoted_texts(question), question)
 
@@ -129,16 +174,80 @@ def _words(question: str, table: dict[str, Any]) -> str:
     return text
 
 
-def _asked(
-    action: dict[str, Any], checked: Checked, words: str, listed: bool, numbers_named: set[str]
-) -> tuple[dict[str, Any], str] | None:
-    """The query the question's words ask for instead of `action`, and what changed, in words;
-    `listed`: the question asks for a list (its quotes aside: "one per line" names no column
-    `line`); `numbers_named`: the number columns the question names."""
+@dataclass(frozen=True)
+class _Read:
+    """What the question's own words say of the measure, read once for a table."""
+
+    words: str  # the question without its quotes and its columns' names (_words)
+    listed: bool  # it asks for a list (its quotes aside: "one per line" names no column `line`)
+    numbers_named: frozenset[str]  # the number columns it names
+    asked_column: str | None  # the one column its "which <things>" names (_asked_column)
+    lines_bound: int | None  # the fewest lines a value must be on ("N or more times"), if stated
+
+
+def _singular(word: str) -> str:
+    word = word.lower()
+    if re.search(r"(?:ss|sh|ch|x)es$", word):
+        return word[:-2]
+    return word[:-1] if len(word) > 2 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def _name_words(name: str) -> list[str]:
+    """A column's name as words: split at `_`, `-`, `.` and case changes, short forms written out."""
+    parts = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", name)
+    return [_singular(_SHORT.get(p.lower(), p.lower())) for p in parts]
+
+
+def _asked_column(question: str, table: dict[str, Any], cols: TableColumns) -> str | None:
+    """The column whose values the question asks for ("which source IP" -> `src_ip`): the one
+    whose name's words are all among those after its "which", "what" or "list", the most of them
+    where several fit; else, where an IP address is asked, the table's one column of them. None
+    when no column, or more than one, fits."""
+    m = _WHICH.search(_unquoted(question))
+    if m is None:
+        return None
+    said = {_singular(w) for w in re.findall(r"[^\W_]+", m.group(1) or m.group(2))}
+    fits: dict[int, list[str]] = {}
+    for column in cols.columns:
+        words = _name_words(column.name)
+        if column.name not in ("line", "line_no") and words and all(w in said for w in words):
+            fits.setdefault(len(words), []).append(column.name)
+    if fits:
+        best = fits[max(fits)]
+        return best[0] if len(best) == 1 else None
+    kind = asked_kind(question)
+    addresses = columns_of_kind(IP, table) if kind is not None and kind.kind == IP else []
+    return addresses[0] if len(addresses) == 1 else None
+
+
+def _lines_bound(words: str, cols: TableColumns) -> int | None:
+    """The fewest lines a value must be on, where the question states a bound on a number of lines
+    ("3 or more times", "at least 3 warnings"); None where it states none, or two."""
+    columns = {_singular(w) for name in cols.names(NUMBER) for w in _name_words(name)}
+    found = set()
+    for pattern, above in _LINES_BOUND:
+        for m in pattern.finditer(words):
+            number, counted = _number(m.group(1)), _singular(m.group(2))
+            if (
+                number is None
+                or not number.is_integer()
+                or counted in columns
+                or m.group(2).lower() in _UNITS
+            ):
+                continue
+            found.add(int(number) + above)
+    return found.pop() if len(found) == 1 else None
+
+
+def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[str, Any], str] | None:
+    """The query the question's words ask for instead of `action`, and what changed, in words."""
+    words, listed, numbers_named = read.words, read.listed, read.numbers_named
     average = _AVERAGE.search(words) is not None and _TOTAL.search(words) is None
     fewest = _FEWEST.search(_AT_LEAST.sub(" ", words)) is not None and _MOST.search(words) is None
     column = checked.column
     rows = {"where": action["where"]} if action.get("where") else {}
+    if (listing := _listing(action, checked, read)) is not None:
+        return listing
     if checked.op == "sum" and average:
         return {**action, "op": "avg"}, "avg instead of sum"
     if checked.op == "group" and checked.agg == "sum" and average:
@@ -176,6 +285,56 @@ def _asked(
     ):
         name = bounded[0].column.name
         return {"op": extreme, "column": name, **rows}, f"{extreme} of {name} instead of a count"
+    return None
+
+
+def _listing(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[str, Any], str] | None:
+    """The values the question asks to be listed or named, where the query counts instead:
+
+    - a bound on a number of lines the question states ("3 or more times") that a `top`, a
+      `count_distinct` or a `group` counting lines leaves out becomes its `min_count`, every
+      value that passes shown (k the largest), unless a filter already compares a number
+      with it (a bound on a column, not on lines);
+    - a count of distinct values where the question asks for their list, and not how many,
+      becomes their list: a `top` of the same column and rows, every value shown;
+    - a count of rows where the question asks which values of one column ("which source IP",
+      `src_ip`; rlm names it only where one column fits), and not how many nor a total or
+      average, becomes a `top` of that column over the same rows."""
+    words, bound = read.words, read.lines_bound
+    rows = {"where": action["where"]} if action.get("where") else {}
+    least = {"min_count": bound} if bound is not None else {}
+    counts_lines = checked.op in ("top", "count_distinct") or (checked.op == "group" and checked.agg is None)
+    compared = {_number(str(f.value)) for f in checked.where if f.column.kind == NUMBER}
+    if bound is not None and checked.min_count is None and counts_lines and not compared & {bound, bound - 1}:
+        every = {"k": MAX_K} if checked.op != "count_distinct" else {}
+        return {**action, **least, **every}, f"only values on at least {bound} lines (min_count {bound})"
+    how_many = _HOW_MANY.search(words) is not None
+    if checked.op == "count_distinct" and read.listed and not how_many:
+        kept = {k: v for k, v in action.items() if k in ("column", "after", "min_count", "where")}
+        name = checked.column.name if checked.column is not None else "the column"
+        return {
+            "op": "top",
+            **kept,
+            "k": MAX_K,
+        }, f"the list of {name}'s values (top, k {MAX_K}), not a count of them"
+    asked = read.asked_column
+    named = {f.column.name for f in checked.where if f.cmp == "="}
+    if (
+        checked.op == "count"
+        and asked is not None
+        and asked not in named
+        and not how_many
+        and _ADD_UP.search(words) is None
+        and _AVERAGE.search(words) is None
+    ):
+        k = MAX_K if read.listed or bound is not None else DEFAULT_K
+        return {
+            "op": "top",
+            "column": asked,
+            "k": k,
+            **least,
+            **rows,
+        }, f"top {asked} instead of a count of rows"
     return None
 
 
@@ -243,17 +402,28 @@ def _numbers_named(question: str, table: dict[str, Any]) -> set[str]:
     }
 
 
+def _read(question: str, table: dict[str, Any]) -> _Read:
+    cols = table_columns(table)
+    numbers = frozenset(_numbers_named(question, table))
+    return _Read(
+        _words(question, table),
+        _listed(question),
+        numbers,
+        _asked_column(question, table, cols),
+        _lines_bound(_unquoted(question), cols),
+    )
+
+
 def with_asked_measure(
     question: str, content: str | None, table: dict[str, Any]
 ) -> tuple[dict[str, Any], str] | None:
     """The typed query in `content` computing what the question's words ask for, and what
     changed (`avg instead of sum`); None when it already does, or they do not say."""
-    read = _checked(content, table)
-    if read is None:
+    sent = _checked(content, table)
+    if sent is None:
         return None
-    action, checked = read
-    listed, numbers = _listed(question), _numbers_named(question, table)
-    asked = _asked(action, checked, _words(question, table), listed, numbers)
+    action, checked = sent
+    asked = _asked(action, checked, _read(question, table))
     if asked is None:
         return None
     query, change = asked
@@ -270,15 +440,13 @@ _COMPARED = re.compile(
 )
 
 
-def _told_only(checked: Checked, words: str, listed: bool, numbers_named: set[str]) -> list[str]:
-    """What the query computes other than the question asks, where rlm cannot say the right query;
-    `listed` and `numbers_named` as for _asked."""
+def _told_only(checked: Checked, read: _Read) -> list[str]:
+    """What the query computes other than the question asks, where rlm cannot say the right query."""
+    words, listed, numbers_named = read.words, read.listed, read.numbers_named
     found = []
     if checked.op == "count" and _DISTINCT.search(words):
         found.append("a count of distinct values, not of rows")
     counts_rows = checked.op in ("count", "top") or (checked.op == "group" and checked.agg in (None, "count"))
-    if checked.op == "count_distinct" and listed and not _HOW_MANY.search(words):
-        found.append("a list of values, not a count of them")
     if counts_rows and not _HOW_MANY.search(words):
         extreme = _LARGEST.search(words) or _SMALLEST.search(words)
         bounded = checked.op == "count" and any(f.column.kind == NUMBER for f in checked.where)
@@ -308,10 +476,8 @@ def measure_left_out(question: str, content: str | None, table: dict[str, Any]) 
     again as written after rlm changed it, as `avg instead of sum`; a count of rows where
     distinct values are asked): [] when nothing."""
     changed = with_asked_measure(question, content, table)
-    read = _checked(content, table)
-    told = (
-        _told_only(read[1], _words(question, table), _listed(question), _numbers_named(question, table))
-        if read is not None
-        else []
-    )
+    sent = _checked(content, table)
+    told = _told_only(sent[1], _read(question, table)) if sent is not None else []
+    if changed is not None:  # the change names the list it makes
+        told = [t for t in told if not t.startswith("a list of values")]
     return ([changed[1]] if changed is not None else []) + told

@@ -64,6 +64,10 @@ def _count(at_most: int) -> dict[str, Any]:
     return {"type": "integer", "minimum": 1, "maximum": at_most}
 
 
+# No maximum: llama.cpp writes a bounded integer's grammar digit by digit (check.py caps it).
+_MIN_COUNT: dict[str, Any] = {"type": "integer", "minimum": 1}
+
+
 def _filter(cols: TableColumns) -> dict[str, Any]:
     """One filter {column, cmp, value}: a branch per column whose values are known whole (=, !=
     take only those), then `=`/`!=` on the others, `<`... on numbers and times, and text matches."""
@@ -112,7 +116,7 @@ def _group(
         required.append("bucket")
     if numbers:
         properties.update({"agg": {"enum": list(AGGREGATES)}, "column": {"enum": numbers}})
-    properties.update({"order": {"enum": list(ORDERS)}, "k": k, "where": where})
+    properties.update({"order": {"enum": list(ORDERS)}, "k": k, "min_count": _MIN_COUNT, "where": where})
     return _object(properties, required)
 
 
@@ -136,8 +140,14 @@ def action_schema(table: dict[str, Any], *, answering: bool = True) -> dict[str,
     after = {"after": _STRING} if texts else {}
     branches = [
         _object({"op": _op("count"), "where": where}, ["op"]),
-        _object({"op": _op("count_distinct"), "column": every, **after, "where": where}, ["op", "column"]),
-        _object({"op": _op("top"), "column": every, **after, "k": k, "where": where}, ["op", "column"]),
+        _object(
+            {"op": _op("count_distinct"), "column": every, **after, "min_count": _MIN_COUNT, "where": where},
+            ["op", "column"],
+        ),
+        _object(
+            {"op": _op("top"), "column": every, **after, "k": k, "min_count": _MIN_COUNT, "where": where},
+            ["op", "column"],
+        ),
     ]
     # A total or an extreme of a number column, or of the number written after a text.
     # Each op its own branch, so that the phrase said first (ASKS) holds the op to it.

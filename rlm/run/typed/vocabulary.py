@@ -23,6 +23,7 @@ __all__ = [
     "MAX_AFTER",
     "MAX_FILTERS",
     "MAX_K",
+    "MAX_MIN_COUNT",
     "MAX_PEEK_LINES",
     "MAX_ROW_COLUMNS",
     "OPS",
@@ -57,6 +58,10 @@ DEFAULT_K = 10  # top values and rows, when `k` is not given
 # Groups, when `k` is not given: as many as the REPL's echo of a result shows.
 GROUP_K = SHOWN_ROWS
 MAX_K = 50  # a larger k is brought down to it
+# `min_count` (count_distinct, top, group): only the values (groups) found on at least that many
+# lines ("the users tried N or more times"). Without it the cut is left to whoever reads the
+# counts of a top k, and a value past k is left out.
+MAX_MIN_COUNT = 1_000_000_000
 MAX_ROW_COLUMNS = 6  # columns `rows` shows beside line_no
 MAX_PEEK_LINES = 100  # a longer peek is brought down to it
 
@@ -89,13 +94,13 @@ ASKS: dict[str, str] = {
 # The fields each op takes (besides "op"), and those it cannot go without.
 FIELDS: dict[str, tuple[str, ...]] = {
     "count": ("where",),
-    "count_distinct": ("column", "after", "where"),
-    "top": ("column", "after", "k", "where"),
+    "count_distinct": ("column", "after", "min_count", "where"),
+    "top": ("column", "after", "k", "min_count", "where"),
     "sum": ("column", "after", "where"),
     "avg": ("column", "after", "where"),
     "min": ("column", "after", "where"),
     "max": ("column", "after", "where"),
-    "group": ("by", "bucket", "agg", "column", "order", "k", "where"),
+    "group": ("by", "bucket", "agg", "column", "order", "k", "min_count", "where"),
     "rows": ("columns", "order_by", "take", "k", "where"),
     "grep": ("pattern", "max_matches", "ignore_case"),
     "peek": ("start", "length"),
