@@ -270,3 +270,52 @@ def test_a_name_only_raw_lines_hold_is_added_to_the_models_total_through_the_cli
     shown = stub.requests[1]["body"]["messages"][-1]["content"]
     assert f"{wanted:,}" in shown or str(wanted) in shown, shown[-600:]
     assert "line contains 'Dropbox.exe'" in shown, shown[-600:]
+
+
+ZOOKEEPER = LOGHUB / "Zookeeper_2k.log"
+_LAST_ADDRESS = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3})(?![\d])(?!\.\d)")
+
+
+def _last_addresses(lines: list[str], holding: str) -> Counter[str]:
+    """The last IPv4 address of each line that holds `holding`, counted, found here by Python."""
+    found = (_LAST_ADDRESS.findall(line) for line in lines if holding in line)
+    return Counter(each[-1] for each in found if each)
+
+
+def test_an_ip_asked_where_no_column_holds_one_is_read_from_each_line(tmp_path: Path) -> None:
+    """Where the question asks for an IP address and the table has no column of them, the last
+    address of each raw line is a field `<ip>` (a line's prefix names a listener before its
+    message names the peer); its top is Python's count of the same. Not where no IP is asked,
+    nor where the table has a column of addresses."""
+    table = open_source(str(ZOOKEEPER), cache_dir=str(tmp_path)).profile.table
+    assert table is not None
+    question = "Which IP address connected to this server most often? IP only."
+    fielded = _fielded(table, question, ZOOKEEPER)
+    assert [f.name for f in read_fields(fielded)] == ["<ip>"]
+    holding = "Accepted socket connection from"
+    where = [{"column": "line", "cmp": "contains", "value": holding}]
+    want = _last_addresses(ZOOKEEPER.read_text().splitlines(), holding)
+    assert len(want) > 3 and "0.0.0.0" not in want
+    rows = _rows({"op": "top", "column": "<ip>", "k": 50, "where": where}, fielded)
+    assert dict(rows) == dict(want)
+    assert "last IP address written in each line" in describe_actions(fielded)
+    assert _fielded(table, "How many connections were accepted?", ZOOKEEPER) == table
+    access = Path(__file__).resolve().parent.parent / "fixtures" / "access.log"
+    own = open_source(str(access), cache_dir=str(tmp_path)).profile.table
+    assert own is not None and _fielded(own, question, access) == own
+
+
+def test_the_cli_answers_which_ip_from_the_addresses_in_the_lines(tmp_path: Path) -> None:
+    """Through the CLI and the real worker: the model counts the lines, rlm runs the top of the
+    address read from them (the column the question's "which IP" names), and the model's answer
+    from it is printed."""
+    holding = "Accepted socket connection from"
+    want = _last_addresses(ZOOKEEPER.read_text().splitlines(), holding)
+    busiest = min(want.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+    question = "Which IP address connected to this server most often? IP only."
+    count = {"op": "count", "where": [{"column": "line", "cmp": "contains", "value": holding}]}
+    proc, stub = _ask_typed(ZOOKEEPER, question, count, busiest, tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{busiest}\n", proc.stderr
+    assert '"<ip>"' in json.dumps(stub.requests[0]["body"]["response_format"]["json_schema"]["schema"])
+    shown = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "top <ip> instead of a count of rows" in shown and busiest in shown

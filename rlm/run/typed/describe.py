@@ -10,7 +10,7 @@ from typing import Any
 from rlm.run.actions import Action
 from rlm.run.typed.columns import DATE, NUMBER, TEXT, TIME, TableColumns, table_columns
 from rlm.run.typed.compile import to_action
-from rlm.run.typed.fields import QuotedField, names_a_field, read_fields
+from rlm.run.typed.fields import ADDRESS_TEMPLATE, QuotedField, names_a_field, read_fields
 from rlm.run.typed.vocabulary import ASKS, DEFAULT_K, MAX_FILTERS, MAX_K
 
 __all__ = ["describe_actions", "example_cells", "examples"]
@@ -147,9 +147,20 @@ def describe_actions(table: dict[str, Any]) -> str:
     )
     quoted = [c for c in table_columns(table).columns if c.quoted is not None]
     if quoted:
-        # The values of the lines the question quotes, as columns (rlm.run.typed.fields).
-        told = "; ".join(f'"{c.name}" ({c.kind}) is the {c.name} of each line "{c.quoted}"' for c in quoted)
-        lines.append(f"Columns from the lines the question quotes, empty on other lines: {told}.")
+        # The values of the lines the question quotes, as columns (rlm.run.typed.fields), and
+        # the address written in each line.
+        told = "; ".join(
+            f'"{c.name}" ({c.kind}) is the last IP address written in each line'
+            if c.quoted == ADDRESS_TEMPLATE
+            else f'"{c.name}" ({c.kind}) is the {c.name} of each line "{c.quoted}"'
+            for c in quoted
+        )
+        source = (
+            "the lines the question quotes"
+            if any(c.quoted != ADDRESS_TEMPLATE for c in quoted)
+            else "raw lines"
+        )
+        lines.append(f"Columns from {source}, empty on other lines: {told}.")
     # What each shape of question asks for, in the words questions use: a small model otherwise
     # reaches for the first example (a count) whatever was asked.
     lines.append(

@@ -15,6 +15,10 @@ NULL where the text is not one) when every value it reads in the first lines of 
 one; where none of those lines fits, when its placeholder is not in angle brackets (`N`). A
 name the table already has, or one taken by an earlier placeholder, is not offered twice.
 
+Where the question asks for an IP address (rlm.run.answer_kind) and the table has no column of
+them, the last address written in each raw line is a field too, `<ip>`: the address a message
+names (a connection from, a peer) is otherwise in no column the model can rank.
+
 A question quotes a line as it reads, leaving out asides in brackets: `N bytes sent` fits
 `N bytes (1.16 KB) sent`. Where the quoted text fits none of the first lines and those are the
 whole input, it is no line of it (a date's format, `Mon D`; a line of another file), and a
@@ -28,10 +32,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from rlm.run.answer_kind import IP, asked_kind, columns_of_kind
 from rlm.run.typed.placeholders import PLACEHOLDER, quoted_texts
 from rlm.text.sqltext import sql_string
 
 __all__ = [
+    "ADDRESS_TEMPLATE",
     "FIELDS_KEY",
     "MAX_FIELDS",
     "QuotedField",
@@ -53,6 +59,12 @@ SAMPLE_BYTES = 4 << 20  # the input's first lines a field's kind is read from (t
 _SAMPLE_VALUES = 64  # values enough to call a field's kind
 _ASIDES = r"\s+(?:[(\[][^()\[\]]*[)\]]\s+)*"  # between two words: `(1.16 KB) ` and the like
 _NUMBER = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
+ADDRESS_TEMPLATE = "… <ip> …"  # the address field's template: the last IP address in the line
+_ADDRESS_NAME = "<ip>"
+# The last IPv4 address of a line, not inside a longer run of digits and dots (a version, an OID),
+# a port after it or not. The last: a line's prefix (a listener's `0.0.0.0:2181` in a thread's
+# name) comes before its message, where the address a question is about is written.
+_ADDRESS = r"^.*(?:^|[^0-9.])([0-9]{1,3}(?:\.[0-9]{1,3}){3})(?:[^0-9.]|\.?$|\.[^0-9])"
 
 
 class Sample(NamedTuple):
@@ -209,15 +221,34 @@ def quoted_fields(question: str, column_names: list[str], sample: Sample = Sampl
     return out
 
 
+def _address_field(taken: list[QuotedField], sample: Sample) -> QuotedField | None:
+    """The last IP address of each line as a field, where some of the first lines hold one and
+    no quoted placeholder is named `<ip>` already."""
+    if len(taken) >= MAX_FIELDS or any(f.name.casefold() == _ADDRESS_NAME for f in taken):
+        return None
+    fits, found = _values_read(_ADDRESS, [1], sample.lines)
+    if fits <= 0:
+        return None
+    return QuotedField(_ADDRESS_NAME, ADDRESS_TEMPLATE, _ADDRESS, 1, False, _typical(found[1]))
+
+
 def with_quoted_fields(
     table: dict[str, Any], question: str, sample: Callable[[], Sample] = Sample
 ) -> dict[str, Any]:
     """The table's description with the question's quoted fields (a copy; the same when none),
-    their kinds read from `sample()`, the input's first lines (read only when there are fields)."""
+    their kinds read from `sample()`, the input's first lines (read only when there are fields),
+    and the address in each line where an IP address is asked and no column holds them."""
     names = [str(pair[0]) for pair in table.get("columns") or [] if isinstance(pair, list | tuple) and pair]
-    if "line" not in names or not quoted_fields(question, names):
-        return table  # no field, or no raw line to read one from
-    fields = quoted_fields(question, names, sample())
+    if "line" not in names:
+        return table  # no raw line to read a field from
+    asked = asked_kind(question)
+    address = asked is not None and asked.kind == IP and not columns_of_kind(IP, table)
+    if not address and not quoted_fields(question, names):
+        return table
+    lines = sample()
+    fields = quoted_fields(question, names, lines)
+    if address and _ADDRESS_NAME not in {n.casefold() for n in names}:
+        fields += [f for f in [_address_field(fields, lines)] if f is not None]
     return {**table, FIELDS_KEY: [f.as_json() for f in fields]} if fields else table
 
 
