@@ -289,17 +289,17 @@ def test_an_ip_asked_where_no_column_holds_one_is_read_from_each_line(tmp_path: 
     nor where the table has a column of addresses."""
     table = open_source(str(ZOOKEEPER), cache_dir=str(tmp_path)).profile.table
     assert table is not None
-    question = "Which IP address connected to this server most often? IP only."
+    question = "New sessions: which peer IP address opened the most of them? Just the address."
     fielded = _fielded(table, question, ZOOKEEPER)
     assert [f.name for f in read_fields(fielded)] == ["<ip>"]
-    holding = "Accepted socket connection from"
+    holding = "attempting to establish new session"
     where = [{"column": "line", "cmp": "contains", "value": holding}]
     want = _last_addresses(ZOOKEEPER.read_text().splitlines(), holding)
     assert len(want) > 3 and "0.0.0.0" not in want
     rows = _rows({"op": "top", "column": "<ip>", "k": 50, "where": where}, fielded)
     assert dict(rows) == dict(want)
-    assert "last IP address written in each line" in describe_actions(fielded)
-    assert _fielded(table, "How many connections were accepted?", ZOOKEEPER) == table
+    assert "last IP address of each line" in describe_actions(fielded)
+    assert _fielded(table, "Count the lines about new sessions.", ZOOKEEPER) == table
     access = Path(__file__).resolve().parent.parent / "fixtures" / "access.log"
     own = open_source(str(access), cache_dir=str(tmp_path)).profile.table
     assert own is not None and _fielded(own, question, access) == own
@@ -309,10 +309,10 @@ def test_the_cli_answers_which_ip_from_the_addresses_in_the_lines(tmp_path: Path
     """Through the CLI and the real worker: the model counts the lines, rlm runs the top of the
     address read from them (the column the question's "which IP" names), and the model's answer
     from it is printed."""
-    holding = "Accepted socket connection from"
+    holding = "attempting to establish new session"
     want = _last_addresses(ZOOKEEPER.read_text().splitlines(), holding)
     busiest = min(want.items(), key=lambda kv: (-kv[1], kv[0]))[0]
-    question = "Which IP address connected to this server most often? IP only."
+    question = "New sessions: which peer IP address opened the most of them? Just the address."
     count = {"op": "count", "where": [{"column": "line", "cmp": "contains", "value": holding}]}
     proc, stub = _ask_typed(ZOOKEEPER, question, count, busiest, tmp_path)
     assert proc.returncode == 0 and proc.stdout == f"{busiest}\n", proc.stderr

@@ -148,9 +148,9 @@ def describe_actions(table: dict[str, Any]) -> str:
     quoted = [c for c in table_columns(table).columns if c.quoted is not None]
     if quoted:
         # The values of the lines the question quotes, as columns (rlm.run.typed.fields), and
-        # the address written in each line.
+        # the address a line holds.
         told = "; ".join(
-            f'"{c.name}" ({c.kind}) is the last IP address written in each line'
+            f'"{c.name}" ({c.kind}) holds the last IP address of each line'
             if c.quoted == ADDRESS_TEMPLATE
             else f'"{c.name}" ({c.kind}) is the {c.name} of each line "{c.quoted}"'
             for c in quoted
