@@ -21,7 +21,7 @@ from typing import Any
 
 from rlm.text.sqltext import sql_name, sql_string
 
-__all__ = ["TableFormat", "recognize", "SSHD_EVENTS", "SSHD_LOGINS"]
+__all__ = ["TableFormat", "assumed_year", "recognize", "SSHD_EVENTS", "SSHD_LOGINS"]
 
 
 @dataclass(frozen=True)
@@ -255,6 +255,17 @@ def _syslog_3164_fields(groups: list[str]) -> str:
     )
 
 
+_NO_YEAR = "syslog lines carry no year: ts assumes {year} (the year the file was last modified)"
+_NO_YEAR_READ = re.compile(re.escape(_NO_YEAR).replace(re.escape("{year}"), r"(\d{4})"))
+
+
+def assumed_year(note: str) -> int | None:
+    """The year a table's note says its times were given (a syslog's lines carry none); None
+    where it says none."""
+    m = _NO_YEAR_READ.search(note)
+    return int(m.group(1)) if m else None
+
+
 def _syslog_3164(year: int, *, fast: bool = True) -> TableFormat:
     """RFC 3164 syslog; `fast`: the usual lines by string functions (else all by the regex)."""
     groups = ["mon", "day", "time", "host", "program", "pid", "message"]
@@ -274,7 +285,7 @@ def _syslog_3164(year: int, *, fast: bool = True) -> TableFormat:
     return _with_sshd(
         "syslog",
         inner,
-        note=f"syslog lines carry no year: ts assumes {year} (the year the file was last modified)",
+        note=_NO_YEAR.format(year=year),
     )
 
 

@@ -12,8 +12,9 @@ value in any filter, nor ranks or groups by that column (there the question may 
 values it compares).
 
 A time the question states (a date, a clock) is a condition too where the table has a time
-column and the query neither filters, groups nor orders on one: it is told and in doubt, never
-added (which side of it is meant, after or before, is the question's to say).
+column and the query neither filters, groups nor orders on one: it is told and in doubt. It is
+added only where the question states both sides of a window, or a whole day
+(rlm.run.typed.window); one side alone is the question's to say (after it, or from it).
 
 Where such a condition is plain (its value listed by one column only, or by several of which
 the question's words name one, no negation just before it, room for the filter), rlm adds it

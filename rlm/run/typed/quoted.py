@@ -34,6 +34,7 @@ from rlm.run.typed.conditions import negated, with_conditions
 from rlm.run.typed.fields import names_a_field
 from rlm.run.typed.placeholders import literal_parts, quoted_texts
 from rlm.run.typed.vocabulary import MAX_FILTERS, TEXT_MATCH
+from rlm.run.typed.window import with_window
 
 __all__ = [
     "HoldsText",
@@ -135,7 +136,8 @@ def with_question_conditions(
 ) -> tuple[dict[str, Any], list[str]] | None:
     """The typed action in `content` with the conditions the question names and it leaves out:
     the line the question quotes where `holds_text` finds it in the input, and values a column
-    lists (with_conditions) but the quote's own; and those conditions. None when nothing is added."""
+    lists (with_conditions) but the quote's own, and the time window it states (with_window); and
+    those conditions. None when nothing is added."""
     try:
         action = read_json(content)
         if check_action(action, table_columns(table)).args is not None:
@@ -156,6 +158,9 @@ def with_question_conditions(
     amended = with_conditions(question, json.dumps(query), table)
     if amended is not None:
         query, added = amended[0], [*amended[1], *added]
+    windowed = with_window(question, query, table)
+    if windowed is not None:
+        query, added = windowed[0], [*added, *windowed[1]]
     return (query, added) if added else None
 
 

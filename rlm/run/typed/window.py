@@ -1,0 +1,202 @@
+"""The time window a question states, as filters on the table's time column.
+
+A small model counts or ranks over every line where the question bounds the time: a count of
+the lines of one half hour of a day came back as the count of the whole file,
+grounded all the same (on the development sets, none of the questions that state a window was
+answered right by a query without one). The window is added where its sides are the
+question's own words, never guessed:
+
+- a range: "between A and B", "from A to (until, through) B", where A and B are both clocks on
+  the one date the question states, or both dates; B is taken in (`<=` at its own precision:
+  `14:59` holds every second of that minute) unless the question says it is exclusive;
+- a whole day: a date stated after "on" or "during" and no clock.
+
+A date is read as questions write one: `2015-05-17`, `17/May/2015`, `May 17, 2015`,
+`17 May 2015`; without a year (`Nov 9`), the year the table gives its times (a syslog's lines
+carry none: rlm.input.logformats.assumed_year). A time column with a zone takes the zone the
+question states (`+0000`, UTC); where it states none, nothing is added (which zone the
+question's clock is in is its own to say). One side alone ("after 14:02") is never added: the
+question may mean the minute itself or what follows it.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from typing import Any
+
+from rlm.input.logformats import assumed_year
+from rlm.run.typed.check import Checked, Problem, check_action
+from rlm.run.typed.columns import DATE, TIME, Column, table_columns
+from rlm.run.typed.placeholders import quoted_texts
+from rlm.run.typed.vocabulary import MAX_FILTERS
+
+__all__ = ["stated_window", "with_window"]
+
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_MONTH = r"(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
+_DATES = (
+    (re.compile(r"(?<![\d-])(\d{4})-(\d{2})-(\d{2})(?!\d)"), ("y", "m", "d")),
+    (re.compile(rf"(?<!\d)(\d{{1,2}})/{_MONTH}/(\d{{4}})(?!\d)", re.I), ("d", "mon", "y")),
+    (
+        re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?(?:,?\s+(\d{{4}}))?(?!\d|:\d)", re.I),
+        ("mon", "d", "y"),
+    ),
+    (
+        re.compile(rf"(?<![\d/])(\d{{1,2}})(?:st|nd|rd|th)?\s+{_MONTH}(?:,?\s+(\d{{4}}))?(?!\d|:\d|/)", re.I),
+        ("d", "mon", "y"),
+    ),
+)
+_CLOCK = re.compile(r"(?<![\d:.])(\d{1,2}):(\d{2})(?::(\d{2}))?(?![\d:])")
+_RANGE = re.compile(
+    r"\bbetween\s+(\S.*?)\s+and\s+(\S+(?:\s+\S+){0,2})|\bfrom\s+(\S.*?)\s+(?:to|until|till|through)\s+(\S+(?:\s+\S+){0,2})",
+    re.I,
+)
+# The end of a range said to be left out, in the words just after it: "up to 12:00 (exclusive)".
+_EXCLUSIVE = re.compile(r"^[^?;]{0,24}?\b(?:exclusive|not included|excluded)\b", re.I)
+_WHOLE_DAY = re.compile(r"\b(?:on|during)\s+(?:the\s+(?:day\s+(?:of\s+)?)?)?$", re.I)
+_ZONE = re.compile(r"(?<![\w+-])(?:UTC|GMT|Z)(?!\w)|(?<![\d:])([+-])(\d{2}):?(\d{2})(?!\d)")
+_EXAMPLE = re.compile(r"\b(?:e\.g\.|eg|for example|for instance|such as|like|form)\W{0,3}$", re.I)
+
+
+def _unquoted(question: str) -> str:
+    """The question without its quotes, a clock written against its date as a log writes it
+    (`2/Jan/2019:08:30:00`) set apart from it."""
+    for quote in quoted_texts(question):
+        question = question.replace(quote, " ")
+    return re.sub(r"(?<=\d{4}):(?=\d{1,2}:\d{2})", " ", question)
+
+
+def _dates(text: str, year: int | None) -> list[tuple[int, int, date]]:
+    """(start, end, the day) of each date the text writes; a date without a year is of `year`,
+    and left out where there is none."""
+    found: list[tuple[int, int, date]] = []
+    for pattern, order in _DATES:
+        for m in pattern.finditer(text):
+            if any(s < m.end() and m.start() < e for s, e, _ in found):
+                continue  # part of a date read already
+            parts = dict(zip(order, m.groups(), strict=True))
+            y = int(parts["y"]) if parts.get("y") else year
+            month = int(parts["m"]) if "m" in parts else _MONTHS.index(parts["mon"][:3].lower()) + 1
+            if y is None:
+                continue
+            try:
+                found.append((m.start(), m.end(), date(y, month, int(parts["d"]))))
+            except ValueError:
+                continue
+    return sorted(found)
+
+
+def _zone(text: str) -> str | None:
+    """The one zone the text states, as an offset (`+00:00`); None for none, or two."""
+    zones = set()
+    for m in _ZONE.finditer(text):
+        zones.add("+00:00" if m.group(1) is None else f"{m.group(1)}{m.group(2)}:{m.group(3)}")
+    return zones.pop() if len(zones) == 1 else None
+
+
+def _clock(text: str) -> str | None:
+    """The first clock the text writes (`14:00`, `14:00:00`); None for none, or one out of range."""
+    m = _CLOCK.search(text)
+    if m is None:
+        return None
+    hour, minute, second = int(m.group(1)), int(m.group(2)), m.group(3)
+    if hour > 23 or minute > 59 or (second is not None and int(second) > 59):
+        return None
+    return f"{hour:02d}:{minute:02d}" + (f":{second}" if second is not None else "")
+
+
+def _moment(day: date, clock: str | None, zone: str) -> str:
+    """A time as check.py reads it: a day alone where there is no clock and no zone."""
+    if clock is None and not zone:
+        return day.isoformat()
+    return f"{day.isoformat()} {clock or '00:00:00'}{zone}"
+
+
+def _range(text: str, m: re.Match[str], year: int | None, zone: str) -> list[tuple[str, str]] | None:
+    """The filters of "between A and B" (`m`): two clocks on the one date the question states
+    (or each side its own), or two dates; None for anything else."""
+    first, last = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(3), m.group(4))
+    exclusive = _EXCLUSIVE.search(text[m.start(2) if m.group(2) is not None else m.start(4) :]) is not None
+    start, end = _clock(first), _clock(last)
+    on_first, on_last = _dates(first, year), _dates(last, year)
+    if start is not None and end is not None:
+        every = {d for _, _, d in _dates(text, year)}
+        day_first = on_first[0][2] if on_first else (every.pop() if len(every) == 1 else None)
+        if day_first is None:
+            return None
+        day_last = on_last[0][2] if on_last else day_first
+        return [
+            (">=", _moment(day_first, start, zone)),
+            ("<" if exclusive else "<=", _moment(day_last, end, zone)),
+        ]
+    if start is None and end is None and on_first and on_last and on_first[0][2] <= on_last[0][2]:
+        low, high = on_first[0][2], on_last[0][2]
+        if zone or exclusive:  # a zoned time compares at the second: the day after starts the end
+            high = high if exclusive else date.fromordinal(high.toordinal() + 1)
+            return [(">=", _moment(low, None, zone or "")), ("<", _moment(high, None, zone or ""))]
+        return [(">=", low.isoformat()), ("<=", high.isoformat())]
+    return None
+
+
+def stated_window(question: str, column: Column, year: int | None = None) -> list[tuple[str, str]] | None:
+    """(cmp, value) of each filter on `column` for the window the question states; None where it
+    states none, or none plainly (see the module's notes)."""
+    text = _unquoted(question)
+    if any(_EXAMPLE.search(text[: c.start()]) for c in _CLOCK.finditer(text)):
+        return None  # a clock given as the answer's form ("e.g. 15:16:01")
+    zone = ""
+    if column.kind == TIME and column.zoned:
+        stated = _zone(text)
+        if stated is None:
+            return None
+        zone = stated
+    m = _RANGE.search(text)
+    if m is not None:
+        return None if column.kind == DATE and _CLOCK.search(text) else _range(text, m, year, zone)
+    days = _dates(text, year)
+    if len(days) != 1 or _CLOCK.search(text) or not _WHOLE_DAY.search(text[: days[0][0]]):
+        return None
+    day = days[0][2]
+    if column.kind == DATE or not zone:
+        return [("=", day.isoformat())]
+    return [
+        (">=", _moment(day, None, zone)),
+        ("<", _moment(date.fromordinal(day.toordinal() + 1), None, zone)),
+    ]
+
+
+def _times(checked: Checked) -> bool:
+    """Whether the query already filters, groups or orders on a time."""
+    used = [f.column for f in checked.where] + [
+        c for c in (checked.by, checked.order_by, checked.column) if c
+    ]
+    return checked.bucket is not None or any(c.kind in (TIME, DATE) for c in used)
+
+
+def with_window(
+    question: str, action: dict[str, Any], table: dict[str, Any]
+) -> tuple[dict[str, Any], list[str]] | None:
+    """`action` with the window the question states added to its filters, and the filters in
+    words (`ts >= '2015-05-17 14:00'`); None where the question states none plainly, the table
+    has no one time column, the query already reads a time, or there is no room."""
+    cols = table_columns(table)
+    try:
+        checked = check_action(action, cols)
+    except Problem:
+        return None
+    times = [c for c in cols.columns if c.kind in (TIME, DATE) and c.quoted is None]
+    if checked.args is not None or len(times) != 1 or _times(checked):
+        return None
+    column = times[0]
+    window = stated_window(question, column, assumed_year(str(table.get("note") or "")))
+    where = list(action.get("where") or [])
+    if not window or len(where) + len(window) > MAX_FILTERS:
+        return None
+    added = [{"column": column.name, "cmp": cmp, "value": value} for cmp, value in window]
+    amended = {**action, "where": [*where, *added]}
+    try:
+        check_action(amended, cols)
+    except Problem:
+        return None
+    return amended, [f"{column.name} {cmp} {value!r}" for cmp, value in window]

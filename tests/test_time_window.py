@@ -1,0 +1,161 @@
+"""The time window a question states, added to a typed query that has none (rlm.run.typed.window):
+both sides of a range or a whole day, in the forms questions write dates and clocks, on each
+kind of time column; one side alone, a zone left unsaid on a zoned column, or two time columns,
+never."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from conftest import ask_typed_cli, latest_trace
+
+from rlm.input.source import open_source
+from rlm.run.typed import compile_sql
+from rlm.run.typed.window import with_window
+
+ROOT = Path(__file__).resolve().parent.parent
+ACCESS = ROOT / "fixtures" / "access.log"
+LINUX = ROOT / "fixtures" / "data" / "loghub" / "Linux_2k.log"
+TAXIS = ROOT / "fixtures" / "data" / "seaborn" / "taxis.csv"
+COUNT: dict[str, Any] = {"op": "count"}
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[Path, dict[str, Any]]]:
+    cache = tmp_path_factory.mktemp("window-cache")
+    out = {}
+    for path in (ACCESS, LINUX, TAXIS):
+        table = open_source(str(path), cache_dir=str(cache)).profile.table
+        assert table is not None
+        out[path] = table
+    yield out
+
+
+def _count(action: dict[str, Any], table: dict[str, Any]) -> int:
+    with duckdb.connect(table["path"], read_only=True) as con:
+        con.execute("SET TimeZone = 'UTC'")  # as the worker's sql() connection has it
+        row = con.execute(compile_sql(action, table)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _access_times() -> list[datetime]:
+    """Each request's time, read here from the raw lines (all of this log's are +0000)."""
+    stamps = re.findall(r"\[(\d{2}/\w{3}/\d{4}:\d{2}:\d{2}:\d{2}) \+0000\]", ACCESS.read_text())
+    return [datetime.strptime(s, "%d/%b/%Y:%H:%M:%S") for s in stamps]
+
+
+def _syslog_times() -> list[tuple[str, str]]:
+    """(month day, clock) of each syslog line (`host program[pid]:` after its time): `("Jul 17", "04:10:59")`."""
+    form = r"^(\w{3}) +(\d+) (\S+) \S+ [^:\[\s]+(?:\[\d+\])?:"
+    return [(f"{m[1]} {int(m[2])}", m[3]) for m in re.finditer(form, LINUX.read_text(), re.M)]
+
+
+@pytest.mark.parametrize(
+    ("question", "first", "last"),
+    [
+        ("Requests between 17/May/2015:10:05:00 and 10:47:30 +0000: a count?", "10:05:00", "10:47:30"),
+        ("From 2015-05-17 10:05 UTC to 10:47 UTC, count the requests.", "10:05:00", "10:47:59"),
+        (
+            "Count requests from May 17, 2015 10:05 (UTC) until 10:48, that minute excluded.",
+            "10:05:00",
+            "10:47:59",
+        ),
+    ],
+)
+def test_a_range_of_clocks_on_a_day_counts_the_lines_inside_it(
+    tables: dict[Path, dict[str, Any]], question: str, first: str, last: str
+) -> None:
+    """Each way of writing a range on the zoned access log: the count is the one Python finds,
+    the end taken in at its own precision (a minute stated holds its seconds) or left out where
+    the question says so."""
+    table = tables[ACCESS]
+    windowed = with_window(question, COUNT, table)
+    assert windowed is not None, question
+    low = datetime.fromisoformat(f"2015-05-17 {first}")
+    high = datetime.fromisoformat(f"2015-05-17 {last}")
+    want = sum(1 for t in _access_times() if low <= t <= high)
+    assert 0 < want < len(_access_times())
+    assert _count(windowed[0], table) == want
+    assert windowed[1][0].startswith("ts >= '2015-05-17 10:05")
+
+
+def test_a_whole_day_and_a_range_of_days(tables: dict[Path, dict[str, Any]]) -> None:
+    table = tables[ACCESS]
+    times = _access_times()
+    day = with_window("Count the requests on 18/May/2015 (+0000).", COUNT, table)
+    assert day is not None and _count(day[0], table) == sum(1 for t in times if t.day == 18)
+    days = with_window("Requests between 2015-05-17 and 2015-05-18 UTC, how many?", COUNT, table)
+    assert days is not None and _count(days[0], table) == len(times)
+
+
+def test_a_year_less_syslog_date_takes_the_year_its_table_gives(tables: dict[Path, dict[str, Any]]) -> None:
+    """`Jul 17` on a syslog (whose lines carry no year): the table's year; a clock range on it too."""
+    table = tables[LINUX]
+    lines = _syslog_times()
+    busiest = max(sorted({d for d, _ in lines}), key=lambda d: sum(1 for x, _ in lines if x == d))
+    day = with_window(f"Lines on {busiest}: count them.", COUNT, table)
+    assert day is not None and _count(day[0], table) == sum(1 for d, _ in lines if d == busiest)
+    clocks = sorted(c for d, c in lines if d == busiest)
+    low, high = clocks[len(clocks) // 4][:5], clocks[3 * len(clocks) // 4][:5]
+    question = f"How many lines between {low} and {high} on {busiest}?"
+    ranged = with_window(question, COUNT, table)
+    want = sum(1 for d, c in lines if d == busiest and low <= c[:5] <= high)
+    assert ranged is not None and _count(ranged[0], table) == want and 0 < want < len(clocks)
+
+
+@pytest.mark.parametrize(
+    ("path", "question"),
+    [
+        (ACCESS, "Count requests after 17/May/2015:13:07:00 +0000."),  # one side alone
+        (ACCESS, "How many requests between 10:00 and 11:00 on 2015-05-17?"),  # a zoned time, no zone said
+        (ACCESS, "Which hour was busiest? Give it like 17/May/2015:10:00:00 +0000."),  # a form, no window
+        (LINUX, "Which second had most lines? Answer as e.g. 15:16:01 to 15:16:02."),  # an example
+        (TAXIS, "How many rides between 2019-03-05 and 2019-03-07?"),  # a pickup or a dropoff time?
+    ],
+)
+def test_no_window_is_added_where_the_question_does_not_state_one_plainly(
+    tables: dict[Path, dict[str, Any]], path: Path, question: str
+) -> None:
+    assert with_window(question, COUNT, tables[path]) is None
+
+
+def test_a_query_that_reads_a_time_already_or_has_no_room_is_left_as_sent(
+    tables: dict[Path, dict[str, Any]],
+) -> None:
+    table = tables[ACCESS]
+    question = "Count the requests on 18/May/2015 (+0000)."
+    grouped = {"op": "group", "by": "ts", "bucket": "hour"}
+    assert with_window(question, grouped, table) is None
+    own = {"op": "count", "where": [{"column": "ts", "cmp": ">", "value": "2015-05-18 00:00:00+00:00"}]}
+    assert with_window(question, own, table) is None
+    full = {"op": "count", "where": [{"column": "status", "cmp": "=", "value": 200}] * 3}
+    assert with_window("Requests between 2015-05-17 and 2015-05-18 UTC?", full, table) is None
+
+
+def test_the_cli_adds_the_window_and_tells_the_model(tmp_path: Path) -> None:
+    """Through the CLI and the real worker: a count sent with no time runs with the window the
+    question states, the model is told what was added, and the right count is printed."""
+    low, high = datetime(2015, 5, 17, 11, 30), datetime(2015, 5, 17, 13, 5, 30)
+    want = sum(1 for t in _access_times() if low <= t <= high)
+    assert 0 < want < len(_access_times())
+    question = "Count the requests that came between 17/May/2015:11:30:00 and 13:05:30 (+0000)."
+    replies = [
+        json.dumps(COUNT),
+        json.dumps({"op": "final", "answer": str(want)}),
+        json.dumps({"answer": str(want), "citations": ["F1"]}),
+    ]
+    proc, stub = ask_typed_cli(ACCESS, question, replies, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
+    shown = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "ts >= '2015-05-17 11:30:00+00:00'" in shown and str(want) in shown
+    code = latest_trace(tmp_path)["steps"][0]["action"]["args"]["code"]
+    # the zoned column compares in UTC, as the worker's connection reads it
+    assert "\"ts\" >= \\'2015-05-17 11:30:00\\' AND \"ts\" <= \\'2015-05-17 13:05:30\\'" in code
