@@ -530,3 +530,29 @@ def test_the_cli_lists_the_values_on_at_least_the_lines_stated(
     assert "top dropoff_zone instead of a count of rows" in shown and all(zone in shown for zone in want)
     code = latest_trace(tmp_path)["steps"][0]["action"]["args"]["code"]
     assert "HAVING count(*) >= 150" in code and "LIMIT 50" in code
+
+
+def test_the_value_beside_the_largest_of_a_named_number_is_read_from_its_rows(
+    taxis: dict[str, Any], rows: list[dict[str, str]]
+) -> None:
+    """ "Which <column> goes with the highest <number>": a count, a top or the number's own max becomes
+    the rows of its largest (smallest) values with the asked column beside them; not where no
+    column is asked, two numbers are named, or a total is asked."""
+    dearest = max(rows, key=lambda r: float(r["fare"]))
+    cheapest = min(rows, key=lambda r: float(r["fare"]))
+    for sent in ({"op": "count"}, {"op": "top", "column": "pickup_zone"}, {"op": "max", "column": "fare"}):
+        changed = _changed("Which pickup zone did the trip of highest fare start in?", sent, taxis)
+        assert changed is not None, sent
+        assert changed[1] == "the rows of the largest fare, with their pickup_zone"
+        first = _run(changed[0], taxis)[0]  # a tie: any of the rows of that fare
+        tied = {r["pickup_zone"] for r in rows if float(r["fare"]) == float(dearest["fare"])}
+        assert first[2] == float(dearest["fare"]) and first[1] in tied
+    least = _changed("What was the dropoff borough for a trip of lowest fare?", {"op": "count"}, taxis)
+    assert least is not None
+    assert _run(least[0], taxis)[0][2] == float(cheapest["fare"])
+    for question in [
+        "What is the highest fare paid?",
+        "Which pickup zone saw both the highest fare and the longest distance?",
+        "Which pickup zone got the largest total of fare?",
+    ]:
+        assert _changed(question, {"op": "count"}, taxis) is None, question

@@ -141,6 +141,7 @@ _UNITS = frozenset(
 # "which <things>", "what <things>", "list (every) <thing>": the words that name what is asked for.
 _WHICH = re.compile(
     r"\b(?:which|what)\s+(?!(?:is|was|are|were|does|did|do|has|had)\b)((?:[\w-]+\s+){0,3}[\w-]+)"
+    r"|\bwhat\s+(?:is|was|are|were)\s+the\s+((?:[\w-]+\s+){0,3}[\w-]+)"
     r"|\blist\s+(?:(?:every|all|each|the|of|distinct|unique|different)\s+){0,3}((?:[\w-]+\s+){0,3}[\w-]+)",
     re.I,
 )
@@ -206,7 +207,7 @@ def _asked_column(question: str, table: dict[str, Any], cols: TableColumns) -> s
     m = _WHICH.search(_unquoted(question))
     if m is None:
         return None
-    said = {_singular(w) for w in re.findall(r"[^\W_]+", m.group(1) or m.group(2))}
+    said = {_singular(w) for w in re.findall(r"[^\W_]+", next(g for g in m.groups() if g))}
     fits: dict[int, list[str]] = {}
     for column in cols.columns:
         words = _name_words(column.name)
@@ -263,10 +264,7 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
         return group, f"a group by {column.name}, least first, instead of top (the most common)"
     if checked.op == "group" and checked.order == "most" and fewest:
         return {**action, "order": "least"}, "least first instead of most"
-    largest, smallest = _LARGEST.search(words), _SMALLEST.search(words)
-    extreme = None
-    if len(_ANY_EXTREME.findall(words)) == 1 and (largest is None) != (smallest is None) and not average:
-        extreme = "max" if largest is not None else "min"
+    extreme = _extreme(words)
     if checked.op == "top" and column is not None and column.kind == NUMBER and extreme:
         return {"op": extreme, "column": column.name, **rows}, f"{extreme} instead of top (the most common)"
     # The extreme of the value the model summed, unless the question names another number's.
@@ -288,6 +286,16 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
     return None
 
 
+def _extreme(words: str) -> str | None:
+    """`max` where the question's words ask for the largest of a value (not of a number of
+    lines, nor of an average), `min` for the smallest; None where they ask for neither, or both."""
+    largest, smallest = _LARGEST.search(words), _SMALLEST.search(words)
+    average = _AVERAGE.search(words) is not None and _TOTAL.search(words) is None
+    if len(_ANY_EXTREME.findall(words)) != 1 or (largest is None) == (smallest is None) or average:
+        return None
+    return "max" if largest is not None else "min"
+
+
 def _listing(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[str, Any], str] | None:
     """The values the question asks to be listed or named, where the query counts instead:
 
@@ -297,9 +305,13 @@ def _listing(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dic
       with it (a bound on a column, not on lines);
     - a count of distinct values where the question asks for their list, and not how many,
       becomes their list: a `top` of the same column and rows, every value shown;
+    - where the question asks which value of one column goes with the largest (smallest) value
+      of one number column it names ("which zone had the longest distance"), a count, a top, a
+      group or an aggregate becomes the rows of that number's largest values, the asked column
+      beside it (`rows` ordered by it);
     - a count of rows where the question asks which values of one column ("which source IP",
-      `src_ip`; rlm names it only where one column fits), and not how many nor a total or
-      average, becomes a `top` of that column over the same rows."""
+      `src_ip`; rlm names it only where one column fits), and not how many, a total, an average
+      nor an extreme, becomes a `top` of that column over the same rows."""
     words, bound = read.words, read.lines_bound
     rows = {"where": action["where"]} if action.get("where") else {}
     least = {"min_count": bound} if bound is not None else {}
@@ -319,14 +331,24 @@ def _listing(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dic
         }, f"the list of {name}'s values (top, k {MAX_K}), not a count of them"
     asked = read.asked_column
     named = {f.column.name for f in checked.where if f.cmp == "="}
+    extreme = _extreme(words)
+    measured = sorted(read.numbers_named - {asked})
+    plain = not how_many and _ADD_UP.search(words) is None and _AVERAGE.search(words) is None
     if (
-        checked.op == "count"
-        and asked is not None
-        and asked not in named
-        and not how_many
-        and _ADD_UP.search(words) is None
-        and _AVERAGE.search(words) is None
+        asked is not None
+        and extreme is not None
+        and len(measured) == 1
+        and plain
+        and checked.op in ("count", "top", "group", "sum", "max", "min")
     ):
+        by, take = measured[0], "last" if extreme == "max" else "first"
+        query = {"op": "rows", "columns": [asked, by], "order_by": by, "take": take, "k": 3, **rows}
+        return (
+            query,
+            f"the rows of the {'largest' if extreme == 'max' else 'smallest'} {by}, with their {asked}",
+        )
+    ranked = _ANY_EXTREME.search(words) is not None  # an extreme asked, of whatever
+    if checked.op == "count" and asked is not None and asked not in named and plain and not ranked:
         k = MAX_K if read.listed or bound is not None else DEFAULT_K
         return {
             "op": "top",
