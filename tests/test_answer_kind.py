@@ -73,6 +73,8 @@ def test_the_kind_asked_is_read_from_the_answer_form_words(question: str, kind: 
         ("How many sessions were closed?", "1,204 sessions", True),
         ("How many sessions were closed?", "none", True),
         ("How many sessions were closed?", "sshd", False),
+        ("How many sessions did the busiest peer open?", "10.1.2.3", False),  # its address, not its count
+        ("How many sessions did the busiest peer open?", "10.1.2.3 opened 41", True),
         ("When did it restart? Answer as HH:MM:SS.", "2017-06-09", False),
         ("When did it restart? Answer as HH:MM:SS.", "2017-06-09 20:11:08", True),
         ("Which teams played? Give the team names.", "7", False),  # a count where names are asked

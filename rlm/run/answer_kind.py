@@ -120,9 +120,11 @@ def _is_ip(token: str) -> bool:
 
 
 def _holds(kind: str, item: str) -> bool:
-    """Whether the item holds a value of the kind anywhere: `35 requests` holds a number."""
+    """Whether the item holds a value of the kind anywhere: `35 requests` holds a number, an IP
+    address alone none (its digits are a name: the first step of "find the address, then count
+    its requests" answered as if it were the last)."""
     if kind == NUMBER:
-        return _DIGIT.search(item) is not None
+        return _DIGIT.search(" ".join(t for t in _TOKENS.split(item) if not _is_ip(t))) is not None
     if kind == IP:
         return any(_is_ip(token) for token in _TOKENS.split(item))
     return _CLOCK.search(item) is not None
