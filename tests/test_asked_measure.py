@@ -467,7 +467,9 @@ def test_a_bound_on_a_number_of_lines_becomes_min_count_and_every_value_that_pas
     changed = _changed("How many pickup zones had 100 or more rides?", distinct, taxis)
     assert changed is not None and _run(changed[0], taxis) == [(sum(1 for n in zones.values() if n >= 100),)]
     five = {"column": "passengers", "cmp": ">=", "value": 5}
-    assert _changed("Which pickup zones had rides of at least 4 passengers?", top, taxis) is None
+    riders = _changed("Which pickup zones had rides of at least 4 passengers?", top, taxis)
+    assert riders is not None and "min_count" not in riders[0]  # the bound is the column's
+    assert riders[1] == "passengers >= 4 as the question states, added to where"
     counted = {**top, "where": [five]}
     assert _changed("Which pickup zones had rides with at least 5 riders?", counted, taxis) is None
 
@@ -556,3 +558,29 @@ def test_the_value_beside_the_largest_of_a_named_number_is_read_from_its_rows(
         "Which pickup zone got the largest total of fare?",
     ]:
         assert _changed(question, {"op": "count"}, taxis) is None, question
+
+
+def test_a_bound_stated_beside_a_number_column_is_its_filter(
+    taxis: dict[str, Any], rows: list[dict[str, str]]
+) -> None:
+    """ "4 or more passengers", "a tip over 10", "fare of at most 3": a bound beside a number
+    column's name that the query leaves out is added to its filters; a sum of that column where
+    the question asks how many becomes the count of those rows. Not where the query already has
+    a filter on the column, or the number is beside no column's name."""
+    many = sum(1 for r in rows if int(r["passengers"]) >= 4)
+    summed = _changed(
+        "How many trips had 4 or more passengers aboard?", {"op": "sum", "column": "passengers"}, taxis
+    )
+    assert (
+        summed is not None
+        and summed[1] == "a count of the rows where passengers >= 4, not a sum of passengers"
+    )
+    assert _run(summed[0], taxis) == [(many,)]
+    tipped = _changed(
+        "Which payment type had the most trips with a tip over 10?", {"op": "top", "column": "payment"}, taxis
+    )
+    want = Counter(r["payment"] for r in rows if float(r["tip"]) > 10 and r["payment"])
+    assert tipped is not None and dict(_run(tipped[0], taxis)) == dict(want)
+    own = {"op": "count", "where": [{"column": "passengers", "cmp": ">", "value": 3}]}
+    assert _changed("How many trips had 4 or more passengers aboard?", own, taxis) is None
+    assert _changed("How many trips, at least 4 of them, were paid in cash?", {"op": "count"}, taxis) is None

@@ -67,7 +67,7 @@ from rlm.run.typed.check import Checked, Problem, check_action, shown_value
 from rlm.run.typed.columns import NUMBER, TableColumns, table_columns
 from rlm.run.typed.compile import read_json
 from rlm.run.typed.placeholders import quoted_texts
-from rlm.run.typed.vocabulary import ASKS, DEFAULT_K, MAX_K
+from rlm.run.typed.vocabulary import ASKS, DEFAULT_K, MAX_FILTERS, MAX_K
 
 __all__ = ["measure_left_out", "with_asked_measure"]
 
@@ -184,6 +184,7 @@ class _Read:
     numbers_named: frozenset[str]  # the number columns it names
     asked_column: str | None  # the one column its "which <things>" names (_asked_column)
     lines_bound: int | None  # the fewest lines a value must be on ("N or more times"), if stated
+    column_bounds: tuple[tuple[str, str, float], ...]  # (column, cmp, number) stated beside a column
 
 
 def _singular(word: str) -> str:
@@ -259,6 +260,8 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
         return {**action, "k": DEFAULT_K}, f"a list (k {DEFAULT_K} instead of 1)"
     if (stated := _stated_bounds(action, checked, words)) is not None:
         return stated
+    if (unbounded := _bounds_left_out(action, checked, read)) is not None:
+        return unbounded
     if checked.op == "top" and fewest and column is not None and checked.after is None:
         group = {"op": "group", "by": column.name, "order": "least", "k": checked.k, **rows}
         return group, f"a group by {column.name}, least first, instead of top (the most common)"
@@ -399,6 +402,29 @@ def _stated_bounds(action: dict[str, Any], checked: Checked, words: str) -> tupl
     return {**action, "where": fixed}, change
 
 
+def _bounds_left_out(
+    action: dict[str, Any], checked: Checked, read: _Read
+) -> tuple[dict[str, Any], str] | None:
+    """The bounds the question states beside a number column's name that the query has no filter
+    on, added to its filters; where it asks how many and the query sums that column, the count
+    of the rows within them ("how many rides carried 5 or more passengers" is no total of
+    passengers). None where there is none, or no room."""
+    filtered = {f.column.name for f in checked.where}
+    missing = [(c, cmp, n) for c, cmp, n in read.column_bounds if c not in filtered]
+    where = list(action.get("where") or [])
+    if not missing or len(where) + len(missing) > MAX_FILTERS:
+        return None
+    added = [{"column": c, "cmp": cmp, "value": int(n) if n.is_integer() else n} for c, cmp, n in missing]
+    said = "; ".join(f"{f['column']} {f['cmp']} {f['value']}" for f in added)
+    summed = checked.column.name if checked.op == "sum" and checked.column is not None else None
+    if summed in {c for c, _, _ in missing} and _HOW_MANY.search(read.words):
+        return {
+            "op": "count",
+            "where": [*where, *added],
+        }, f"a count of the rows where {said}, not a sum of {summed}"
+    return {**action, "where": [*where, *added]}, f"{said} as the question states, added to where"
+
+
 def _checked(content: str | None, table: dict[str, Any]) -> tuple[dict[str, Any], Checked] | None:
     try:
         action = read_json(content)
@@ -424,15 +450,37 @@ def _numbers_named(question: str, table: dict[str, Any]) -> set[str]:
     }
 
 
+def _column_bounds(text: str, cols: TableColumns) -> tuple[tuple[str, str, float], ...]:
+    """(column, cmp, number) of each bound the question states beside a number column's name
+    ("5 or more passengers", "a tip of 5 or higher", "fare over 50"): the one column whose name's
+    words are all among the three words before or after it. A number stated two ways, or beside
+    two columns, is none."""
+    found: dict[float, set[tuple[str, str]]] = {}
+    names = [n for n in cols.names(NUMBER) if n != "line_no"]
+    for pattern, cmp in _STATED:
+        for m in pattern.finditer(text):
+            number = next((_number(g) for g in m.groups() if g), None)
+            before = re.findall(r"[^\W_]+", text[: m.start()])[-3:]
+            near = {
+                _singular(w) for w in [*before, *re.findall(r"[^\W_]+", m.group(0) + text[m.end() :])[:6]]
+            }
+            fits = [n for n in names if all(w in near for w in _name_words(n))]
+            if number is not None and len(fits) == 1:
+                found.setdefault(number, set()).add((fits[0], cmp))
+    return tuple((c, cmp, n) for n, said in found.items() if len(said) == 1 for c, cmp in said)
+
+
 def _read(question: str, table: dict[str, Any]) -> _Read:
     cols = table_columns(table)
     numbers = frozenset(_numbers_named(question, table))
+    text = _unquoted(question)
     return _Read(
         _words(question, table),
         _listed(question),
         numbers,
         _asked_column(question, table, cols),
-        _lines_bound(_unquoted(question), cols),
+        _lines_bound(text, cols),
+        _column_bounds(text, cols),
     )
 
 
