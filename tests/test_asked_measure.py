@@ -569,7 +569,7 @@ def test_a_bound_stated_beside_a_number_column_is_its_filter(
     a filter on the column, or the number is beside no column's name."""
     many = sum(1 for r in rows if int(r["passengers"]) >= 4)
     summed = _changed(
-        "How many trips had 4 or more passengers aboard?", {"op": "sum", "column": "passengers"}, taxis
+        "Count the trips with 4 or more passengers aboard.", {"op": "sum", "column": "passengers"}, taxis
     )
     assert (
         summed is not None
@@ -577,10 +577,12 @@ def test_a_bound_stated_beside_a_number_column_is_its_filter(
     )
     assert _run(summed[0], taxis) == [(many,)]
     tipped = _changed(
-        "Which payment type had the most trips with a tip over 10?", {"op": "top", "column": "payment"}, taxis
+        "Which payment type comes first among trips with a tip over 10?",
+        {"op": "top", "column": "payment"},
+        taxis,
     )
     want = Counter(r["payment"] for r in rows if float(r["tip"]) > 10 and r["payment"])
     assert tipped is not None and dict(_run(tipped[0], taxis)) == dict(want)
     own = {"op": "count", "where": [{"column": "passengers", "cmp": ">", "value": 3}]}
-    assert _changed("How many trips had 4 or more passengers aboard?", own, taxis) is None
-    assert _changed("How many trips, at least 4 of them, were paid in cash?", {"op": "count"}, taxis) is None
+    assert _changed("Count the trips with 4 or more passengers aboard.", own, taxis) is None
+    assert _changed("Count the trips, at least 4 of them, paid with cash.", {"op": "count"}, taxis) is None

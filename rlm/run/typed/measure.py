@@ -407,8 +407,8 @@ def _bounds_left_out(
 ) -> tuple[dict[str, Any], str] | None:
     """The bounds the question states beside a number column's name that the query has no filter
     on, added to its filters; where it asks how many and the query sums that column, the count
-    of the rows within them ("how many rides carried 5 or more passengers" is no total of
-    passengers). None where there is none, or no room."""
+    of the rows within them (a count of the trips with 3 or more riders is no total of riders).
+    None where there is none, or no room."""
     filtered = {f.column.name for f in checked.where}
     missing = [(c, cmp, n) for c, cmp, n in read.column_bounds if c not in filtered]
     where = list(action.get("where") or [])
@@ -452,7 +452,7 @@ def _numbers_named(question: str, table: dict[str, Any]) -> set[str]:
 
 def _column_bounds(text: str, cols: TableColumns) -> tuple[tuple[str, str, float], ...]:
     """(column, cmp, number) of each bound the question states beside a number column's name
-    ("5 or more passengers", "a tip of 5 or higher", "fare over 50"): the one column whose name's
+    ("3 or more riders", "a tip of 2 or higher", "a fare over 70"): the one column whose name's
     words are all among the three words before or after it. A number stated two ways, or beside
     two columns, is none."""
     found: dict[float, set[tuple[str, str]]] = {}
