@@ -14,6 +14,8 @@ runs one query through the sandbox's `sql()`, a grep, a peek or a final.
     conditions  left_out and with_conditions: what the question names that a query has no
                 filter on, and the query with it added
     window      with_window: the time window a question states, as filters on the time column
+    asked       what a question's words name: the column asked for, bounds on lines or a column
+    measure     with_asked_measure: the query the question's words ask for, where another was sent
     quoted      quoted_part, with_quoted, quoted_left_out: the line a question quotes, as a filter
                 on `line`;
                 with_question_conditions: both kinds added, as a run adds them

@@ -57,16 +57,14 @@ model's says what the right one is:
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from rlm.run.answer_kind import IP, asked_kind, columns_of_kind
+from rlm.run.typed.asked import STATED, as_number, asked_column, column_bounds, lines_bound, unquoted
 from rlm.run.typed.check import Checked, Problem, check_action, shown_value
-from rlm.run.typed.columns import NUMBER, TableColumns, table_columns
+from rlm.run.typed.columns import NUMBER, table_columns
 from rlm.run.typed.compile import read_json
-from rlm.run.typed.placeholders import quoted_texts
 from rlm.run.typed.vocabulary import ASKS, DEFAULT_K, MAX_FILTERS, MAX_K
 
 __all__ = ["measure_left_out", "with_asked_measure"]
@@ -94,81 +92,14 @@ _HOW_MANY = re.compile(
 # Words that ask for the sum of a value ("add up", "the sum of", "the total of"); a
 # bare "total" does so where the question names a number column ("total requests" is a count).
 _ADD_UP = re.compile(r"\badd(?:ed|ing)? (?:\w+ )?up\b|\bsum\b|\bsummed\b|\btotal\s+of\b", re.I)
-# The comparison a question states for a number, a unit between allowed ("4 miles or longer"):
-# (regex, the comparison), the number in a group.
-_N = r"(-?\d[\d,]*(?:\.\d+)?)"
-_MORE = r"(?:more|higher|above|greater|over|larger|bigger|longer)"
-_LESS = r"(?:less|fewer|lower|below|under|smaller|shorter)"
-_STATED = (
-    (
-        re.compile(
-            rf"\bat\s+least\s+{_N}|\bno\s+(?:less|fewer)\s+than\s+{_N}|{_N}(?:\s+[a-z]+)?\s+or\s+{_MORE}\b",
-            re.I,
-        ),
-        ">=",
-    ),
-    (
-        re.compile(
-            rf"\bat\s+most\s+{_N}|\bno\s+(?:more|greater|higher)\s+than\s+{_N}|{_N}(?:\s+[a-z]+)?\s+or\s+{_LESS}\b",
-            re.I,
-        ),
-        "<=",
-    ),
-    (re.compile(rf"\b{_MORE}\s+than\s+{_N}|\b(?:over|above|exceeding|exceeds)\s+{_N}", re.I), ">"),
-    (re.compile(rf"\b{_LESS}\s+than\s+{_N}|\b(?:under|below)\s+{_N}", re.I), "<"),
-)
 _ANY_EXTREME = re.compile(
     r"\b(?:largest|biggest|highest|greatest|longest|maximum|max|smallest|lowest|shortest|minimum|min)\b", re.I
 )
 
 
-# A lower bound on a number of lines, as questions state one: "N or more times", "at least N
-# <things>", "more than N <things>" (the number in a group, then the counted word). The counted
-# word is `times`, or a plural that no number column is named by and that is no unit of an
-# amount: "at least 4 passengers" bounds a column, "over 500 bytes" an amount.
-_COUNTED = r"(?:\s+(?:[a-z]+\s+)??(times|[a-z]+s)\b)"
-_LINES_BOUND = (
-    (re.compile(rf"\b(?:at\s+least|no\s+(?:less|fewer)\s+than)\s+{_N}{_COUNTED}", re.I), 0),
-    (re.compile(rf"{_N}\s*(?:\+|or\s+more){_COUNTED}", re.I), 0),
-    (re.compile(rf"{_N}{_COUNTED}\s+or\s+more\b", re.I), 0),
-    (re.compile(rf"\b(?:more|greater)\s+than\s+{_N}{_COUNTED}", re.I), 1),
-)
-_UNITS = frozenset(
-    "bytes kilobytes megabytes gigabytes kb mb gb ms millis milliseconds seconds secs minutes mins hours "
-    "days weeks months years miles kilometers kilometres meters metres km dollars euros cents percent "
-    "degrees points".split()
-)
-# "which <things>", "what <things>", "list (every) <thing>": the words that name what is asked for.
-_WHICH = re.compile(
-    r"\b(?:which|what)\s+(?!(?:is|was|are|were|does|did|do|has|had)\b)((?:[\w-]+\s+){0,3}[\w-]+)"
-    r"|\bwhat\s+(?:is|was|are|were)\s+the\s+((?:[\w-]+\s+){0,3}[\w-]+)"
-    r"|\blist\s+(?:(?:every|all|each|the|of|distinct|unique|different)\s+){0,3}((?:[\w-]+\s+){0,3}[\w-]+)",
-    re.I,
-)
-# A column's name in short, as the question writes it in full ("src_ip" for "source IP").
-_SHORT = {
-    "src": "source",
-    "dst": "destination",
-    "dest": "destination",
-    "addr": "address",
-    "msg": "message",
-    "proc": "process",
-    "ts": "time",
-    "num": "number",
-    "qty": "quantity",
-    "amt": "amount",
-    "desc": "description",
-    "cat": "category",
-}
-
-
-def _unquoted(question: str) -> str:
-    return functools.reduce(lambda text, quote: text.replace(quote, " "), quoted_texts(question), question)
-
-
 def _words(question: str, table: dict[str, Any]) -> str:
     """The question without its quotes and without any column's name: its own words."""
-    text = _unquoted(question)
+    text = unquoted(question)
     names = sorted(table_columns(table).names(), key=len, reverse=True)
     for name in names:
         text = re.sub(rf"(?<![\w.]){re.escape(name)}(?![\w.])", " ", text, flags=re.I)
@@ -185,60 +116,6 @@ class _Read:
     asked_column: str | None  # the one column its "which <things>" names (_asked_column)
     lines_bound: int | None  # the fewest lines a value must be on ("N or more times"), if stated
     column_bounds: tuple[tuple[str, str, float], ...]  # (column, cmp, number) stated beside a column
-
-
-def _singular(word: str) -> str:
-    word = word.lower()
-    if re.search(r"(?:ss|sh|ch|x)es$", word):
-        return word[:-2]
-    return word[:-1] if len(word) > 2 and word.endswith("s") and not word.endswith("ss") else word
-
-
-def _name_words(name: str) -> list[str]:
-    """A column's name as words: split at `_`, `-`, `.` and case changes, short forms written out."""
-    parts = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", name)
-    return [_singular(_SHORT.get(p.lower(), p.lower())) for p in parts]
-
-
-def _asked_column(question: str, table: dict[str, Any], cols: TableColumns) -> str | None:
-    """The column whose values the question asks for ("which source IP" -> `src_ip`): the one
-    whose name's words are all among those after its "which", "what" or "list", the most of them
-    where several fit; else, where an IP address is asked, the table's one column of them. None
-    when no column, or more than one, fits."""
-    m = _WHICH.search(_unquoted(question))
-    if m is None:
-        return None
-    said = {_singular(w) for w in re.findall(r"[^\W_]+", next(g for g in m.groups() if g))}
-    fits: dict[int, list[str]] = {}
-    for column in cols.columns:
-        words = _name_words(column.name)
-        if column.name not in ("line", "line_no") and words and all(w in said for w in words):
-            fits.setdefault(len(words), []).append(column.name)
-    if fits:
-        best = fits[max(fits)]
-        return best[0] if len(best) == 1 else None
-    kind = asked_kind(question)
-    addresses = columns_of_kind(IP, table) if kind is not None and kind.kind == IP else []
-    return addresses[0] if len(addresses) == 1 else None
-
-
-def _lines_bound(words: str, cols: TableColumns) -> int | None:
-    """The fewest lines a value must be on, where the question states a bound on a number of lines
-    ("3 or more times", "at least 3 warnings"); None where it states none, or two."""
-    columns = {_singular(w) for name in cols.names(NUMBER) for w in _name_words(name)}
-    found = set()
-    for pattern, above in _LINES_BOUND:
-        for m in pattern.finditer(words):
-            number, counted = _number(m.group(1)), _singular(m.group(2))
-            if (
-                number is None
-                or not number.is_integer()
-                or counted in columns
-                or m.group(2).lower() in _UNITS
-            ):
-                continue
-            found.add(int(number) + above)
-    return found.pop() if len(found) == 1 else None
 
 
 def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[str, Any], str] | None:
@@ -319,7 +196,7 @@ def _listing(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dic
     rows = {"where": action["where"]} if action.get("where") else {}
     least = {"min_count": bound} if bound is not None else {}
     counts_lines = checked.op in ("top", "count_distinct") or (checked.op == "group" and checked.agg is None)
-    compared = {_number(str(f.value)) for f in checked.where if f.column.kind == NUMBER}
+    compared = {as_number(str(f.value)) for f in checked.where if f.column.kind == NUMBER}
     if bound is not None and checked.min_count is None and counts_lines and not compared & {bound, bound - 1}:
         every = {"k": MAX_K} if checked.op != "count_distinct" else {}
         return {**action, **least, **every}, f"only values on at least {bound} lines (min_count {bound})"
@@ -363,28 +240,21 @@ def _listing(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dic
     return None
 
 
-def _number(text: str) -> float | None:
-    try:
-        return float(str(text).replace(",", ""))
-    except ValueError:
-        return None
-
-
 def _stated_bounds(action: dict[str, Any], checked: Checked, words: str) -> tuple[dict[str, Any], str] | None:
     """The model's filters with the comparison the question states for each bound's number
     (`>= N` for "N or more" where the model wrote `> N`), and what changed; None when every
     bound already compares as stated, or the question states a number two ways."""
     stated: dict[float, set[str]] = {}
-    for pattern, cmp in _STATED:
+    for pattern, cmp in STATED:
         for m in pattern.finditer(words):
-            number = next((_number(g) for g in m.groups() if g), None)
+            number = next((as_number(g) for g in m.groups() if g), None)
             if number is not None:
                 stated.setdefault(number, set()).add(cmp)
                 words = words.replace(m.group(0), " ")  # "at least N" is not read again as "N or ..."
     bounds = _LOWER | _UPPER
     wanted = {}
     for i, f in enumerate(checked.where):
-        value = _number(f.value) if f.column.kind == NUMBER and f.cmp in bounds else None
+        value = as_number(f.value) if f.column.kind == NUMBER and f.cmp in bounds else None
         cmps = stated.get(value) if value is not None else None
         if cmps is not None and len(cmps) == 1 and (cmp := next(iter(cmps))) != f.cmp:
             wanted[i] = cmp
@@ -438,7 +308,7 @@ def _checked(content: str | None, table: dict[str, Any]) -> tuple[dict[str, Any]
 
 def _listed(question: str) -> bool:
     """Whether the question asks for a list (its quotes aside: "one per line" names no column `line`)."""
-    return _LIST.search(_unquoted(question)) is not None
+    return _LIST.search(unquoted(question)) is not None
 
 
 def _numbers_named(question: str, table: dict[str, Any]) -> set[str]:
@@ -446,41 +316,21 @@ def _numbers_named(question: str, table: dict[str, Any]) -> set[str]:
     return {
         n
         for n in table_columns(table).names(NUMBER)
-        if re.search(rf"(?<![\w.]){re.escape(n)}(?![\w.])", _unquoted(question), re.I)
+        if re.search(rf"(?<![\w.]){re.escape(n)}(?![\w.])", unquoted(question), re.I)
     }
-
-
-def _column_bounds(text: str, cols: TableColumns) -> tuple[tuple[str, str, float], ...]:
-    """(column, cmp, number) of each bound the question states beside a number column's name
-    ("3 or more riders", "a tip of 2 or higher", "a fare over 70"): the one column whose name's
-    words are all among the three words before or after it. A number stated two ways, or beside
-    two columns, is none."""
-    found: dict[float, set[tuple[str, str]]] = {}
-    names = [n for n in cols.names(NUMBER) if n != "line_no"]
-    for pattern, cmp in _STATED:
-        for m in pattern.finditer(text):
-            number = next((_number(g) for g in m.groups() if g), None)
-            before = re.findall(r"[^\W_]+", text[: m.start()])[-3:]
-            near = {
-                _singular(w) for w in [*before, *re.findall(r"[^\W_]+", m.group(0) + text[m.end() :])[:6]]
-            }
-            fits = [n for n in names if all(w in near for w in _name_words(n))]
-            if number is not None and len(fits) == 1:
-                found.setdefault(number, set()).add((fits[0], cmp))
-    return tuple((c, cmp, n) for n, said in found.items() if len(said) == 1 for c, cmp in said)
 
 
 def _read(question: str, table: dict[str, Any]) -> _Read:
     cols = table_columns(table)
     numbers = frozenset(_numbers_named(question, table))
-    text = _unquoted(question)
+    text = unquoted(question)
     return _Read(
         _words(question, table),
         _listed(question),
         numbers,
-        _asked_column(question, table, cols),
-        _lines_bound(text, cols),
-        _column_bounds(text, cols),
+        asked_column(question, table, cols),
+        lines_bound(text, cols),
+        column_bounds(text, cols),
     )
 
 
