@@ -18,7 +18,8 @@ from conftest import ask_typed_cli, latest_trace
 
 from rlm.input.source import open_source
 from rlm.run.typed import compile_sql
-from rlm.run.typed.window import with_window
+from rlm.run.typed.fields import Sample, sample_lines
+from rlm.run.typed.window import LINE_ZONE_KEY, with_line_zone, with_window
 
 ROOT = Path(__file__).resolve().parent.parent
 ACCESS = ROOT / "fixtures" / "access.log"
@@ -115,7 +116,7 @@ def test_a_year_less_syslog_date_takes_the_year_its_table_gives(tables: dict[Pat
     ("path", "question"),
     [
         (ACCESS, "Count requests after 17/May/2015:13:07:00 +0000."),  # one side alone
-        (ACCESS, "How many requests between 10:00 and 11:00 on 2015-05-17?"),  # a zoned time, no zone said
+        (ACCESS, "Requests between 10:05 and 10:40 on 2015-05-17: a count?"),  # no zone said, none known
         (ACCESS, "Which hour was busiest? Give it like 17/May/2015:10:00:00 +0000."),  # a form, no window
         (LINUX, "Which second had most lines? Answer as e.g. 15:16:01 to 15:16:02."),  # an example
         (TAXIS, "How many rides between 2019-03-05 and 2019-03-07?"),  # a pickup or a dropoff time?
@@ -159,3 +160,36 @@ def test_the_cli_adds_the_window_and_tells_the_model(tmp_path: Path) -> None:
     code = latest_trace(tmp_path)["steps"][0]["action"]["args"]["code"]
     # the zoned column compares in UTC, as the worker's connection reads it
     assert "\"ts\" >= \\'2015-05-17 11:30:00\\' AND \"ts\" <= \\'2015-05-17 13:05:30\\'" in code
+
+
+def test_a_zone_left_unsaid_is_the_one_the_lines_write_their_times_in(
+    tables: dict[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """The access log writes every time at +0000: a question that states no zone reads its clock,
+    and the window is added at that zone. Lines in two zones, or none, give no zone, and no window."""
+    table = tables[ACCESS]
+    zoned = with_line_zone(table, lambda: sample_lines(str(ACCESS)))
+    assert zoned[LINE_ZONE_KEY] == "+00:00"
+    windowed = with_window("Requests between 10:05 and 10:40 on 2015-05-17: a count?", COUNT, zoned)
+    low, high = datetime(2015, 5, 17, 10, 5), datetime(2015, 5, 17, 10, 40, 59)
+    assert windowed is not None and _count(windowed[0], zoned) == sum(
+        1 for t in _access_times() if low <= t <= high
+    )
+    lines = ACCESS.read_text().splitlines()[:4]
+    mixed = [lines[0], lines[1].replace("+0000]", "-0700]"), *lines[2:]]
+    assert LINE_ZONE_KEY not in with_line_zone(table, lambda: Sample(mixed, whole=True))
+    assert LINE_ZONE_KEY not in with_line_zone(tables[LINUX], lambda: sample_lines(str(LINUX)))
+
+
+def test_the_cli_reads_a_clock_in_the_logs_own_zone(tmp_path: Path) -> None:
+    """Through the CLI: a day the question names with no zone is the log's own day."""
+    want = sum(1 for t in _access_times() if t.day == 18)
+    replies = [
+        json.dumps(COUNT),
+        json.dumps({"op": "final", "answer": str(want)}),
+        json.dumps({"answer": str(want), "citations": ["F1"]}),
+    ]
+    proc, stub = ask_typed_cli(ACCESS, "Count the requests logged on 2015-05-18.", replies, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
+    shown = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "ts >= '2015-05-18 00:00:00+00:00'" in shown and str(want) in shown

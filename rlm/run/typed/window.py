@@ -14,24 +14,29 @@ question's own words, never guessed:
 A date is read as questions write one: `2015-05-17`, `17/May/2015`, `May 17, 2015`,
 `17 May 2015`; without a year (`Nov 9`), the year the table gives its times (a syslog's lines
 carry none: rlm.input.logformats.assumed_year). A time column with a zone takes the zone the
-question states (`+0000`, UTC); where it states none, nothing is added (which zone the
-question's clock is in is its own to say). One side alone ("after 14:02") is never added: the
+question states (`+0000`, UTC); where it states none, the one zone the input's first lines are
+written in (`[17/May/2015:10:05:03 +0000]`: the log's own clock, which a question reads); where
+those lines are written in none or in several, nothing is added. One side alone ("after 14:02") is never added: the
 question may mean the minute itself or what follows it.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import date
 from typing import Any
 
 from rlm.input.logformats import assumed_year
 from rlm.run.typed.check import Checked, Problem, check_action
 from rlm.run.typed.columns import DATE, TIME, Column, table_columns
+from rlm.run.typed.fields import Sample
 from rlm.run.typed.placeholders import quoted_texts
 from rlm.run.typed.vocabulary import MAX_FILTERS
 
-__all__ = ["stated_window", "with_window"]
+__all__ = ["LINE_ZONE_KEY", "stated_window", "with_line_zone", "with_window"]
+
+LINE_ZONE_KEY = "line_zone"  # where a node's table description holds the zone its lines are in
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _MONTH = r"(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
@@ -56,6 +61,8 @@ _RANGE = re.compile(
 _EXCLUSIVE = re.compile(r"^[^?;]{0,24}?\b(?:exclusive|not included|excluded)\b", re.I)
 _WHOLE_DAY = re.compile(r"\b(?:on|during)\s+(?:the\s+(?:day\s+(?:of\s+)?)?)?$", re.I)
 _ZONE = re.compile(r"(?<![\w+-])(?:UTC|GMT|Z)(?!\w)|(?<![\d:])([+-])(\d{2}):?(\d{2})(?!\d)")
+# The offset a log line writes its time in: `10:05:03 +0000]`, `2015-05-17T10:05:03-07:00`.
+_LINE_ZONE = re.compile(r"\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?: ?([+-]\d{2}):?(\d{2})\b|(Z)\b)")
 _EXAMPLE = re.compile(r"\b(?:e\.g\.|eg|for example|for instance|such as|like|form)\W{0,3}$", re.I)
 
 
@@ -139,15 +146,31 @@ def _range(text: str, m: re.Match[str], year: int | None, zone: str) -> list[tup
     return None
 
 
-def stated_window(question: str, column: Column, year: int | None = None) -> list[tuple[str, str]] | None:
+def with_line_zone(table: dict[str, Any], sample: Callable[[], Sample]) -> dict[str, Any]:
+    """The table's description with the one zone its input's first lines write their times in
+    (`+00:00`), where it has a zoned time column and they write one (a copy; else the same)."""
+    if not any(c.kind == TIME and c.zoned for c in table_columns(table).columns):
+        return table
+    zones = {
+        "+00:00" if m.group(3) else f"{m.group(1)}:{m.group(2)}"
+        for line in sample().lines[:200]
+        for m in _LINE_ZONE.finditer(line)
+    }
+    return {**table, LINE_ZONE_KEY: zones.pop()} if len(zones) == 1 else table
+
+
+def stated_window(
+    question: str, column: Column, year: int | None = None, line_zone: str | None = None
+) -> list[tuple[str, str]] | None:
     """(cmp, value) of each filter on `column` for the window the question states; None where it
-    states none, or none plainly (see the module's notes)."""
+    states none, or none plainly (see the module's notes). `line_zone`: the zone the input's
+    lines are written in, taken where the question states none."""
     text = _unquoted(question)
     if any(_EXAMPLE.search(text[: c.start()]) for c in _CLOCK.finditer(text)):
         return None  # a clock given as the answer's form ("e.g. 15:16:01")
     zone = ""
     if column.kind == TIME and column.zoned:
-        stated = _zone(text)
+        stated = _zone(text) or (line_zone if not _ZONE.search(text) else None)
         if stated is None:
             return None
         zone = stated
@@ -189,7 +212,9 @@ def with_window(
     if checked.args is not None or len(times) != 1 or _times(checked):
         return None
     column = times[0]
-    window = stated_window(question, column, assumed_year(str(table.get("note") or "")))
+    zone = table.get(LINE_ZONE_KEY)
+    year = assumed_year(str(table.get("note") or ""))
+    window = stated_window(question, column, year, zone if isinstance(zone, str) and _zone(zone) else None)
     where = list(action.get("where") or [])
     if not window or len(where) + len(window) > MAX_FILTERS:
         return None
