@@ -137,6 +137,19 @@ def ask_typed_cli(path: Path, question: str, replies: list[str], *, cwd: Path) -
     return proc, stub
 
 
+def ask_typed_once(
+    path: Path, question: str, action: dict[str, Any], answer: str, *, cwd: Path
+) -> tuple[Any, Any]:
+    """ask_typed_cli with a model that sends `action`, then `final` with `answer` (and the
+    synthesis's reply citing the first finding)."""
+    replies = [
+        json.dumps(action),
+        json.dumps({"op": "final", "answer": answer}),
+        json.dumps({"answer": answer, "citations": ["F1"]}),
+    ]
+    return ask_typed_cli(path, question, replies, cwd=cwd)
+
+
 def start_cli(args: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """`rlm ARGS` started in a subprocess as a user starts it, for a test that acts on the run
     while it goes (a signal, a change to its input); stdout and stderr are pipes, read as text."""

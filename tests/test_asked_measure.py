@@ -14,7 +14,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from conftest import ask_typed_cli, latest_trace
+from conftest import ask_typed_cli, ask_typed_once, latest_trace
 
 from rlm.input.source import open_source
 from rlm.run.doubts import doubt_clause, measure_doubt
@@ -519,14 +519,8 @@ def test_the_cli_lists_the_values_on_at_least_the_lines_stated(
     zones = Counter(r["dropoff_zone"] for r in rows if r["dropoff_zone"])
     want = sorted(z for z, n in zones.items() if n >= 150)
     assert 2 <= len(want) < 50
-    answer = "\n".join(want)
-    replies = [
-        json.dumps({"op": "count"}),
-        json.dumps({"op": "final", "answer": answer}),
-        json.dumps({"answer": answer, "citations": ["F1"]}),
-    ]
     question = "Which dropoff zones had 150 or more rides? One per line."
-    proc, stub = ask_typed_cli(TAXIS, question, replies, cwd=tmp_path)
+    proc, stub = ask_typed_once(TAXIS, question, {"op": "count"}, "\n".join(want), cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout.splitlines() == want, proc.stderr
     shown = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "top dropoff_zone instead of a count of rows" in shown and all(zone in shown for zone in want)

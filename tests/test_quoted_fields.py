@@ -16,7 +16,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from conftest import ask_typed_cli, latest_trace
+from conftest import ask_typed_once, latest_trace
 from openai_stub import OpenAIStub
 
 from rlm.input.source import open_source
@@ -231,12 +231,7 @@ def _ask_typed(
 ) -> tuple[subprocess.CompletedProcess[str], OpenAIStub]:
     """`rlm ask --protocol typed --strict` through the CLI, a model that sends `action`, then
     `final` with `answer`: the process and the model server (its requests)."""
-    replies = [
-        json.dumps(action),
-        json.dumps({"op": "final", "answer": answer}),
-        json.dumps({"answer": answer, "citations": ["F1"]}),
-    ]
-    return ask_typed_cli(path, question, replies, cwd=tmp_path)
+    return ask_typed_once(path, question, action, answer, cwd=tmp_path)
 
 
 def test_a_models_action_on_a_field_runs_through_the_cli_in_the_worker(tmp_path: Path) -> None:

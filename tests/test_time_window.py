@@ -5,7 +5,6 @@ never."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from datetime import datetime
@@ -14,7 +13,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from conftest import ask_typed_cli, latest_trace
+from conftest import ask_typed_once, latest_trace
 
 from rlm.input.source import open_source
 from rlm.run.typed import compile_sql
@@ -148,12 +147,7 @@ def test_the_cli_adds_the_window_and_tells_the_model(tmp_path: Path) -> None:
     want = sum(1 for t in _access_times() if low <= t <= high)
     assert 0 < want < len(_access_times())
     question = "Count the requests that came between 17/May/2015:11:30:00 and 13:05:30 (+0000)."
-    replies = [
-        json.dumps(COUNT),
-        json.dumps({"op": "final", "answer": str(want)}),
-        json.dumps({"answer": str(want), "citations": ["F1"]}),
-    ]
-    proc, stub = ask_typed_cli(ACCESS, question, replies, cwd=tmp_path)
+    proc, stub = ask_typed_once(ACCESS, question, COUNT, str(want), cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
     shown = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "ts >= '2015-05-17 11:30:00+00:00'" in shown and str(want) in shown
@@ -184,12 +178,8 @@ def test_a_zone_left_unsaid_is_the_one_the_lines_write_their_times_in(
 def test_the_cli_reads_a_clock_in_the_logs_own_zone(tmp_path: Path) -> None:
     """Through the CLI: a day the question names with no zone is the log's own day."""
     want = sum(1 for t in _access_times() if t.day == 18)
-    replies = [
-        json.dumps(COUNT),
-        json.dumps({"op": "final", "answer": str(want)}),
-        json.dumps({"answer": str(want), "citations": ["F1"]}),
-    ]
-    proc, stub = ask_typed_cli(ACCESS, "Count the requests logged on 2015-05-18.", replies, cwd=tmp_path)
+    question = "Count the requests logged on 2015-05-18."
+    proc, stub = ask_typed_once(ACCESS, question, COUNT, str(want), cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
     shown = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "ts >= '2015-05-18 00:00:00+00:00'" in shown and str(want) in shown
