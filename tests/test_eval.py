@@ -62,6 +62,10 @@ def test_the_blind_sets_answers_are_the_ones_their_scripts_compute(
         ("set", ["200", "404"], "404\n200\n", True),
         ("set", ["200", "404"], '["200", "404"]', True),
         ("set", ["200", "404"], "200\n404\n500", False),
+        ("set", ["root", "admin"], "root, admin", True),  # one line, its items comma-separated
+        ("set", ["Taiwan, Province of China", "Chad"], "Taiwan, Province of China\nChad", True),
+        ("set", ["root", "admin"], "root, admin, guest", False),
+        ("set", ["root", "admin"], "root and admin", False),
         ("contains", "ftpd", "The program is ftpd", True),
     ],
 )

@@ -147,13 +147,21 @@ def _items(text: str) -> set[str]:
     return {normalize(line.lstrip("-*• ").strip()) for line in stripped.splitlines() if line.strip()}
 
 
+def _listings(text: str) -> list[set[str]]:
+    """The ways `text` lists items: one per line, and where it is one line, also separated by
+    commas ("root, admin" lists two; an item may hold a comma itself, so both are tried)."""
+    lines = _items(text)
+    one_line = text.strip() and "\n" not in text.strip() and not text.strip().startswith("[")
+    return [lines, {normalize(part) for part in text.split(",") if part.strip()}] if one_line else [lines]
+
+
 def score(task: Task, got: str | None) -> bool:
     """Whether `got` (what stdout carried, without its newline) answers the task."""
     if got is None:
         return False
     if task.check == "set":
         expected = task.answer if isinstance(task.answer, list) else [task.answer]
-        return _items(got) == {normalize(str(v)) for v in expected}
+        return {normalize(str(v)) for v in expected} in _listings(got)
     answer = normalize(got)
     if task.check == "contains":
         return normalize(str(task.answer)) in answer
