@@ -334,21 +334,23 @@ def _read(question: str, table: dict[str, Any]) -> _Read:
     )
 
 
+def _measured(sent: tuple[dict[str, Any], Checked], read: _Read) -> tuple[dict[str, Any], str] | None:
+    """The query the question's words ask for instead of the one sent, its `asks` said anew."""
+    asked = _asked(*sent, read)
+    if asked is None:
+        return None
+    query, change = asked
+    query = {k: v for k, v in query.items() if k != "asks"}
+    return {"asks": ASKS[query["op"]], **query}, change
+
+
 def with_asked_measure(
     question: str, content: str | None, table: dict[str, Any]
 ) -> tuple[dict[str, Any], str] | None:
     """The typed query in `content` computing what the question's words ask for, and what
     changed (`avg instead of sum`); None when it already does, or they do not say."""
     sent = _checked(content, table)
-    if sent is None:
-        return None
-    action, checked = sent
-    asked = _asked(action, checked, _read(question, table))
-    if asked is None:
-        return None
-    query, change = asked
-    query = {k: v for k, v in query.items() if k != "asks"}
-    return {"asks": ASKS[query["op"]], **query}, change
+    return _measured(sent, _read(question, table)) if sent is not None else None
 
 
 _DISTINCT = re.compile(r"\b(?:distinct|unique|different)\b", re.I)
@@ -395,9 +397,11 @@ def measure_left_out(question: str, content: str | None, table: dict[str, Any]) 
     """What the question's words ask the query in `content` to compute instead (a query sent
     again as written after rlm changed it, as `avg instead of sum`; a count of rows where
     distinct values are asked): [] when nothing."""
-    changed = with_asked_measure(question, content, table)
     sent = _checked(content, table)
-    told = _told_only(sent[1], _read(question, table)) if sent is not None else []
+    if sent is None:
+        return []
+    read = _read(question, table)  # once: the question's words are read against the table's names
+    changed, told = _measured(sent, read), _told_only(sent[1], read)
     if changed is not None:  # the change names the list it makes
         told = [t for t in told if not t.startswith("a list of values")]
     return ([changed[1]] if changed is not None else []) + told
