@@ -108,3 +108,48 @@ def test_a_stop_that_lands_inside_the_import_machinery_is_not_lost(tmp_path: Pat
     )
     assert proc.stdout.strip() == "stopped 143", proc.stdout + proc.stderr
     assert "Exception ignored" not in proc.stderr
+
+
+STOP_DURING_AN_IMPORT = r"""
+import signal, sys, time
+from rlm.cli import app
+from rlm.errors import Interrupted
+
+signal.signal(signal.SIGTERM, app._sigterm_as_interrupt)
+sys.path.insert(0, ".")
+try:
+    import slow_module
+    t = time.monotonic()
+    while time.monotonic() - t < 5:
+        pass
+    print("went on")
+except Interrupted as stop:
+    print("stopped", stop.exit_code, "whole" if "slow_module" in sys.modules else "cut")
+"""
+
+# A module whose import runs code of its own, as an extension module's does (DuckDB's builds
+# enums from inside its native code, where a raised stop aborts the process): the stop lands in
+# that code's frame, not in the import machinery's.
+SLOW_MODULE = r"""
+import os, signal, time
+
+def build():
+    os.kill(os.getpid(), signal.SIGTERM)
+    t = time.monotonic()
+    while time.monotonic() - t < 0.3:
+        pass
+
+build()
+"""
+
+
+def test_a_stop_during_an_import_waits_for_the_import_to_end(tmp_path: Path) -> None:
+    (tmp_path / "slow_module.py").write_text(SLOW_MODULE)
+    proc = subprocess.run(
+        [sys.executable, "-c", STOP_DURING_AN_IMPORT],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.stdout.strip() == "stopped 143 whole", proc.stdout + proc.stderr

@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 from conftest import FIXTURES, cli_env, run_cli, start_cli, traces_in, wait_for, write_script
 
+from rlm.trace.eventlog import fold
+
 SPIN = "x = 0\nwhile True:\n    x += 1"
 COUNT_404 = 'print(sql("SELECT count(*) FROM log WHERE status = 404"))'
 
@@ -117,8 +119,13 @@ def test_ctrl_c_stops_the_run_it_serves(warm_dir: Path, tmp_path: Path, ignored:
 
 
 def _worker_started(cwd: Path) -> bool:
-    """Whether the run's live trace log under `cwd` records its started worker."""
-    return any('"sandbox"' in log.read_text() for log in (cwd / "traces").glob("*.jsonl"))
+    """Whether the run's live trace log under `cwd` records its started worker (the sandbox's
+    report, empty in the log's first line)."""
+    for log in (cwd / "traces").glob("*.jsonl"):
+        doc, _ = fold(log.read_text())
+        if doc is not None and doc.get("sandbox"):
+            return True
+    return False
 
 
 def test_a_client_killed_outright_takes_its_run_with_it(warm_dir: Path, tmp_path: Path) -> None:

@@ -80,14 +80,24 @@ def _later_if_in_import(signum: int, frame: Any) -> bool:
     on: seen while litellm's import ran beside the input's scan); it is then sent again shortly,
     to land outside it. A finalizer (`__del__`) swallows what it raises the same way: one that
     the import machinery ran, the signal landing just after that machinery returned to it (seen
-    on loaded cores), is passed over too."""
+    on loaded cores), is passed over too. The whole stack is read, not the frame it landed in:
+    an extension module's import runs Python code of its own (DuckDB's builds enums), and a stop
+    raised there aborts the process from inside the extension, before the trace is finished."""
     if frame is None:
         return False
-    code = frame.f_code
-    if not code.co_filename.startswith("<frozen importlib") and code.co_name != "__del__":
+    if frame.f_code.co_name != "__del__" and not _importing(frame):
         return False
     threading.Timer(0.02, os.kill, (os.getpid(), signum)).start()
     return True
+
+
+def _importing(frame: Any) -> bool:
+    """Whether an import is running anywhere on the stack that holds `frame`."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _sigterm_as_interrupt(signum: int, frame: Any) -> None:
