@@ -19,6 +19,11 @@ Where the question asks for an IP address (rlm.run.answer_kind) and the table ha
 them, the last address written in each raw line is a field too, `<ip>`: the address a message
 names (a connection from, a peer) is otherwise in no column the model can rank.
 
+Where the question says a value is written after a fixed text (`the rhost= value`, `the
+number after '####'`: rlm.run.typed.markers), that value is a field too, named by the text
+(`<rhost>`), marked as asked for: a query of another column is moved onto it
+(rlm.run.typed.measure).
+
 A question quotes a line as it reads, leaving out asides in brackets: `N bytes sent` fits
 `N bytes (1.16 KB) sent`. Where the quoted text fits none of the first lines and those are the
 whole input, it is no line of it (a date's format, `Mon D`; a line of another file), and a
@@ -33,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from rlm.run.answer_kind import IP, asked_kind, columns_of_kind
+from rlm.run.typed.markers import VALUE, Marker, question_markers
 from rlm.run.typed.placeholders import PLACEHOLDER, quoted_texts
 from rlm.text.sqltext import sql_string
 
@@ -84,6 +90,7 @@ class QuotedField:
     group: int
     number: bool
     seen: str | None = None  # a value of it in the input's first lines: the examples' filter value
+    marked: bool = False  # the value after a marker the question names: what it asks about
 
     def sql(self, line: str) -> str:
         """The value in SQL, read from the text column `line`: NULL where the line does not fit."""
@@ -91,7 +98,7 @@ class QuotedField:
         return f"TRY_CAST(replace({found}, ',', '') AS DOUBLE)" if self.number else found
 
     def as_json(self) -> list[Any]:
-        return [self.name, self.template, self.pattern, self.group, self.number, self.seen]
+        return [self.name, self.template, self.pattern, self.group, self.number, self.seen, self.marked]
 
 
 def _literal(text: str) -> str:
@@ -221,6 +228,17 @@ def quoted_fields(question: str, column_names: list[str], sample: Sample = Sampl
     return out
 
 
+def _marker_field(marker: Marker, sample: Sample) -> QuotedField | None:
+    """The value after a marker as a field; None where the sample is the whole input and no line
+    of it holds the marker with a value after it."""
+    pattern = "(?i)" + _literal(marker.text) + r"\s*" + VALUE
+    fits, found = _values_read(pattern, [1], sample.lines)
+    if not fits and sample.whole:
+        return None
+    number = bool(found[1]) and all(_NUMBER.fullmatch(v) for v in found[1])
+    return QuotedField(marker.name, marker.template, pattern, 1, number, _typical(found[1]), marked=True)
+
+
 def _address_field(taken: list[QuotedField], sample: Sample) -> QuotedField | None:
     """The last IP address of each line as a field, where some of the first lines hold one and
     no quoted placeholder is named `<ip>` already."""
@@ -243,10 +261,16 @@ def with_quoted_fields(
         return table  # no raw line to read a field from
     asked = asked_kind(question)
     address = asked is not None and asked.kind == IP and not columns_of_kind(IP, table)
-    if not address and not quoted_fields(question, names):
+    markers = question_markers(question)
+    if not address and not markers and not quoted_fields(question, names):
         return table
     lines = sample()
     fields = quoted_fields(question, names, lines)
+    taken = {n.casefold() for n in [*names, *(f.name for f in fields)]}
+    for marker in markers:
+        if marker.name.casefold() not in taken and len(fields) < MAX_FIELDS:
+            fields += [f for f in [_marker_field(marker, lines)] if f is not None]
+            taken.add(marker.name.casefold())
     if address and _ADDRESS_NAME not in {n.casefold() for n in names}:
         fields += [f for f in [_address_field(fields, lines)] if f is not None]
     return {**table, FIELDS_KEY: [f.as_json() for f in fields]} if fields else table
@@ -269,7 +293,7 @@ def read_fields(table: dict[str, Any]) -> list[QuotedField]:
     """The quoted fields a table's description holds (those of with_quoted_fields)."""
     out = []
     for item in table.get(FIELDS_KEY) or []:
-        name, template, pattern, group, number, seen = item
+        name, template, pattern, group, number, seen, *marked = item
         out.append(
             QuotedField(
                 str(name),
@@ -278,6 +302,7 @@ def read_fields(table: dict[str, Any]) -> list[QuotedField]:
                 int(group),
                 bool(number),
                 None if seen is None else str(seen),
+                bool(marked and marked[0]),
             )
         )
     return out

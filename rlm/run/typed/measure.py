@@ -33,6 +33,11 @@ words point one way:
 - a bound on a number whose comparison is not the one the question's words state for that
   number ("N or more" is `>= N`, "more than N" `> N`, "at most N" `<= N`, "under N" `< N`)
   gets the stated comparison: `> N` for "N or more" leaves out the rows of N;
+- a query of another column where the question names the value after a marker (`the rhost=
+  value`: rlm.run.typed.markers) is moved onto that value's field: a top, a distinct count, a
+  total, an average or an extreme of it, its groups, the rows of its largest value (where a
+  "which" asks what goes with it), or a count of the rows where it passes the one bound the
+  question states (_onto_marked);
 - a bound on a number of lines ("N or more times", "at least N warnings"), a count of distinct
   values where their list is asked, and a count of rows where the question asks which values of
   one column: the values listed or named, each on at least N lines (_listing). Told that a
@@ -63,8 +68,9 @@ from typing import Any
 
 from rlm.run.typed.asked import STATED, as_number, asked_column, column_bounds, lines_bound, unquoted
 from rlm.run.typed.check import Checked, Problem, check_action, shown_value
-from rlm.run.typed.columns import NUMBER, table_columns
+from rlm.run.typed.columns import NUMBER, TableColumns, table_columns
 from rlm.run.typed.compile import read_json
+from rlm.run.typed.fields import read_fields
 from rlm.run.typed.vocabulary import ASKS, DEFAULT_K, MAX_FILTERS, MAX_K
 
 __all__ = ["measure_left_out", "with_asked_measure"]
@@ -116,6 +122,8 @@ class _Read:
     asked_column: str | None  # the one column its "which <things>" names (_asked_column)
     lines_bound: int | None  # the fewest lines a value must be on ("N or more times"), if stated
     column_bounds: tuple[tuple[str, str, float], ...]  # (column, cmp, number) stated beside a column
+    cols: TableColumns  # the table's columns, the fields of the question's quotes and markers among them
+    marked: tuple[str, bool] | None = None  # the one field after a marker (rlm.run.typed.markers), a number?
 
 
 def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[str, Any], str] | None:
@@ -125,6 +133,15 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
     fewest = _FEWEST.search(_AT_LEAST.sub(" ", words)) is not None and _MOST.search(words) is None
     column = checked.column
     rows = {"where": action["where"]} if action.get("where") else {}
+    if (marked := _onto_marked(action, checked, read)) is not None:
+        # Moved onto the value, the query is read again: its measure (an average asked) and its
+        # list may still be another than the question's.
+        try:
+            again = check_action(marked[0], read.cols)
+        except Problem:
+            return marked
+        more = _asked(marked[0], again, read)
+        return (more[0], f"{marked[1]}; {more[1]}") if more is not None else marked
     if (listing := _listing(action, checked, read)) is not None:
         return listing
     if checked.op == "sum" and average:
@@ -163,6 +180,90 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
     ):
         name = bounded[0].column.name
         return {"op": extreme, "column": name, **rows}, f"{extreme} of {name} instead of a count"
+    return None
+
+
+def _named(checked: Checked, name: str) -> bool:
+    """Whether a checked query reads the column `name` anywhere."""
+    read = [
+        checked.column,
+        checked.by,
+        checked.order_by,
+        *checked.columns,
+        *(f.column for f in checked.where),
+    ]
+    return any(c is not None and c.name == name for c in read)
+
+
+def _one_bound(words: str) -> tuple[str, float] | None:
+    """The one bound on a number the question's words state (cmp, number); None for none or several."""
+    found = {
+        (cmp, n)
+        for pattern, cmp in STATED
+        for m in pattern.finditer(words)
+        if (n := next((as_number(g) for g in m.groups() if g), None)) is not None
+    }
+    return found.pop() if len(found) == 1 else None
+
+
+_WHICH_THING = re.compile(r"\bwhich\b", re.I)
+
+
+def _onto_marked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[str, Any], str] | None:
+    """The query moved onto the value after the marker the question names, where it reads
+    another column (see the module's doc); None where it reads that value already, or no form
+    of the question says what to compute of it."""
+    if read.marked is None or _named(checked, read.marked[0]):
+        return None
+    name, number = read.marked
+    words, op = read.words, checked.op
+    rows = {"where": action["where"]} if action.get("where") else {}
+    was = checked.column or checked.by
+    instead = f"{name}, the value the question names, instead of {was.name if was else 'a count of rows'}"
+    how_many = _HOW_MANY.search(words) is not None
+    extreme = _extreme(words) if number and not how_many else None
+    if extreme is not None:
+        if read.asked_column is None and not _WHICH_THING.search(words):
+            return {"op": extreme, "column": name, **rows}, f"{extreme} of {instead}"
+        # Which thing goes with the largest value: the rows of it, and what they hold beside it.
+        beside = read.asked_column if read.asked_column not in (None, name) else "line"
+        take = "last" if extreme == "max" else "first"
+        query = {"op": "rows", "columns": [beside, name], "order_by": name, "take": take, "k": 3, **rows}
+        largest = "largest" if extreme == "max" else "smallest"
+        return query, f"the rows of the {largest} {name}, with their {beside}"
+    if number and not how_many and op not in ("sum", "avg") and _AVERAGE.search(words):
+        return {"op": "avg", "column": name, **rows}, f"avg of {instead}"
+    if op in ("top", "count_distinct") or (op in ("sum", "avg", "min", "max") and number):
+        query = {k: v for k, v in action.items() if k != "after"}
+        return {**query, "column": name}, instead
+    if op == "group" and checked.agg is None and checked.by is not None:
+        query = {k: v for k, v in action.items() if k != "bucket"}
+        return {**query, "by": name}, f"groups of {instead}"
+    if op != "count":
+        return None
+    if _DISTINCT.search(words):
+        return {"op": "count_distinct", "column": name, **rows}, f"a count of distinct {instead}"
+    bound = _one_bound(words) if number else None
+    if bound is not None and not any(f.column.kind == NUMBER for f in checked.where):
+        if len(checked.where) >= MAX_FILTERS:
+            return None
+        cmp, n = bound
+        added = {"column": name, "cmp": cmp, "value": int(n) if n.is_integer() else n}
+        # A text filter holding the bound's digits ("over 1000" as `contains '1000'`) compares
+        # nothing: the bound on the value replaces it.
+        digits = {str(added["value"]), f"{added['value']:,}"}
+        kept = [
+            w
+            for w in action.get("where") or []
+            if not (isinstance(w, dict) and str(w.get("value")) in digits)
+        ]
+        where = [*kept, added]
+        return {
+            "op": "count",
+            "where": where,
+        }, f"{name} {cmp} {added['value']} as the question states, added to where"
+    if not how_many and _ADD_UP.search(words) is None:
+        return {"op": "top", "column": name, "k": DEFAULT_K, **rows}, f"top {instead}"
     return None
 
 
@@ -324,6 +425,7 @@ def _read(question: str, table: dict[str, Any]) -> _Read:
     cols = table_columns(table)
     numbers = frozenset(_numbers_named(question, table))
     text = unquoted(question)
+    marked = [(f.name, f.number) for f in read_fields(table) if f.marked]
     return _Read(
         _words(question, table),
         _listed(question),
@@ -331,6 +433,8 @@ def _read(question: str, table: dict[str, Any]) -> _Read:
         asked_column(question, table, cols),
         lines_bound(text, cols),
         column_bounds(text, cols),
+        cols,
+        marked[0] if len(marked) == 1 else None,
     )
 
 

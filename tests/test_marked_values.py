@@ -1,0 +1,184 @@
+"""A value a question says is written after a fixed text inside the lines (`the peer= value`, the
+number after a `took:`, what a `[job: ...]` tag holds): read by the question's form alone, offered
+as a column, and a query of another column moved onto it, giving what Python finds on the raw
+lines; through the CLI, the moved query runs in the real worker and its answer is printed."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from conftest import ask_typed_once
+
+from rlm.input.source import open_source
+from rlm.run.typed import compile_sql, describe_actions
+from rlm.run.typed.fields import read_fields, sample_lines, with_quoted_fields
+from rlm.run.typed.markers import question_markers
+from rlm.run.typed.measure import with_asked_measure
+
+_PEER = re.compile(r"peer=(\S+)")
+_TOOK = re.compile(r"took: ([0-9,.]+)")
+_JOB = re.compile(r"\[job: ([^\]]+)\]")
+
+
+def _write_log(path: Path, lines: int = 3000) -> list[str]:
+    """A syslog whose messages hold values after fixed texts, and some lines without them."""
+    rng = random.Random(7)
+    hosts = ["alpha", "bravo", "charlie", "delta"]
+    peers = [f"10.0.{rng.randint(0, 9)}.{rng.randint(1, 250)}" for _ in range(30)]
+    out = []
+    for i in range(lines):
+        clock = f"Mar  3 {10 + i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}"
+        host = rng.choice(hosts)
+        if i % 7 == 3:
+            out.append(f"{clock} {host} cron[{100 + i}]: (root) CMD (run-parts /etc/cron.hourly)")
+            continue
+        took = f"{rng.randint(0, 2400):,}.{rng.randint(0, 999):03d}"
+        job = f"j-{rng.randint(0, 400):04x}"
+        peer = rng.choice(peers[: rng.randint(1, len(peers))])
+        out.append(
+            f"{clock} {host} worker[{200 + i % 50}]: job done [job: {job}] peer={peer} took: {took} ms"
+        )
+    path.write_text("\n".join(out) + "\n")
+    return out
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str], dict[str, Any]]:
+    folder = tmp_path_factory.mktemp("marked")
+    path = folder / "jobs.log"
+    lines = _write_log(path)
+    table = open_source(str(path), cache_dir=str(folder / "cache")).profile.table
+    assert table is not None and "host" in [c[0] for c in table["columns"]]
+    return path, lines, table
+
+
+def _fielded(table: dict[str, Any], question: str, path: Path) -> dict[str, Any]:
+    return with_quoted_fields(table, question, lambda: sample_lines(str(path)))
+
+
+def _moved(
+    question: str, sent: dict[str, Any], table: dict[str, Any], path: Path
+) -> tuple[Any, str, list[Any]]:
+    """The query rlm runs instead of `sent`, what it says changed, and the query's rows."""
+    fielded = _fielded(table, question, path)
+    moved = with_asked_measure(question, json.dumps(sent), fielded)
+    assert moved is not None, question
+    with duckdb.connect(table["path"], read_only=True) as con:
+        rows = con.execute(compile_sql(moved[0], fielded)).fetchall()
+    return moved[0], moved[1], rows
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def test_a_marker_is_read_from_the_questions_form_only() -> None:
+    said = {
+        "Which remote address (its peer= value) shows up most?": ("peer=", ""),
+        "What do the '[job: ...]' tags hold most often?": ("[job:", "]"),
+        "How many KB ids follow 'Package_for_KB...' in the names?": ("Package_for_KB", ""),
+        "What is the largest 'took:' value?": ("took:", ""),
+        "Count the records whose number after '####' is odd.": ("####", ""),
+    }
+    for question, (text, closing) in said.items():
+        assert [(m.text, m.closing) for m in question_markers(question)] == [(text, closing)], question
+    # Quotes that name lines, or lines with their own placeholders, hold no marker; nor an
+    # equation's sign between words.
+    for question in (
+        "How many lines with 'error:' did each host log?",
+        "How many 'Failed password for ...' lines are there?",
+        "What is the average of the 'Took N seconds' lines?",
+        "Is x = y + z where a=b?",
+    ):
+        assert question_markers(question) == [], question
+
+
+def test_the_value_after_a_marker_is_a_column_of_its_kind(
+    log: tuple[Path, list[str], dict[str, Any]],
+) -> None:
+    path, _, table = log
+    fielded = _fielded(
+        table, "What is the largest 'took:' value, and the busiest peer (the peer= value)?", path
+    )
+    fields = {f.name: f for f in read_fields(fielded)}
+    assert set(fields) == {"<took>", "<peer>"} and all(f.marked for f in fields.values())
+    assert fields["<took>"].number and not fields["<peer>"].number
+    told = describe_actions(fielded)
+    assert '"<peer>" (text) is the <peer> of each line "peer=<peer>"' in told
+    # A marker no line of a whole input holds gives no column.
+    assert _fielded(table, "What is the most common 'nosuchkey=' value?", path) == table
+
+
+def test_queries_of_another_column_are_moved_onto_the_marked_value(
+    log: tuple[Path, list[str], dict[str, Any]],
+) -> None:
+    path, lines, table = log
+    peers = Counter(m[1] for m in map(_PEER.search, lines) if m)
+    took = [_number(m[1]) for m in map(_TOOK.search, lines) if m]
+    jobs = {m[1] for m in map(_JOB.search, lines) if m}
+
+    q = "Which remote address (its peer= value) shows up most? Just the address."
+    query, change, rows = _moved(q, {"op": "top", "column": "host", "k": 5}, table, path)
+    assert query["column"] == "<peer>" and "instead of host" in change
+    assert rows[0] == (peers.most_common(1)[0][0], peers.most_common(1)[0][1])
+
+    q = "What is the longest 'took:' value? Just the number."
+    query, change, rows = _moved(q, {"op": "top", "column": "host"}, table, path)
+    assert query == {"asks": query["asks"], "op": "max", "column": "<took>"} and rows == [(max(took),)]
+
+    q = "What is the mean 'took:' value? Round to 2 decimals."
+    query, change, rows = _moved(q, {"op": "sum", "column": "pid"}, table, path)
+    assert query["op"] == "avg" and rows[0][0] == pytest.approx(sum(took) / len(took))
+
+    q = "How many distinct ids do the '[job: ...]' tags hold?"
+    _, _, rows = _moved(q, {"op": "count"}, table, path)
+    assert rows == [(len(jobs),)]
+
+    q = "How many jobs have a 'took:' value over 1,000? Just the number."
+    sent = {"op": "count", "where": [{"column": "line", "cmp": "contains", "value": "1,000"}]}
+    query, _, rows = _moved(q, sent, table, path)
+    assert query["where"] == [{"column": "<took>", "cmp": ">", "value": 1000}]
+    assert rows == [(sum(t > 1000 for t in took),)]
+
+    # Which line goes with the largest value: its rows, the line beside the value.
+    q = "Which host logged the slowest job (the largest 'took:' value)?"
+    query, _, rows = _moved(q, {"op": "count"}, table, path)
+    assert query["op"] == "rows" and query["order_by"] == "<took>" and query["columns"][0] == "host"
+    slowest = max(lines, key=lambda x: _number(m[1]) if (m := _TOOK.search(x)) else -1)
+    assert rows[0][1] == slowest.split()[3] and rows[0][2] == max(took)
+
+
+def test_a_query_of_the_marked_value_runs_as_sent(log: tuple[Path, list[str], dict[str, Any]]) -> None:
+    path, _, table = log
+    fielded = _fielded(table, "Which peer= value shows up most?", path)
+    assert (
+        with_asked_measure(
+            "Which peer= value shows up most?", json.dumps({"op": "top", "column": "<peer>"}), fielded
+        )
+        is None
+    )
+
+
+def test_the_cli_answers_from_the_marked_value_where_the_model_ranked_another_column(
+    log: tuple[Path, list[str], dict[str, Any]], tmp_path: Path
+) -> None:
+    """Through the CLI and the real worker: the model ranks the syslog's host, rlm runs the top
+    of the value after the marker instead and tells it, and the model's answer is printed."""
+    path, lines, _ = log
+    peers = Counter(m[1] for m in map(_PEER.search, lines) if m)
+    busiest = min(peers.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+    question = "Which remote address (its peer= value) shows up most? Just the address."
+    proc, stub = ask_typed_once(
+        path, question, {"op": "top", "column": "host", "k": 3}, busiest, cwd=tmp_path
+    )
+    assert proc.returncode == 0 and proc.stdout == f"{busiest}\n", proc.stderr
+    shown = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "<peer>, the value the question names, instead of host" in shown
+    assert f"{busiest}" in shown and str(peers[busiest]) in shown
