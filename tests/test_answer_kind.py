@@ -127,7 +127,7 @@ ADDRESS = ACCEPTED.split(" from ", 1)[1].split()[0]
 
 def test_a_final_of_the_wrong_kind_is_refused_once_and_the_model_told_where_to_look(tmp_path: Path) -> None:
     replies = [
-        json.dumps({"op": "top", "column": "host", "k": 1}),
+        json.dumps({"op": "rows", "columns": ["host"], "k": 1}),
         json.dumps({"op": "final", "answer": "LabSZ"}),  # the host field's value: no address
         json.dumps(
             {
@@ -157,9 +157,9 @@ def test_a_final_of_the_wrong_kind_after_one_more_query_is_taken_and_withheld_un
     final = json.dumps({"op": "final", "answer": "LabSZ"})
     accepted = {"column": "event", "cmp": "=", "value": "accepted_password"}
     replies = [
-        json.dumps({"op": "top", "column": "host", "k": 1}),
+        json.dumps({"op": "rows", "columns": ["host"], "k": 1}),
         final,
-        json.dumps({"op": "top", "column": "host", "k": 1, "where": [accepted]}),
+        json.dumps({"op": "rows", "columns": ["host"], "k": 1, "where": [accepted]}),
         final,  # after one more query: taken as it is
         json.dumps({"answer": "LabSZ", "citations": ["F2"]}),
     ]

@@ -500,6 +500,27 @@ def test_a_count_where_the_question_asks_which_values_of_one_column_becomes_thei
     assert _changed("Which payment: were there rides paid in cash?", one, taxis) is None
 
 
+def test_a_top_of_another_column_than_the_one_asked_becomes_a_top_of_it(
+    taxis: dict[str, Any], rows: list[dict[str, str]]
+) -> None:
+    """A top of one column where the question asks which values of another becomes a top of the
+    one asked, over the same rows; not where it asks how many, an extreme, or a total, nor where
+    the asked column is one the query filters on."""
+    cash = [{"column": "payment", "cmp": "=", "value": "cash"}]
+    sent = {"op": "top", "column": "pickup_borough", "k": 3, "where": cash}
+    changed = _changed("Which dropoff zone do the cash rides end in most often?", sent, taxis)
+    assert changed is not None
+    assert changed[1] == "top dropoff_zone, the values the question asks for, instead of pickup_borough"
+    want = Counter(r["dropoff_zone"] for r in rows if r["payment"] == "cash" and r["dropoff_zone"])
+    assert _run(changed[0], taxis)[0] == min(want.items(), key=lambda kv: (-kv[1], kv[0]))
+    for question in [
+        "How many cash rides ended in which dropoff zone?",
+        "Which dropoff zone had the longest cash ride?",
+        "Which payment do the cash rides use most?",
+    ]:
+        assert _changed(question, sent, taxis) is None, question
+
+
 def test_an_ip_asked_goes_to_the_one_column_of_addresses(tmp_path: Path) -> None:
     """ "Which client IP" on an access log: its one column of addresses, though none is named so."""
     log = Path(__file__).resolve().parent.parent / "fixtures" / "access.log"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -182,3 +183,55 @@ def test_the_cli_answers_from_the_marked_value_where_the_model_ranked_another_co
     shown = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "<peer>, the value the question names, instead of host" in shown
     assert f"{busiest}" in shown and str(peers[busiest]) in shown
+
+
+_MAC = re.compile(r"(?i)\b([0-9a-f]{2}(?::[0-9a-f]{2}){5})\b")
+_UUID = re.compile(r"\b([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b")
+
+
+def _write_leases(path: Path, lines: int = 2000) -> list[str]:
+    """A syslog of DHCP requests, each from a MAC address and for a session UUID."""
+    rng = random.Random(11)
+    macs = [":".join(f"{rng.randint(0, 255):02x}" for _ in range(6)) for _ in range(12)]
+    sessions = [str(uuid.UUID(int=rng.getrandbits(128))) for _ in range(9)]
+    out = []
+    for i in range(lines):
+        clock = f"Apr  9 {i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}"
+        host = rng.choice(["gw1", "gw2", "gw3"])
+        mac, session = rng.choice(macs[: rng.randint(1, 12)]), rng.choice(sessions[: rng.randint(1, 9)])
+        kind = rng.choice(["DHCPREQUEST", "DHCPACK"])
+        out.append(
+            f"{clock} {host} dhcpd[{300 + i % 9}]: {kind} for 10.1.{i % 200}.{i % 250} from {mac} session {session}"
+        )
+    path.write_text("\n".join(out) + "\n")
+    return out
+
+
+def test_a_mac_address_or_uuid_asked_is_read_from_the_lines_and_ranked(tmp_path: Path) -> None:
+    """Where the question names a MAC address or a UUID and no column's name does, the first of
+    each line is a column, and a top of another column is moved onto the one asked for."""
+    path = tmp_path / "leases.log"
+    lines = _write_leases(path)
+    table = open_source(str(path), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None
+    requests = [x for x in lines if "DHCPREQUEST" in x]
+    sent = {
+        "op": "top",
+        "column": "host",
+        "where": [{"column": "line", "cmp": "contains", "value": "DHCPREQUEST"}],
+    }
+    for question, shape, name in (
+        ("Which MAC address made the most DHCPREQUEST calls? Just the address.", _MAC, "<mac>"),
+        ("Which session UUID shows up in the most DHCPREQUEST lines?", _UUID, "<uuid>"),
+    ):
+        fielded = _fielded(table, question, path)
+        assert [f.name for f in read_fields(fielded)] == [name]
+        assert f'"{name}" (text) holds the first {name.strip("<>").upper()} of each line' in describe_actions(
+            fielded
+        )
+        query, change, rows = _moved(question, sent, table, path)
+        assert query["column"] == name and "instead of host" in change
+        want = Counter(m[1] for m in map(shape.search, requests) if m)
+        assert rows and all(want[value] == count for value, count in rows)
+        assert rows[0][1] == max(want.values()) and len(rows) == min(len(want), query.get("k", 10))
+    assert _fielded(table, "Which host logged the most DHCPACK lines?", path) == table

@@ -10,13 +10,12 @@ what is read).
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Any
 
 from rlm.run.answer_kind import IP, asked_kind, columns_of_kind
 from rlm.run.typed.columns import NUMBER, TableColumns
-from rlm.run.typed.placeholders import quoted_texts
+from rlm.run.typed.placeholders import unquoted
 
 __all__ = ["STATED", "as_number", "asked_column", "column_bounds", "lines_bound", "unquoted"]
 
@@ -59,11 +58,12 @@ _UNITS = frozenset(
     "days weeks months years miles kilometers kilometres meters metres km dollars euros cents percent "
     "degrees points".split()
 )
-# "which <things>", "what <things>", "list (every) <thing>": the words that name what is asked for.
+# "which <things>", "what <things>", "list (every) <thing>": the words that name what is asked for
+# (`ip:port` and `requests.total` are words of a name too).
 _WHICH = re.compile(
-    r"\b(?:which|what)\s+(?!(?:is|was|are|were|does|did|do|has|had)\b)((?:[\w-]+\s+){0,3}[\w-]+)"
-    r"|\bwhat\s+(?:is|was|are|were)\s+the\s+((?:[\w-]+\s+){0,3}[\w-]+)"
-    r"|\blist\s+(?:(?:every|all|each|the|of|distinct|unique|different)\s+){0,3}((?:[\w-]+\s+){0,3}[\w-]+)",
+    r"\b(?:which|what)\s+(?!(?:is|was|are|were|does|did|do|has|had)\b)((?:[\w:.-]+\s+){0,3}[\w:.-]+)"
+    r"|\bwhat\s+(?:is|was|are|were)\s+the\s+((?:[\w:.-]+\s+){0,3}[\w:.-]+)"
+    r"|\blist\s+(?:(?:every|all|each|the|of|distinct|unique|different)\s+){0,3}((?:[\w:.-]+\s+){0,3}[\w:.-]+)",
     re.I,
 )
 # A column's name in short, as the question writes it in full ("src_ip" for "source IP").
@@ -81,11 +81,6 @@ _SHORT = {
     "desc": "description",
     "cat": "category",
 }
-
-
-def unquoted(question: str) -> str:
-    """The question without the texts it quotes: a quoted line's words are the line's, not its own."""
-    return functools.reduce(lambda text, quote: text.replace(quote, " "), quoted_texts(question), question)
 
 
 def as_number(text: str) -> float | None:

@@ -10,7 +10,7 @@ from typing import Any
 from rlm.run.actions import Action
 from rlm.run.typed.columns import DATE, NUMBER, TEXT, TIME, TableColumns, table_columns
 from rlm.run.typed.compile import to_action
-from rlm.run.typed.fields import ADDRESS_TEMPLATE, QuotedField, names_a_field, read_fields
+from rlm.run.typed.fields import ADDRESS_TEMPLATE, SHAPE_TEMPLATES, QuotedField, names_a_field, read_fields
 from rlm.run.typed.vocabulary import ASKS, DEFAULT_K, MAX_FILTERS, MAX_K
 
 __all__ = ["describe_actions", "example_cells", "examples"]
@@ -152,13 +152,14 @@ def describe_actions(table: dict[str, Any]) -> str:
         told = "; ".join(
             f'"{c.name}" ({c.kind}) holds the last IP address of each line'
             if c.quoted == ADDRESS_TEMPLATE
+            else f'"{c.name}" ({c.kind}) holds the first {c.name.strip("<>").upper()} of each line'
+            if c.quoted in SHAPE_TEMPLATES
             else f'"{c.name}" ({c.kind}) is the {c.name} of each line "{c.quoted}"'
             for c in quoted
         )
+        shapes = {ADDRESS_TEMPLATE, *SHAPE_TEMPLATES}
         source = (
-            "the lines the question quotes"
-            if any(c.quoted != ADDRESS_TEMPLATE for c in quoted)
-            else "raw lines"
+            "the lines the question quotes" if any(c.quoted not in shapes for c in quoted) else "raw lines"
         )
         lines.append(f"Columns from {source}, empty on other lines: {told}.")
     # What each shape of question asks for, in the words questions use: a small model otherwise

@@ -17,7 +17,9 @@ name the table already has, or one taken by an earlier placeholder, is not offer
 
 Where the question asks for an IP address (rlm.run.answer_kind) and the table has no column of
 them, the last address written in each raw line is a field too, `<ip>`: the address a message
-names (a connection from, a peer) is otherwise in no column the model can rank.
+names (a connection from, a peer) is otherwise in no column the model can rank. So is the first
+MAC address (`<mac>`) or UUID (`<uuid>`) of each line where the question names one and no
+column's name does: values of a fixed shape, written inside messages, never parsed out.
 
 Where the question says a value is written after a fixed text (`the rhost= value`, `the
 number after '####'`: rlm.run.typed.markers), that value is a field too, named by the text
@@ -39,11 +41,12 @@ from typing import Any, NamedTuple
 
 from rlm.run.answer_kind import IP, asked_kind, columns_of_kind
 from rlm.run.typed.markers import VALUE, Marker, question_markers
-from rlm.run.typed.placeholders import PLACEHOLDER, quoted_texts
+from rlm.run.typed.placeholders import PLACEHOLDER, quoted_texts, unquoted
 from rlm.text.sqltext import sql_string
 
 __all__ = [
     "ADDRESS_TEMPLATE",
+    "SHAPE_TEMPLATES",
     "FIELDS_KEY",
     "MAX_FIELDS",
     "QuotedField",
@@ -239,6 +242,43 @@ def _marker_field(marker: Marker, sample: Sample) -> QuotedField | None:
     return QuotedField(marker.name, marker.template, pattern, 1, number, _typical(found[1]), marked=True)
 
 
+# Values of a fixed shape a question names by their kind: (the words, the field's name, the
+# template it is described by, a pattern whose group 1 is the line's first such value).
+_SHAPES = (
+    (
+        re.compile(r"\bMAC(?:\s+address(?:es)?|s)?\b"),
+        "<mac>",
+        "… <mac> …",
+        r"(?i)(?:^|[^0-9a-f:])([0-9a-f]{2}(?::[0-9a-f]{2}){5})(?:[^0-9a-f:]|$)",
+    ),
+    (
+        re.compile(r"\bUUIDs?\b", re.I),
+        "<uuid>",
+        "… <uuid> …",
+        r"(?i)(?:^|[^0-9a-f-])([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?:[^0-9a-f-]|$)",
+    ),
+)
+SHAPE_TEMPLATES = frozenset(template for _, _, template, _ in _SHAPES)
+
+
+def _shape_fields(
+    question: str, names: list[str], taken: list[QuotedField], sample: Sample
+) -> list[QuotedField]:
+    """A field of each fixed-shape value the question names (a MAC address, a UUID) that no
+    column's name says it holds (`mac`, `instance_uuid`) and some of the first lines hold."""
+    out: list[QuotedField] = []
+    for words, name, template, pattern in _SHAPES:
+        kind = name.strip("<>")
+        if not words.search(unquoted(question)) or any(kind in n.casefold() for n in names):
+            continue
+        if len(taken) + len(out) >= MAX_FIELDS or any(f.name == name for f in taken):
+            continue
+        fits, found = _values_read(pattern, [1], sample.lines)
+        if fits > 0:
+            out.append(QuotedField(name, template, pattern, 1, False, _typical(found[1])))
+    return out
+
+
 def _address_field(taken: list[QuotedField], sample: Sample) -> QuotedField | None:
     """The last IP address of each line as a field, where some of the first lines hold one and
     no quoted placeholder is named `<ip>` already."""
@@ -262,7 +302,8 @@ def with_quoted_fields(
     asked = asked_kind(question)
     address = asked is not None and asked.kind == IP and not columns_of_kind(IP, table)
     markers = question_markers(question)
-    if not address and not markers and not quoted_fields(question, names):
+    shaped = any(words.search(unquoted(question)) for words, _, _, _ in _SHAPES)
+    if not address and not markers and not shaped and not quoted_fields(question, names):
         return table
     lines = sample()
     fields = quoted_fields(question, names, lines)
@@ -273,6 +314,7 @@ def with_quoted_fields(
             taken.add(marker.name.casefold())
     if address and _ADDRESS_NAME not in {n.casefold() for n in names}:
         fields += [f for f in [_address_field(fields, lines)] if f is not None]
+    fields += _shape_fields(question, names, fields, lines) if shaped else []
     return {**table, FIELDS_KEY: [f.as_json() for f in fields]} if fields else table
 
 

@@ -70,7 +70,7 @@ from rlm.run.typed.asked import STATED, as_number, asked_column, column_bounds, 
 from rlm.run.typed.check import Checked, Problem, check_action, shown_value
 from rlm.run.typed.columns import NUMBER, TableColumns, table_columns
 from rlm.run.typed.compile import read_json
-from rlm.run.typed.fields import read_fields
+from rlm.run.typed.fields import ADDRESS_TEMPLATE, SHAPE_TEMPLATES, read_fields
 from rlm.run.typed.vocabulary import ASKS, DEFAULT_K, MAX_FILTERS, MAX_K
 
 __all__ = ["measure_left_out", "with_asked_measure"]
@@ -292,7 +292,8 @@ def _listing(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dic
       beside it (`rows` ordered by it);
     - a count of rows where the question asks which values of one column ("which source IP",
       `src_ip`; rlm names it only where one column fits), and not how many, a total, an average
-      nor an extreme, becomes a `top` of that column over the same rows."""
+      nor an extreme, becomes a `top` of that column over the same rows; a `top` of another
+      column likewise (the syslog's host where the question asks which MAC address)."""
     words, bound = read.words, read.lines_bound
     rows = {"where": action["where"]} if action.get("where") else {}
     least = {"min_count": bound} if bound is not None else {}
@@ -338,6 +339,22 @@ def _listing(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dic
             **least,
             **rows,
         }, f"top {asked} instead of a count of rows"
+    # A top of another column than the one asked for; not of a quoted line's own placeholder,
+    # which is what the question quotes the line for.
+    ranks_other = (
+        checked.op == "top"
+        and checked.column is not None
+        and checked.column.name != asked
+        and checked.column.quoted in (None, ADDRESS_TEMPLATE, *SHAPE_TEMPLATES)
+    )
+    # Not where the question names the value after a marker: that is what it asks for (_onto_marked).
+    unmarked = read.marked is None and checked.after is None
+    if ranks_other and asked is not None and asked not in named and unmarked and plain and not ranked:
+        other = checked.column.name if checked.column is not None else ""
+        return {
+            **action,
+            "column": asked,
+        }, f"top {asked}, the values the question asks for, instead of {other}"
     return None
 
 

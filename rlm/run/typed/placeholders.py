@@ -8,9 +8,10 @@ which the line holds; a part with too few letters matches too much to be kept.
 
 from __future__ import annotations
 
+import functools
 import re
 
-__all__ = ["PLACEHOLDER", "literal_parts", "quoted_texts"]
+__all__ = ["PLACEHOLDER", "literal_parts", "quoted_texts", "unquoted"]
 
 # What stands for a varying part inside a quoted line: <ip>, ..., a lone capital (N, X), one
 # written against its unit as logs write numbers (`timeout of Nms`, `Ns`, `N%`), and the words
@@ -39,3 +40,8 @@ def literal_parts(text: str) -> list[str]:
 def quoted_texts(question: str) -> list[str]:
     """The texts a question quotes, in order."""
     return [next(g for g in m.groups() if g) for m in _QUOTED.finditer(question)]
+
+
+def unquoted(question: str) -> str:
+    """The question without the texts it quotes: a quoted line's words are the line's, not its own."""
+    return functools.reduce(lambda text, quote: text.replace(quote, " "), quoted_texts(question), question)
