@@ -5,6 +5,7 @@ never."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from datetime import datetime
@@ -15,9 +16,11 @@ import duckdb
 import pytest
 from conftest import ask_typed_once, latest_trace
 
+from rlm.input.logformats import assumed_year
 from rlm.input.source import open_source
 from rlm.run.typed import compile_sql
 from rlm.run.typed.fields import Sample, sample_lines
+from rlm.run.typed.measure import with_asked_measure
 from rlm.run.typed.window import LINE_ZONE_KEY, with_line_zone, with_window
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -183,3 +186,40 @@ def test_the_cli_reads_a_clock_in_the_logs_own_zone(tmp_path: Path) -> None:
     assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
     shown = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "ts >= '2015-05-18 00:00:00+00:00'" in shown and str(want) in shown
+
+
+def test_a_window_the_query_writes_otherwise_is_replaced_by_the_stated_one(
+    tables: dict[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """Two clocks and no date, on a syslog: the model's own filters on the time column, its last
+    second left out (`<` where the question's end is taken in), are replaced by the stated window
+    on the date they are on; the count is Python's. A query whose filters are the window already,
+    or that has none (with_window adds it), is not changed here; nor one on a date the question
+    does not fix and the query's filters do not agree on."""
+    table = tables[LINUX]
+    lines = _syslog_times()
+    busiest = max(sorted({d for d, _ in lines}), key=lambda d: sum(1 for x, _ in lines if x == d))
+    clocks = sorted(c for d, c in lines if d == busiest)
+    low, high = clocks[len(clocks) // 4], clocks[3 * len(clocks) // 4]  # a line is written at `high`
+    day = datetime.strptime(f"{busiest} {assumed_year(table['note'])}", "%b %d %Y").date().isoformat()
+    sent = {
+        "op": "count",
+        "where": [
+            {"column": "ts", "cmp": ">=", "value": f"{day} {low}"},
+            {"column": "ts", "cmp": "<", "value": f"{day} {high}"},
+        ],
+    }
+    question = f"How many lines were written from {low} to {high}? Just the number."
+    changed = with_asked_measure(question, json.dumps(sent), table)
+    assert changed is not None
+    assert changed[1] == (
+        f"ts >= '{day} {low}' and ts <= '{day} {high}' as the question states, "
+        f"instead of ts >= '{day} {low}' and ts < '{day} {high}'"
+    )
+    want = sum(1 for d, c in lines if d == busiest and low <= c <= high)
+    assert _count(changed[0], table) == want and want > _count(sent, table)
+    assert with_asked_measure(question, json.dumps(changed[0]), table) is None
+    assert with_asked_measure(question, json.dumps(COUNT), table) is None
+    other_day = {"column": "ts", "cmp": "<", "value": "2026-01-02 00:00:00"}
+    two_days = {"op": "count", "where": [{**sent["where"][0]}, other_day]}
+    assert with_asked_measure(question, json.dumps(two_days), table) is None

@@ -30,6 +30,8 @@ words point one way:
   list's first item (a run of the development sets answered one address of ten); where it asks
   for every or all of them, any k below the largest gets the largest (a top 5 of a list of
   six left one out);
+- filters on the time column other than the window the question states ("from 03:15:00 to
+  03:44:59" sent as `< '03:44:59'`) are replaced by that window (rlm.run.typed.window);
 - a bound on a number whose comparison is not the one the question's words state for that
   number ("N or more" is `>= N`, "more than N" `> N`, "at most N" `<= N`, "under N" `< N`)
   gets the stated comparison: `> N` for "N or more" leaves out the rows of N;
@@ -64,14 +66,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 from rlm.run.typed.asked import STATED, as_number, asked_column, column_bounds, lines_bound, unquoted
 from rlm.run.typed.check import Checked, Problem, check_action, shown_value
-from rlm.run.typed.columns import NUMBER, TableColumns, table_columns
+from rlm.run.typed.columns import DATE, NUMBER, TIME, TableColumns, table_columns
 from rlm.run.typed.compile import read_json
 from rlm.run.typed.fields import ADDRESS_TEMPLATE, SHAPE_TEMPLATES, read_fields
 from rlm.run.typed.vocabulary import ASKS, DEFAULT_K, MAX_FILTERS, MAX_K
+from rlm.run.typed.window import table_window
 
 __all__ = ["measure_left_out", "with_asked_measure"]
 
@@ -98,6 +102,7 @@ _HOW_MANY = re.compile(
 # Words that ask for the sum of a value ("add up", "the sum of", "the total of"); a
 # bare "total" does so where the question names a number column ("total requests" is a count).
 _ADD_UP = re.compile(r"\badd(?:ed|ing)? (?:\w+ )?up\b|\bsum\b|\bsummed\b|\btotal\s+of\b", re.I)
+_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _ANY_EXTREME = re.compile(
     r"\b(?:largest|biggest|highest|greatest|longest|maximum|max|smallest|lowest|shortest|minimum|min)\b", re.I
 )
@@ -124,6 +129,8 @@ class _Read:
     column_bounds: tuple[tuple[str, str, float], ...]  # (column, cmp, number) stated beside a column
     cols: TableColumns  # the table's columns, the fields of the question's quotes and markers among them
     marked: tuple[str, bool] | None = None  # the one field after a marker (rlm.run.typed.markers), a number?
+    table: dict[str, Any] | None = None  # the table's description, for the window on the query's own date
+    question: str = ""  # as asked, quotes and all
 
 
 def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[str, Any], str] | None:
@@ -154,6 +161,8 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
         return {**action, "k": DEFAULT_K}, f"a list (k {DEFAULT_K} instead of 1)"
     if (stated := _stated_bounds(action, checked, words)) is not None:
         return stated
+    if (window := _window_as_stated(action, checked, read)) is not None:
+        return window
     if (unbounded := _bounds_left_out(action, checked, read)) is not None:
         return unbounded
     if checked.op == "top" and fewest and column is not None and checked.after is None:
@@ -390,6 +399,43 @@ def _stated_bounds(action: dict[str, Any], checked: Checked, words: str) -> tupl
     return {**action, "where": fixed}, change
 
 
+def _window_as_stated(
+    action: dict[str, Any], checked: Checked, read: _Read
+) -> tuple[dict[str, Any], str] | None:
+    """The query's filters on the time column replaced by the window the question states, where
+    they differ from it (`ts < '03:44:59'` for "from 03:15:00 to 03:44:59": its last second
+    left out); None where the query has no such filter (rlm.run.typed.window adds one), or they
+    are the window already."""
+    times = [f for f in checked.where if f.column.kind in (TIME, DATE)]
+    written = {
+        id(f): str(getattr(f.value, "text", f.value)) for f in times
+    }  # a Moment: as the model wrote it
+    days = {date.fromisoformat(written[id(f)][:10]) for f in times if _ISO_DAY.match(written[id(f)])}
+    # Two clocks and no date: on the one date the query's own filters are on.
+    if read.table is None:
+        return None
+    stated = table_window(read.question, read.table, days.pop() if len(days) == 1 else None)
+    if stated is None:
+        return None
+    name, window = stated
+    on_time = [f for f in times if f.column.name == name]
+    if not on_time or any(f.cmp not in (*_LOWER, *_UPPER, "=") for f in on_time):
+        return None
+    added = [{"column": name, "cmp": cmp, "value": value} for cmp, value in window]
+    try:  # compared as the table reads them: a zone written or not, the same time
+        as_read = check_action({"op": "count", "where": added}, read.cols).where
+    except Problem:
+        return None
+    if {(f.cmp, f.value) for f in on_time} == {(f.cmp, f.value) for f in as_read}:
+        return None
+    where = [w for w in action.get("where") or [] if not (isinstance(w, dict) and w.get("column") == name)]
+    if len(where) + len(window) > MAX_FILTERS:
+        return None
+    told = " and ".join(f"{name} {cmp} {value!r}" for cmp, value in window)
+    sent = " and ".join(f"{f.column.name} {f.cmp} {written[id(f)]!r}" for f in on_time)
+    return {**action, "where": [*where, *added]}, f"{told} as the question states, instead of {sent}"
+
+
 def _bounds_left_out(
     action: dict[str, Any], checked: Checked, read: _Read
 ) -> tuple[dict[str, Any], str] | None:
@@ -452,6 +498,8 @@ def _read(question: str, table: dict[str, Any]) -> _Read:
         column_bounds(text, cols),
         cols,
         marked[0] if len(marked) == 1 else None,
+        table,
+        question,
     )
 
 

@@ -33,7 +33,7 @@ from rlm.run.typed.fields import Sample
 from rlm.run.typed.placeholders import quoted_texts
 from rlm.run.typed.vocabulary import MAX_FILTERS
 
-__all__ = ["LINE_ZONE_KEY", "stated_window", "with_line_zone", "with_window"]
+__all__ = ["LINE_ZONE_KEY", "stated_window", "table_window", "with_line_zone", "with_window"]
 
 LINE_ZONE_KEY = "line_zone"  # where a node's table description holds the zone its lines are in
 
@@ -119,16 +119,20 @@ def _moment(day: date, clock: str | None, zone: str) -> str:
     return f"{day.isoformat()} {clock or '00:00:00'}{zone}"
 
 
-def _range(text: str, m: re.Match[str], year: int | None, zone: str) -> list[tuple[str, str]] | None:
+def _range(
+    text: str, m: re.Match[str], year: int | None, zone: str, day: date | None = None
+) -> list[tuple[str, str]] | None:
     """The filters of "between A and B" (`m`): two clocks on the one date the question states
-    (or each side its own), or two dates; None for anything else."""
+    (or each side its own; where it states none, on `day`), or two dates; None for anything else."""
     first, last = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(3), m.group(4))
     exclusive = _EXCLUSIVE.search(text[m.start(2) if m.group(2) is not None else m.start(4) :]) is not None
     start, end = _clock(first), _clock(last)
     on_first, on_last = _dates(first, year), _dates(last, year)
     if start is not None and end is not None:
         every = {d for _, _, d in _dates(text, year)}
-        day_first = on_first[0][2] if on_first else (every.pop() if len(every) == 1 else None)
+        day_first = (
+            on_first[0][2] if on_first else (every.pop() if len(every) == 1 else None if every else day)
+        )
         if day_first is None:
             return None
         day_last = on_last[0][2] if on_last else day_first
@@ -159,11 +163,16 @@ def with_line_zone(table: dict[str, Any], sample: Callable[[], Sample]) -> dict[
 
 
 def stated_window(
-    question: str, column: Column, year: int | None = None, line_zone: str | None = None
+    question: str,
+    column: Column,
+    year: int | None = None,
+    line_zone: str | None = None,
+    day: date | None = None,
 ) -> list[tuple[str, str]] | None:
     """(cmp, value) of each filter on `column` for the window the question states; None where it
     states none, or none plainly (see the module's notes). `line_zone`: the zone the input's
-    lines are written in, taken where the question states none."""
+    lines are written in, taken where the question states none; `day`: the date of a range of
+    two clocks where it states none."""
     text = _unquoted(question)
     if any(_EXAMPLE.search(text[: c.start()]) for c in _CLOCK.finditer(text)):
         return None  # a clock given as the answer's form ("e.g. 15:16:01")
@@ -175,7 +184,7 @@ def stated_window(
         zone = stated
     m = _RANGE.search(text)
     if m is not None:
-        return None if column.kind == DATE and _CLOCK.search(text) else _range(text, m, year, zone)
+        return None if column.kind == DATE and _CLOCK.search(text) else _range(text, m, year, zone, day)
     days = _dates(text, year)
     if len(days) != 1 or _CLOCK.search(text) or not _WHOLE_DAY.search(text[: days[0][0]]):
         return None
@@ -207,20 +216,35 @@ def with_window(
         checked = check_action(action, cols)
     except Problem:
         return None
-    times = [c for c in cols.columns if c.kind in (TIME, DATE) and c.quoted is None]
-    if checked.args is not None or len(times) != 1 or _times(checked):
+    stated = table_window(question, table)
+    if checked.args is not None or stated is None or _times(checked):
         return None
-    column = times[0]
-    zone = table.get(LINE_ZONE_KEY)
-    year = assumed_year(str(table.get("note") or ""))
-    window = stated_window(question, column, year, zone if isinstance(zone, str) and _zone(zone) else None)
+    name, window = stated
     where = list(action.get("where") or [])
-    if not window or len(where) + len(window) > MAX_FILTERS:
+    if len(where) + len(window) > MAX_FILTERS:
         return None
-    added = [{"column": column.name, "cmp": cmp, "value": value} for cmp, value in window]
+    added = [{"column": name, "cmp": cmp, "value": value} for cmp, value in window]
     amended = {**action, "where": [*where, *added]}
     try:
         check_action(amended, cols)
     except Problem:
         return None
-    return amended, [f"{column.name} {cmp} {value!r}" for cmp, value in window]
+    return amended, [f"{name} {cmp} {value!r}" for cmp, value in window]
+
+
+def table_window(
+    question: str, table: dict[str, Any], day: date | None = None
+) -> tuple[str, list[tuple[str, str]]] | None:
+    """The table's one time column and (cmp, value) of each filter of the window the question
+    states on it (stated_window, with the year and the lines' zone the table gives, and `day`
+    for two clocks without a date); None where the table has no one time column, or the question
+    states no window plainly."""
+    times = [c for c in table_columns(table).columns if c.kind in (TIME, DATE) and c.quoted is None]
+    if len(times) != 1:
+        return None
+    zone = table.get(LINE_ZONE_KEY)
+    year = assumed_year(str(table.get("note") or ""))
+    window = stated_window(
+        question, times[0], year, zone if isinstance(zone, str) and _zone(zone) else None, day
+    )
+    return (times[0].name, window) if window else None
