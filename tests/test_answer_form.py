@@ -25,6 +25,10 @@ from rlm.run.answer_form import in_asked_form
         ("Which minute? Answer as HH:MM.", "2015-05-17 12:10:33", "12:10"),
         ("Give it as YYYY-MM-DD.", " 2016-09-29 02:04:11 ", "2016-09-29"),
         ("Answer as DD/MM/YYYY HH:MM:SS", "2015-10-18T18:06:01", "18/10/2015 18:06:01"),
+        # A month's short name, a day without its zero: as syslog writes a date, in letters or by example.
+        ("Which day? Write it in syslog's Mon D form.", "2026-07-07", "Jul 7"),
+        ("Which date was busiest? Give it like 09/Mar/2019.", "2019-03-14 00:00", "14/Mar/2019"),
+        ("Which date had the most? (e.g. Aug 3)", "2019-03-14", "Mar 14"),
     ],
 )
 def test_an_answer_that_holds_every_part_the_form_asks_for_is_written_in_it(
@@ -48,6 +52,9 @@ def test_an_answer_that_holds_every_part_the_form_asks_for_is_written_in_it(
         ("From YYYY-MM-DD to DD/MM/YYYY?", "2015-05-19"),  # two forms: which one is meant is not known
         ("Answer as hh:mm.", "2015-05-19 19:00"),  # hh may be a 12-hour clock
         (None, "2015-05-19 19:00"),
+        ("Which date? Answer like Jun 14.", "Jun 14"),  # already in it
+        ("Which date? e.g. Jun 14, or like 15/Jun/2015", "2015-05-17"),  # two examples of two forms
+        ("Which month was busiest? e.g. May.", "2015-05-17"),  # a month alone is no date's form
     ],
 )
 def test_anything_else_is_left_as_it_is(question: str | None, answer: str) -> None:

@@ -22,7 +22,8 @@ from datetime import datetime
 __all__ = ["Formed", "asked_parts", "in_asked_form"]
 
 # `hh` is left out: in many conventions it is a 12-hour clock, which an answer does not say.
-_TOKEN = r"(?:YYYY|YY|MM|DD|HH|mm|SS|ss)"
+# `Mon` is a month's short name and `D` a day without its leading zero, as syslog writes a date.
+_TOKEN = r"(?:YYYY|YY|MM|DD|HH|mm|SS|ss|Mon|D)"
 # Two or more of the letters' tokens, joined by a separator or nothing: "YYYY-MM-DD HH", "YYMMDD HH", "HH:MM".
 _FORM = re.compile(rf"(?<![A-Za-z]){_TOKEN}(?:[-/: T.]?{_TOKEN})+")
 # After a form: a letter (not a form at all) or a fraction of a second (",mmm", ".SSS"), which
@@ -32,6 +33,12 @@ _PER_LINE = re.compile(
     r"\bone (?:\w+ )?(?:per|a|on each) line\b|\beach on (?:a|its own) line\b", re.IGNORECASE
 )
 _PIECES = re.compile(rf"{_TOKEN}|[-/: T.]")
+# A date given by example with its month's name ("e.g. 'Jun 14'", "like 17/May/2015"): its form.
+_MONTH_NAMES = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+_EXAMPLE = re.compile(
+    rf"\b(?:e\.g\.|eg|for example|for instance|like|such as)[,:]?\s*['\"“]?"
+    rf"((?:\d{{1,2}}[ /-])?{_MONTH_NAMES}(?:[ /-]\d{{1,2}})?(?:,?[ /-]\d{{4}})?)(?![\w:])"
+)
 # One date-time as queries print them: a date, then optionally an hour, minutes, seconds and a fraction.
 _DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2})(?::(\d{2})(?::(\d{2})(?:[.,]\d+)?)?)?)?")
 _TIME = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?")
@@ -45,6 +52,8 @@ _DIRECTIVE = {
     "mm": "%M",
     "SS": "%S",
     "ss": "%S",
+    "Mon": "%b",
+    "D": "%-d",  # glibc and BSD strftime alike
 }
 
 
@@ -72,9 +81,16 @@ def _strftime(form: str) -> tuple[str, set[str]] | None:
             directive, part = "%m", "month"
         elif piece in _DIRECTIVE:
             directive = _DIRECTIVE[piece]
-            part = {"%Y": "year", "%y": "year", "%d": "day", "%H": "hour", "%M": "minute", "%S": "second"}[
-                directive
-            ]
+            part = {
+                "%Y": "year",
+                "%y": "year",
+                "%d": "day",
+                "%-d": "day",
+                "%b": "month",
+                "%H": "hour",
+                "%M": "minute",
+                "%S": "second",
+            }[directive]
         else:
             out.append(piece)
             continue
@@ -102,10 +118,27 @@ def _value(answer: str) -> tuple[datetime, set[str]] | None:
     return None
 
 
+def _example_form(question: str) -> str | None:
+    """The form of the one date the question gives as an example with its month's name (`Jun 14`
+    is `Mon D`, `07/Jun/2015` is `DD/Mon/YYYY`); None for none, or several forms."""
+    forms = set()
+    for m in _EXAMPLE.finditer(question):
+        example = m.group(1)
+        if not re.search(r"\d", example):
+            continue  # a month alone is no date
+        form = re.sub(_MONTH_NAMES, "Mon", example)
+        form = re.sub(r"\d{4}", "YYYY", form)
+        forms.add(re.sub(r"\b0\d\b|\b\d{1,2}\b", lambda d: "DD" if d.group(0).startswith("0") else "D", form))
+    return forms.pop() if len(forms) == 1 else None
+
+
 def _stated_form(question: str) -> str | None:
-    """The one date/time form the question states; None for none or several."""
+    """The one date/time form the question states, in letters or by an example of a date with its
+    month's name; None for none or several."""
     matches = list(_FORM.finditer(question))
     forms = {m.group(0) for m in matches}
+    if not forms:
+        return _example_form(question)
     if len(forms) != 1 or any(_FORM_GOES_ON.match(question, m.end()) for m in matches):
         return None
     return forms.pop()
