@@ -168,3 +168,17 @@ def test_values_are_looked_up_by_value_and_by_normalised_text() -> None:
     # A list: every item must be held.
     assert ground("66.249.73.135\n10.0.0.7", shown).grounded is True
     assert ground("66.249.73.135\n10.0.0.8", shown).missing == ["10.0.0.8"]
+
+
+def test_the_one_row_footer_of_a_query_echo_holds_no_answer() -> None:
+    """A query that returned one row ends its echo with `(1 row)`: an answer of 1 where the row
+    says 0 is not held by it, nor by the LIMIT note after it; a footer of more rows, or a 1 in
+    the row itself, still is."""
+    zero = {"F1": "distinct message\n----------------\n0\n(1 row)"}
+    assert ground("1", zero).grounded is False
+    limited = {
+        "F1": "host | count\n-----+------\nLabSZ | 7\n(1 row; as many as the query's LIMIT 1, so there may be more)"
+    }
+    assert ground("1", limited).grounded is False and ground("7", limited).grounded is True
+    assert ground("1", {"F1": "count\n-----\n1\n(1 row)"}).grounded is True
+    assert ground("3", {"F1": "a\n-\nx\ny\nz\n(3 rows)"}).grounded is True

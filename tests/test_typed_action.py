@@ -18,7 +18,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from conftest import exec_cell, product_worker
+from conftest import ask_typed_once, exec_cell, product_worker
 from jsonschema import Draft202012Validator
 
 from rlm.input.source import open_source
@@ -1148,3 +1148,59 @@ def test_min_count_is_taken_by_the_ops_that_count_lines_per_value_only(tables: d
     ]:
         result = to_action(json.dumps(bad), table)
         assert isinstance(result, ParseError) and said in result.message, bad
+
+
+def test_a_filter_compares_two_columns_of_a_kind_where_its_value_names_the_other(tables: dict) -> None:
+    """`tip > tolls`, `dropoff > pickup`: the value names another column of the same kind (a time
+    with a time or date), and the rows are those SQL written by hand gives; a column of another
+    kind, or text matching, is refused as a value that is no number."""
+    table, con = tables["csv"]
+    for action, by_hand in [
+        (
+            {"op": "count", "where": [{"column": "tip", "cmp": ">", "value": "tolls"}]},
+            "SELECT count(*) FROM log WHERE tip > tolls",
+        ),
+        (
+            {
+                "op": "count",
+                "where": [
+                    {"column": "total", "cmp": "<", "value": "fare"},
+                    {"column": "tip", "cmp": ">", "value": 0},
+                ],
+            },
+            "SELECT count(*) FROM log WHERE total < fare AND tip > 0",
+        ),
+        (
+            {"op": "max", "column": "fare", "where": [{"column": "dropoff", "cmp": ">=", "value": "pickup"}]},
+            "SELECT max(fare) FROM log WHERE dropoff >= pickup",
+        ),
+    ]:
+        expected = _rows(con, by_hand)
+        assert _rows(con, compile_sql(action, table)) == expected, action
+    assert (
+        _rows(
+            con,
+            compile_sql({"op": "count", "where": [{"column": "tip", "cmp": ">", "value": "tolls"}]}, table),
+        )[0][0]
+        > 0
+    )
+    for bad in [
+        {"op": "count", "where": [{"column": "tip", "cmp": ">", "value": "pickup"}]},
+        {"op": "count", "where": [{"column": "tip", "cmp": ">", "value": "tip"}]},
+    ]:
+        result = to_action(json.dumps(bad), table)
+        assert isinstance(result, ParseError) and "give a number" in result.message, bad
+
+
+def test_the_cli_runs_a_comparison_of_two_columns_in_the_worker(tmp_path: Path) -> None:
+    """Through the CLI and the real worker: the count of rows where one number column is above
+    another, as Python counts them in the CSV, is what the model is shown and what is printed."""
+    import csv
+
+    with FILES["csv"].open(newline="") as fh:
+        want = sum(1 for r in csv.DictReader(fh) if float(r["tip"] or 0) > float(r["tolls"] or 0))
+    action = {"op": "count", "where": [{"column": "tip", "cmp": ">", "value": "tolls"}]}
+    question = "On how many rides did the tip come to more than the tolls? Just the number."
+    proc, stub = ask_typed_once(FILES["csv"], question, action, str(want), cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
+    assert str(want) in stub.requests[1]["body"]["messages"][-1]["content"]

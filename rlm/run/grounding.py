@@ -161,7 +161,14 @@ def _held(value: _Value, entry: _Holds, asked: _Holds | None = None) -> bool:
     return bool(parts) and all(_held(p, entry) for p in parts)
 
 
+# The line a query's echo ends with when it returned one row (rlm.sandbox.worker.sql_result):
+# its 1 is the shape of every single-value result, never evidence of an answer of 1 (a model
+# answered 1 where its count said 0, and the footer held it).
+_ONE_ROW = re.compile(r"^\(1 row(?:;[^\n]*)?\)$", re.M)
+
+
 def _holds(text: str) -> _Holds:
+    text = _ONE_ROW.sub(" ", text)
     return numbers_in(text), normalised(text)
 
 

@@ -38,7 +38,7 @@ from rlm.run.typed.vocabulary import (
     TEXT_MATCH,
 )
 
-__all__ = ["Checked", "Filter", "Moment", "Problem", "check_action", "shown_value"]
+__all__ = ["Checked", "ColumnRef", "Filter", "Moment", "Problem", "check_action", "shown_value"]
 
 _KIND_WORDS = {NUMBER: "number", TIME: "time", DATE: "date", TEXT: "text", BOOL: "true/false"}
 _CMP_ALIASES = {"==": "=", "<>": "!=", "startswith": "starts_with", "like": "contains"}
@@ -55,6 +55,18 @@ class Moment:
 
     text: str  # as DuckDB reads it: `2015-05-17 10:05:00`, with `+00:00` for a zoned column
     unit: str  # year, month, day, hour, minute or second
+
+
+@dataclass(frozen=True)
+class ColumnRef:
+    """Another column a filter compares with ("tip > fare"): a question compares two values of a
+    row as often as one value with a number, and a model writes the other column's name as the
+    value (refused as no number, it sent the same filter four times)."""
+
+    column: Column
+
+    def __str__(self) -> str:
+        return self.column.name
 
 
 @dataclass(frozen=True)
@@ -273,6 +285,18 @@ def _value(value: Any, column: Column, cmp: str) -> Any:
     return value
 
 
+def _other_column(cols: TableColumns, value: Any, column: Column, cmp: str) -> ColumnRef | None:
+    """The column a filter's value names, where it is another column of the same kind (a number
+    with a number, a time or date with either) compared by = != < <= > >=; None otherwise."""
+    if not isinstance(value, str) or cmp in TEXT_MATCH or column.kind not in (NUMBER, TIME, DATE):
+        return None
+    other = next((c for c in cols.columns if c.name == value.strip()), None)
+    if other is None or other.name == column.name:
+        return None
+    same = other.kind == column.kind or {other.kind, column.kind} <= {TIME, DATE}
+    return ColumnRef(other) if same else None
+
+
 def _filters(cols: TableColumns, where: Any) -> tuple[Filter, ...]:
     if where is None:
         return ()
@@ -291,7 +315,8 @@ def _filters(cols: TableColumns, where: Any) -> tuple[Filter, ...]:
         cmp = _CMP_ALIASES.get(cmp, cmp) if isinstance(cmp, str) else cmp
         if cmp not in CMPS:
             raise Problem(f'"cmp" must be one of: {" ".join(CMPS)}')
-        out.append(Filter(column, cmp, _value(item["value"], column, cmp)))
+        other = _other_column(cols, item["value"], column, cmp)
+        out.append(Filter(column, cmp, other if other is not None else _value(item["value"], column, cmp)))
     return tuple(out)
 
 

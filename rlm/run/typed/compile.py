@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from rlm.run.actions import Action, ParseError, validate
-from rlm.run.typed.check import Checked, Filter, Moment, Problem, check_action
+from rlm.run.typed.check import Checked, ColumnRef, Filter, Moment, Problem, check_action
 from rlm.run.typed.columns import DATE, TIME, Column, table_columns
 from rlm.run.typed.placeholders import literal_parts
 from rlm.text.sqltext import sql_name, sql_string, sql_value
@@ -77,6 +77,8 @@ def condition_sql(f: Filter) -> str:
     if f.cmp == "starts_with":
         return f"{f.cmp}(lower({expr}), lower({sql_string(str(f.value))}))"
     op = "<>" if f.cmp == "!=" else f.cmp
+    if isinstance(f.value, ColumnRef):
+        return f"{expr} {op} {f.value.column.expr}"
     if isinstance(f.value, Moment):
         # A time given less precisely than the column holds compares at its precision: a day
         # alone is the whole day (`<= 2015-05-17` takes that day in). The value starts its unit,
