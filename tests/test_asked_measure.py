@@ -601,3 +601,26 @@ def test_a_bound_stated_beside_a_number_column_is_its_filter(
     own = {"op": "count", "where": [{"column": "passengers", "cmp": ">", "value": 3}]}
     assert _changed("Count the trips with 4 or more passengers aboard.", own, taxis) is None
     assert _changed("Count the trips, at least 4 of them, paid with cash.", {"op": "count"}, taxis) is None
+
+
+def test_a_number_column_named_by_its_words_is_the_value_whose_largest_is_asked(tmp_path: Path) -> None:
+    """ "The most idle connections" names `connections.idle` by its words, and "what is its
+    requests.current" the column asked for: the query becomes the rows of the largest idle count,
+    that column beside it, and their first row is Python's record of the largest. "The number of"
+    before such a name asks for the value, not for a count of rows."""
+    path = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "elastic" / "nginxplus_json_logs"
+    table = open_source(str(path), cache_dir=str(tmp_path)).profile.table
+    assert table is not None
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    most = max(r["connections"]["idle"] for r in records)
+    currents = {r["requests"]["current"] for r in records if r["connections"]["idle"] == most}
+    sent = {"op": "group", "by": "nginx_version", "k": 1}
+    for question in (
+        "Take the record whose idle connections are the largest: what is its requests.current value?",
+        "For the record with the highest number of idle connections, what is its requests.current?",
+    ):
+        changed = _changed(question, sent, table)
+        assert changed is not None, question
+        assert changed[0]["order_by"] == "connections.idle" and changed[0]["columns"][0] == "requests.current"
+        first = _run(changed[0], table)[0]
+        assert first[2] == most and first[1] in currents

@@ -17,7 +17,16 @@ from rlm.run.answer_kind import IP, asked_kind, columns_of_kind
 from rlm.run.typed.columns import NUMBER, TableColumns
 from rlm.run.typed.placeholders import unquoted
 
-__all__ = ["STATED", "as_number", "asked_column", "column_bounds", "lines_bound", "unquoted"]
+__all__ = [
+    "STATED",
+    "as_number",
+    "asked_column",
+    "column_bounds",
+    "lines_bound",
+    "name_words",
+    "singular",
+    "unquoted",
+]
 
 # The comparison a question states for a number, a unit between allowed ("4 miles or longer"):
 # (regex, the comparison), the number in a group.
@@ -62,7 +71,7 @@ _UNITS = frozenset(
 # (`ip:port` and `requests.total` are words of a name too).
 _WHICH = re.compile(
     r"\b(?:which|what)\s+(?!(?:is|was|are|were|does|did|do|has|had)\b)((?:[\w:.-]+\s+){0,3}[\w:.-]+)"
-    r"|\bwhat\s+(?:is|was|are|were)\s+the\s+((?:[\w:.-]+\s+){0,3}[\w:.-]+)"
+    r"|\bwhat\s+(?:is|was|are|were)\s+(?:the|its|their)\s+((?:[\w:.-]+\s+){0,3}[\w:.-]+)"
     r"|\blist\s+(?:(?:every|all|each|the|of|distinct|unique|different)\s+){0,3}((?:[\w:.-]+\s+){0,3}[\w:.-]+)",
     re.I,
 )
@@ -91,17 +100,17 @@ def as_number(text: str) -> float | None:
         return None
 
 
-def _singular(word: str) -> str:
+def singular(word: str) -> str:
     word = word.lower()
     if re.search(r"(?:ss|sh|ch|x)es$", word):
         return word[:-2]
     return word[:-1] if len(word) > 2 and word.endswith("s") and not word.endswith("ss") else word
 
 
-def _name_words(name: str) -> list[str]:
+def name_words(name: str) -> list[str]:
     """A column's name as words: split at `_`, `-`, `.` and case changes, short forms written out."""
     parts = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", name)
-    return [_singular(_SHORT.get(p.lower(), p.lower())) for p in parts]
+    return [singular(_SHORT.get(p.lower(), p.lower())) for p in parts]
 
 
 def asked_column(question: str, table: dict[str, Any], cols: TableColumns) -> str | None:
@@ -112,10 +121,10 @@ def asked_column(question: str, table: dict[str, Any], cols: TableColumns) -> st
     m = _WHICH.search(unquoted(question))
     if m is None:
         return None
-    said = {_singular(w) for w in re.findall(r"[^\W_]+", next(g for g in m.groups() if g))}
+    said = {singular(w) for w in re.findall(r"[^\W_]+", next(g for g in m.groups() if g))}
     fits: dict[int, list[str]] = {}
     for column in cols.columns:
-        words = _name_words(column.name)
+        words = name_words(column.name)
         if column.name not in ("line", "line_no") and words and all(w in said for w in words):
             fits.setdefault(len(words), []).append(column.name)
     if fits:
@@ -129,11 +138,11 @@ def asked_column(question: str, table: dict[str, Any], cols: TableColumns) -> st
 def lines_bound(words: str, cols: TableColumns) -> int | None:
     """The fewest lines a value must be on, where the question states a bound on a number of lines
     ("3 or more times", "at least 3 warnings"); None where it states none, or two."""
-    columns = {_singular(w) for name in cols.names(NUMBER) for w in _name_words(name)}
+    columns = {singular(w) for name in cols.names(NUMBER) for w in name_words(name)}
     found = set()
     for pattern, above in _LINES_BOUND:
         for m in pattern.finditer(words):
-            number, counted = as_number(m.group(1)), _singular(m.group(2))
+            number, counted = as_number(m.group(1)), singular(m.group(2))
             if (
                 number is None
                 or not number.is_integer()
@@ -156,10 +165,8 @@ def column_bounds(text: str, cols: TableColumns) -> tuple[tuple[str, str, float]
         for m in pattern.finditer(text):
             number = next((as_number(g) for g in m.groups() if g), None)
             before = re.findall(r"[^\W_]+", text[: m.start()])[-3:]
-            near = {
-                _singular(w) for w in [*before, *re.findall(r"[^\W_]+", m.group(0) + text[m.end() :])[:6]]
-            }
-            fits = [n for n in names if all(w in near for w in _name_words(n))]
+            near = {singular(w) for w in [*before, *re.findall(r"[^\W_]+", m.group(0) + text[m.end() :])[:6]]}
+            fits = [n for n in names if all(w in near for w in name_words(n))]
             if number is not None and len(fits) == 1:
                 found.setdefault(number, set()).add((fits[0], cmp))
     return tuple((c, cmp, n) for n, said in found.items() if len(said) == 1 for c, cmp in said)

@@ -69,7 +69,16 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from rlm.run.typed.asked import STATED, as_number, asked_column, column_bounds, lines_bound, unquoted
+from rlm.run.typed.asked import (
+    STATED,
+    as_number,
+    asked_column,
+    column_bounds,
+    lines_bound,
+    name_words,
+    singular,
+    unquoted,
+)
 from rlm.run.typed.check import Checked, Problem, check_action, shown_value
 from rlm.run.typed.columns import DATE, NUMBER, TIME, TableColumns, table_columns
 from rlm.run.typed.compile import read_json
@@ -109,11 +118,21 @@ _ANY_EXTREME = re.compile(
 
 
 def _words(question: str, table: dict[str, Any]) -> str:
-    """The question without its quotes and without any column's name: its own words."""
+    """The question without its quotes and without any column's name: its own words. A number
+    column named by its words ("idle connections" for `connections.idle`) goes too, with a
+    "number of" before it: "the largest number of idle connections" asks for that value's
+    largest, not for a count of rows."""
     text = unquoted(question)
-    names = sorted(table_columns(table).names(), key=len, reverse=True)
+    cols = table_columns(table)
+    names = sorted(cols.names(), key=len, reverse=True)
     for name in names:
         text = re.sub(rf"(?<![\w.]){re.escape(name)}(?![\w.])", " ", text, flags=re.I)
+    for name in cols.names(NUMBER):
+        words = name_words(name)
+        if len(words) >= 2:
+            word = "(?:" + "|".join(rf"{re.escape(w)}(?:s|es)?" for w in words) + ")"
+            phrase = rf"(?:\b(?:number|count|amount)\s+of\s+)?\b{word}(?:\s+{word}){{{len(words) - 1}}}\b"
+            text = re.sub(phrase, " ", text, flags=re.I)
     return text
 
 
@@ -476,11 +495,16 @@ def _listed(question: str) -> bool:
 
 
 def _numbers_named(question: str, table: dict[str, Any]) -> set[str]:
-    """The table's number columns the question names, outside its quotes."""
+    """The table's number columns the question names, outside its quotes: by the name as it is
+    written, or by all of its two or more words in any order ("idle connections" names
+    `connections.idle`)."""
+    text = unquoted(question)
+    said = {singular(w) for w in re.findall(r"[^\W_]+", text)}
     return {
         n
         for n in table_columns(table).names(NUMBER)
-        if re.search(rf"(?<![\w.]){re.escape(n)}(?![\w.])", unquoted(question), re.I)
+        if re.search(rf"(?<![\w.]){re.escape(n)}(?![\w.])", text, re.I)
+        or (len(words := name_words(n)) >= 2 and all(w in said for w in words))
     }
 
 
