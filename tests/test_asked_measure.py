@@ -617,7 +617,7 @@ def test_a_number_column_named_by_its_words_is_the_value_whose_largest_is_asked(
     sent = {"op": "group", "by": "nginx_version", "k": 1}
     for question in (
         "Take the record whose idle connections are the largest: what is its requests.current value?",
-        "For the record with the highest number of idle connections, what is its requests.current?",
+        "Of the records, the one holding the greatest number of idle connections: what was its requests.current?",
     ):
         changed = _changed(question, sent, table)
         assert changed is not None, question

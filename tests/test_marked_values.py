@@ -94,8 +94,8 @@ def test_a_marker_is_read_from_the_questions_form_only() -> None:
     # equation's sign between words.
     for question in (
         "How many lines with 'error:' did each host log?",
-        "How many 'Failed password for ...' lines are there?",
-        "What is the average of the 'Took N seconds' lines?",
+        "How many 'Accepted publickey for ...' lines are there?",
+        "What is the average of the 'Waited N seconds' lines?",
         "Is x = y + z where a=b?",
     ):
         assert question_markers(question) == [], question

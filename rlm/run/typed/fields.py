@@ -21,9 +21,9 @@ names (a connection from, a peer) is otherwise in no column the model can rank. 
 MAC address (`<mac>`) or UUID (`<uuid>`) of each line where the question names one and no
 column's name does: values of a fixed shape, written inside messages, never parsed out.
 
-Where the question says a value is written after a fixed text (`the rhost= value`, `the
-number after '####'`: rlm.run.typed.markers), that value is a field too, named by the text
-(`<rhost>`), marked as asked for: a query of another column is moved onto it
+Where the question says a value is written after a fixed text (`the uid= value`, `the
+figure after '>>>'`: rlm.run.typed.markers), that value is a field too, named by the text
+(`<uid>`), marked as asked for: a query of another column is moved onto it
 (rlm.run.typed.measure).
 
 A question quotes a line as it reads, leaving out asides in brackets: `N bytes sent` fits

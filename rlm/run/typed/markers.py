@@ -1,7 +1,7 @@
-"""The text a question says a value is written after, inside a line: `rhost=`, `time:`, `####`.
+"""The text a question says a value is written after, inside a line: `uid=`, `elapsed:`, `>>>`.
 
-Questions about logs ask for a value a message writes after a fixed text: "the rhost= value",
-"the 'time:' value", "the number after '####'", "the '[instance: ...]' tags". The table's parse
+Questions about logs ask for a value a message writes after a fixed text: "the uid= value",
+"the 'elapsed:' value", "the number after '>>>'", "the '[session: ...]' tags". The table's parse
 has no column of it, and a small model ranks or totals the nearest column it has instead (the
 syslog's host where the message's rhost was asked, a log file's name where an instance's id
 was): on blind18's traces, five of its questions. Such a text is a marker, and the value after
@@ -12,12 +12,12 @@ A marker is taken only where the question's own form says a value follows it, ne
 the marker says:
 
 - a key written with its `=` outside quotes (`rhost=`, `uid=`);
-- a quoted text ending in an ellipsis, brackets closing after it or not (`'[instance: ...]'`,
-  `'Package_for_KB...'`): the ellipsis stands for what varies, and nothing in the quote names it;
+- a quoted text ending in an ellipsis, brackets closing after it or not (`'[session: ...]'`,
+  `'Patch_KB...'`): the ellipsis stands for what varies, and nothing in the quote names it;
 - a quoted text followed by the word value(s) or field, or preceded by "after", "following"
-  or "value of" (`the 'time:' value`, `the number after '####'`).
+  or "value of" (`the 'elapsed:' value`, `the figure after '>>>'`).
 
-A quote that only names lines (`lines with 'error:'`) is no marker: it is the lines' condition
+A quote that only names lines (`lines with 'warning:'`) is no marker: it is the lines' condition
 (rlm.run.typed.quoted).
 """
 
@@ -73,8 +73,8 @@ def _quoted_marker(quote: str, before: str, after: str) -> Marker | None:
     if not text or PLACEHOLDER.search(text):
         return None
     closing = ended.group("after")[:1] if ended else ""
-    # `'[instance: ...]'`, `'uid: ...'`, `'KB...'`: a value in brackets, after a key's sign, or
-    # glued to the text. Not `'Failed password for ...'`: any text may follow the words.
+    # `'[session: ...]'`, `'uid: ...'`, `'KB...'`: a value in brackets, after a key's sign, or
+    # glued to the text. Not `'Accepted key for ...'`: any text may follow the words.
     if ended and (closing or text.endswith(_SIGNS) or not quote[len(text)].isspace()):
         return Marker(text, closing)
     if _VALUE_AFTER_QUOTE.match(after) or _VALUE_BEFORE_QUOTE.search(before):

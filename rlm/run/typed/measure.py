@@ -35,7 +35,7 @@ words point one way:
 - a bound on a number whose comparison is not the one the question's words state for that
   number ("N or more" is `>= N`, "more than N" `> N`, "at most N" `<= N`, "under N" `< N`)
   gets the stated comparison: `> N` for "N or more" leaves out the rows of N;
-- a query of another column where the question names the value after a marker (`the rhost=
+- a query of another column where the question names the value after a marker (`the uid=
   value`: rlm.run.typed.markers) is moved onto that value's field: a top, a distinct count, a
   total, an average or an extreme of it, its groups, the rows of its largest value (where a
   "which" asks what goes with it), or a count of the rows where it passes the one bound the
