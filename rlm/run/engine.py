@@ -26,6 +26,7 @@ from rlm.run import prompts
 from rlm.run.actions import Action, ParseError
 from rlm.run.answer_kind import as_asked, wrong_kinds
 from rlm.run.children import Children
+from rlm.run.count_answer import count_for_values
 from rlm.run.doubts import doubt_sentence, kind_doubt
 from rlm.run.events import Progress, Restart, RunWarning, Step, no_progress
 from rlm.run.executor import LOCAL, ChildRunner, DaskExecutor
@@ -432,6 +433,11 @@ class Engine:
             synthesis = replace(synthesis, answer=formed.answer)
         doubts = list(result.doubts) if synthesis.answer is not None else []
         doubts += [kind_doubt(note) for note in wrong_kinds(self.question, synthesis.answer)]
+        findings = [f.said() for f in self.ledger.current if f.kind != "final_draft"]
+        if synthesis.answer is not None and (
+            counted := count_for_values(self.question, synthesis.answer, findings)
+        ):
+            doubts.append(kind_doubt(counted))
         if doubts:
             # An answer no finding holds keeps that reason first: it is the graver of the two.
             unheld = (
