@@ -235,3 +235,26 @@ def test_a_mac_address_or_uuid_asked_is_read_from_the_lines_and_ranked(tmp_path:
         assert rows and all(want[value] == count for value, count in rows)
         assert rows[0][1] == max(want.values()) and len(rows) == min(len(want), query.get("k", 10))
     assert _fielded(table, "Which host logged the most DHCPACK lines?", path) == table
+
+
+def test_letters_glued_to_the_ellipsis_begin_the_value(tmp_path: Path) -> None:
+    """`'Patch_KB...'`: the value is `KB` and what follows it, as the lines write it, and only
+    where the lines write `KB` there (`Patch_Rollup...` lines are not its values)."""
+    (marker,) = question_markers("Which ids of 'Patch_KB...' packages are installed most? List them.")
+    assert (marker.head, marker.lead) == ("Patch_", "KB")
+    rng = random.Random(3)
+    lines = []
+    for i in range(600):
+        kind = rng.choice([f"Patch_KB{rng.randint(100, 140)}~amd64~~6.1", "Patch_RollupFix~amd64~~7.0"])
+        lines.append(f"2016-09-28 04:{i // 60 % 60:02d}:{i % 60:02d}, Info CBS Installing package {kind}")
+    path = tmp_path / "cbs.log"
+    path.write_text("\n".join(lines) + "\n")
+    table = open_source(str(path), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None
+    want = Counter(m[1] for m in (re.search(r"Patch_(KB\d+)", x) for x in lines) if m)
+    question = "How many distinct ids do the 'Patch_KB...' packages carry?"
+    _, _, rows = _moved(question, {"op": "count"}, table, path)
+    assert rows == [(len(want),)]
+    question = "Which ids of 'Patch_KB...' packages are installed most? List them."
+    query, _, rows = _moved(question, {"op": "top", "column": "line", "k": 5}, table, path)
+    assert all(value.startswith("KB") and want[value] == count for value, count in rows)

@@ -234,7 +234,11 @@ def quoted_fields(question: str, column_names: list[str], sample: Sample = Sampl
 def _marker_field(marker: Marker, sample: Sample) -> QuotedField | None:
     """The value after a marker as a field; None where the sample is the whole input and no line
     of it holds the marker with a value after it."""
-    pattern = "(?i)" + _literal(marker.text) + r"\s*" + VALUE
+    pattern = (
+        "(?i)"
+        + _literal(marker.head)
+        + (f"({_literal(marker.lead)}" + VALUE[1:] if marker.lead else r"\s*" + VALUE)
+    )
     fits, found = _values_read(pattern, [1], sample.lines)
     if not fits and sample.whole:
         return None

@@ -50,6 +50,7 @@ class Marker:
 
     text: str
     closing: str = ""
+    lead: str = ""  # the letters the value begins with, glued to the text (`KB` of `Patch_KB...`)
 
     @property
     def name(self) -> str:
@@ -62,6 +63,11 @@ class Marker:
         """The marker with its value, as a quoted line with a placeholder reads (`rhost=<rhost>`)."""
         space = " " if self.text.endswith(_SIGNS[1:]) else ""
         return f"{self.text}{space}{self.name}{self.closing}"
+
+    @property
+    def head(self) -> str:
+        """The fixed text before the value: the marker without the letters the value begins with."""
+        return self.text[: len(self.text) - len(self.lead)]
 
 
 def _quoted_marker(quote: str, before: str, after: str) -> Marker | None:
@@ -76,7 +82,14 @@ def _quoted_marker(quote: str, before: str, after: str) -> Marker | None:
     # `'[session: ...]'`, `'uid: ...'`, `'KB...'`: a value in brackets, after a key's sign, or
     # glued to the text. Not `'Accepted key for ...'`: any text may follow the words.
     if ended and (closing or text.endswith(_SIGNS) or not quote[len(text)].isspace()):
-        return Marker(text, closing)
+        # Letters glued to the ellipsis after a separator begin the value: `Patch_KB...` asks for
+        # `KB2552343`, as the lines write it, not the digits after it.
+        glued = (
+            re.search(r"(?<=[^A-Za-z0-9])[A-Za-z][A-Za-z0-9]*$", text)
+            if not quote[len(text)].isspace()
+            else None
+        )
+        return Marker(text, closing, glued.group(0) if glued else "")
     if _VALUE_AFTER_QUOTE.match(after) or _VALUE_BEFORE_QUOTE.search(before):
         return Marker(text)
     return None
