@@ -23,14 +23,14 @@ __all__ = ["count_for_values"]
 _WHOLE = re.compile(r"-?\d{1,3}(?:,\d{3})+|-?\d+")
 _RULE = re.compile(r"^-+(?:\+-+)*$")  # the line under an echo's header: `------+------`
 _FOOTER = re.compile(r"^\(\d[\d,]* rows?\b")
-# What a query names a column of counts: its own `count`, DuckDB's `count_star()`, `count(*)`,
-# a typed count of distinct values (`distinct user`), `n`.
 # Words by which a question asks for a count or a figure of some kind: a count is then no misfit.
 _COUNTING = re.compile(
     r"\b(?:how (?:many|much|often|long)|number|numbers|count|counts|counted|frequency|times|total|sum|"
     r"percent|percentage|share|ratio|average|mean|median|size|amount)\b",
     re.I,
 )
+# What a query names a column of counts: its own `count`, DuckDB's `count_star()`, `count(*)`,
+# a typed count of distinct values (`distinct user`), `n`.
 _COUNT_NAME = re.compile(r"^(?:count|n|count_star\(\)|count\(\*\)|distinct .+|count .+)$", re.I)
 
 

@@ -59,7 +59,7 @@ class Moment:
 
 @dataclass(frozen=True)
 class ColumnRef:
-    """Another column a filter compares with ("tip > fare"): a question compares two values of a
+    """Another column a filter compares with ("tip > tolls"): a question compares two values of a
     row as often as one value with a number, and a model writes the other column's name as the
     value (refused as no number, it sent the same filter four times)."""
 
