@@ -1,7 +1,7 @@
 """The text a question says a value is written after, inside a line: `uid=`, `elapsed:`, `>>>`.
 
 Questions about logs ask for a value a message writes after a fixed text: "the uid= value",
-"the 'elapsed:' value", "the number after '>>>'", "the '[session: ...]' tags". The table's parse
+"the 'elapsed:' value", "a figure following '>>>'", "the '[session: ...]' tags". The table's parse
 has no column of it, and a small model ranks or totals the nearest column it has instead (the
 syslog's host where the message's rhost was asked, a log file's name where an instance's id
 was): on blind18's traces, five of its questions. Such a text is a marker, and the value after
