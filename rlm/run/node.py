@@ -45,6 +45,7 @@ from rlm.run.typed.fields import sample_lines, with_quoted_fields
 from rlm.run.typed.matched import Matched, counted_filters, matched, shown_count
 from rlm.run.typed.measure import measure_left_out, with_asked_measure
 from rlm.run.typed.ranked import off_top, ranked_keys
+from rlm.run.typed.spans import with_spans
 from rlm.run.typed.window import with_line_zone
 from rlm.sandbox.client import WorkerLost
 from rlm.trace.schema import BridgeCallRecord, StopReason
@@ -67,10 +68,11 @@ class Node:
         self.protocol = "text" if protocol == "typed" and not table else protocol
         # The values the question's quoted lines hold are columns too (rlm.run.typed.fields).
         # And the zone the input's lines write their times in (rlm.run.typed.window). The first
-        # lines are read once, and only where either needs them.
+        # lines are read once, and only where either needs them. And how long a row took, where
+        # the question asks (rlm.run.typed.spans).
         sample = functools.cache(functools.partial(sample_lines, scope.spec.path))
         self.table = (
-            with_line_zone(with_quoted_fields(table, question, sample), sample)
+            with_spans(with_line_zone(with_quoted_fields(table, question, sample), sample), question)
             if self.protocol == "typed" and table
             else None
         )

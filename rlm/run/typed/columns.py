@@ -17,6 +17,7 @@ from typing import Any
 
 from rlm.input.tablevalues import VOCABULARY
 from rlm.run.typed.fields import read_fields
+from rlm.run.typed.spans import MAX_SPAN_TIMES, SPANS_KEY, span_name
 from rlm.text.sqltext import sql_name, sql_string
 
 __all__ = ["BOOL", "DATE", "NUMBER", "TEXT", "TIME", "Column", "TableColumns", "kind_of", "table_columns"]
@@ -66,6 +67,8 @@ class Column:
     parent: str | None = None  # the STRUCT column a field is read from
     # The text the question quotes that this column's value is read from (rlm.run.typed.fields).
     quoted: str | None = None
+    # (start, end): the seconds from one time column of the row to a later one (rlm.run.typed.spans).
+    span: tuple[str, str] | None = None
 
     @property
     def zoned(self) -> bool:
@@ -157,10 +160,26 @@ def _complete(values: Any) -> tuple[Any, ...] | None:
     return tuple(held) if len(held) == len(values) else None
 
 
+def _spans(table: dict[str, Any], own: list[Column], taken: set[str]) -> list[Column]:
+    """The seconds between two time columns of one row, each pair in the table's order, where
+    the question asks how long a row took (rlm.run.typed.spans)."""
+    times = [c for c in own if c.kind == TIME]
+    if not table.get(SPANS_KEY) or not 2 <= len(times) <= MAX_SPAN_TIMES:
+        return []
+    out = []
+    for i, start in enumerate(times):
+        for end in times[i + 1 :]:
+            name = span_name(start.name, end.name)
+            if name not in taken:
+                expr = f"(epoch({end.expr}) - epoch({start.expr}))"
+                out.append(Column(name, "DOUBLE", NUMBER, expr, span=(start.name, end.name)))
+    return out
+
+
 def table_columns(table: dict[str, Any]) -> TableColumns:
     """The columns of the table's description an action may name (at most MAX_COLUMNS: the
     table's own first, then the fields of its objects; last, the values the question's quoted
-    lines hold, rlm.run.typed.fields)."""
+    lines hold, rlm.run.typed.fields), and the seconds between its time columns (_spans)."""
     listed = table.get("values") or {}
     # (position, column): the table's own columns, then object fields, each kept in the table's order
     own: list[tuple[tuple[int, int], Column]] = []
@@ -182,10 +201,12 @@ def table_columns(table: dict[str, Any]) -> TableColumns:
     taken = {c.name for _, c in own}
     fields = [(p, c) for p, c in fields if c.name not in taken]  # a CSV header may itself be `a.b`
     quoted = read_fields(table)
-    kept = sorted([*own, *fields][: MAX_COLUMNS - len(quoted)], key=lambda pc: pc[0])
+    spans = _spans(table, [c for _, c in own], taken)
+    kept = sorted([*own, *fields][: MAX_COLUMNS - len(quoted) - len(spans)], key=lambda pc: pc[0])
     line = sql_name("line")
     columns = (
         *(c for _, c in kept),
+        *spans,
         *(
             Column(
                 f.name,

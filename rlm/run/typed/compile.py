@@ -99,8 +99,10 @@ def _where(action: Checked, *first: str) -> str:
 
 
 def _selected(column: Column) -> str:
-    """A column in a select list, under its own name (a field of an object under `a.b`)."""
-    return column.expr if column.parent is None else f"{column.expr} AS {sql_name(column.name)}"
+    """A column in a select list, under its own name (a field of an object under `a.b`, the
+    seconds between two times under `seconds_a_to_b`)."""
+    named = column.parent is not None or column.span is not None
+    return f"{column.expr} AS {sql_name(column.name)}" if named else column.expr
 
 
 def _sql(action: Checked) -> str:

@@ -58,7 +58,7 @@ def examples(table: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     that quote such lines. An example on the quoted line's own value is one written for the
     question, so a copy of it is no doubt (example_cells)."""
     every = table_columns(table).columns
-    own = tuple(c for c in every if c.quoted is None)
+    own = tuple(c for c in every if c.quoted is None and c.span is None)
     cols = TableColumns(own, {})
     quoted_text = _pick([c.name for c in every if c.quoted is not None and c.kind == TEXT])
     quoted_number = _pick([c.name for c in every if c.quoted is not None and c.kind == NUMBER])
@@ -162,6 +162,10 @@ def describe_actions(table: dict[str, Any]) -> str:
             "the lines the question quotes" if any(c.quoted not in shapes for c in quoted) else "raw lines"
         )
         lines.append(f"Columns from {source}, empty on other lines: {told}.")
+    spans = [(c.name, c.span) for c in table_columns(table).columns if c.span is not None]
+    if spans:
+        told = "; ".join(f'"{name}" = {end} - {start}' for name, (start, end) in spans)
+        lines.append(f"Seconds between a row's times (number): {told}.")
     # What each shape of question asks for, in the words questions use: a small model otherwise
     # reaches for the first example (a count) whatever was asked.
     lines.append(

@@ -1,0 +1,163 @@
+"""How long a row took, offered as a column where the question asks (rlm.run.typed.spans):
+the seconds between the table's time columns, against Python's own reading of the file, and
+through the CLI with the real worker."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from conftest import ask_typed_once
+
+from rlm.input.source import open_source
+from rlm.run.actions import Action
+from rlm.run.typed import to_action
+from rlm.run.typed.columns import NUMBER, table_columns
+from rlm.run.typed.describe import describe_actions
+from rlm.run.typed.spans import asks_a_span, with_spans
+
+_TIMES = ("submitted", "started", "finished")
+
+
+def _write_jobs(path: Path, rows: int = 3000, extra_time: bool = False) -> list[dict[str, Any]]:
+    """A CSV of build jobs: each submitted, started and finished at its own times."""
+    rng = random.Random(5)
+    base = dt.datetime(2026, 3, 2, 8, 0, 0)
+    out = []
+    for i in range(rows):
+        submitted = base + dt.timedelta(seconds=rng.randint(0, 86_400))
+        started = submitted + dt.timedelta(seconds=rng.randint(0, 900))
+        finished = started + dt.timedelta(seconds=rng.randint(5, 7_200))
+        row = {"job": f"job-{i:05d}", "queue": rng.choice(["linux", "mac", "win"]), "submitted": submitted,
+               "started": started, "finished": finished}  # fmt: skip
+        if extra_time:
+            row["archived"] = finished + dt.timedelta(days=1)
+        out.append(row)
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(out[0]))
+        writer.writeheader()
+        for row in out:
+            writer.writerow({k: v.strftime("%Y-%m-%d %H:%M:%S") if isinstance(v, dt.datetime) else v
+                             for k, v in row.items()})  # fmt: skip
+    return out
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]], dict[str, Any]]:
+    directory = tmp_path_factory.mktemp("spans")
+    path = directory / "jobs.csv"
+    rows = _write_jobs(path)
+    table = open_source(str(path), cache_dir=str(directory / "cache")).profile.table
+    assert table is not None
+    return path, rows, table
+
+
+def _run(action: dict[str, Any], table: dict[str, Any]) -> list[tuple[Any, ...]]:
+    compiled = to_action(json.dumps(action), table)
+    assert isinstance(compiled, Action), compiled
+    query = compiled.args["code"].split("sql('", 1)[1].rsplit("')", 1)[0].replace("\\'", "'")
+    with duckdb.connect(table["path"], read_only=True) as con:
+        return con.execute(query).fetchall()
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "How long did the slowest build run, start to finish?",
+        "Which job took the most time after it started?",
+        "What is the average duration of a job on the mac queue?",
+        "Give finished minus started for job-00012.",
+        "Which queue has the shortest waits?",
+    ],
+)
+def test_words_about_a_length_of_time_ask_for_the_seconds_between_times(question: str) -> None:
+    assert asks_a_span(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "How many jobs started after 10:00?",
+        "Which queue has the most jobs?",
+        "What was the last job submitted on the win queue?",
+        "Which jobs log 'took too long' in their output?",  # a line's text, quoted
+    ],
+)
+def test_other_questions_are_not_offered_the_seconds(question: str) -> None:
+    assert not asks_a_span(question)
+
+
+def test_the_seconds_between_each_pair_of_times_are_number_columns_where_asked(
+    jobs: tuple[Path, list[dict[str, Any]], dict[str, Any]],
+) -> None:
+    _, rows, table = jobs
+    assert not [c for c in table_columns(table).columns if c.span is not None]  # not asked: not offered
+    asked = with_spans(table, "Which job took the longest from start to finish?")
+    spans = {c.name: c for c in table_columns(asked).columns if c.span is not None}
+    assert sorted(spans) == [
+        "seconds_started_to_finished",
+        "seconds_submitted_to_finished",
+        "seconds_submitted_to_started",
+    ]
+    assert all(c.kind == NUMBER for c in spans.values())
+    assert '"seconds_started_to_finished" = finished - started' in describe_actions(asked)
+
+    took = {r["job"]: (r["finished"] - r["started"]).total_seconds() for r in rows}
+    longest = max(took.values())
+    assert _run({"op": "max", "column": "seconds_started_to_finished"}, asked) == [(longest,)]
+    top = _run(
+        {"op": "rows", "columns": ["job", "seconds_started_to_finished"], "order_by": "seconds_started_to_finished",
+         "take": "last", "k": 1},
+        asked,
+    )  # fmt: skip
+    [(_, job, seconds)] = top
+    assert seconds == longest == took[job]
+    over = sum(1 for r in rows if (r["started"] - r["submitted"]).total_seconds() > 600)
+    count = {"op": "count", "where": [{"column": "seconds_submitted_to_started", "cmp": ">", "value": 600}]}
+    assert _run(count, asked) == [(over,)]
+    mac = [s for r in rows if r["queue"] == "mac" for s in [(r["finished"] - r["started"]).total_seconds()]]
+    [(average,)] = _run(
+        {"op": "avg", "column": "seconds_started_to_finished",
+         "where": [{"column": "queue", "cmp": "=", "value": "mac"}]},
+        asked,
+    )  # fmt: skip
+    assert average == pytest.approx(sum(mac) / len(mac))
+
+
+def test_a_table_of_more_times_or_one_is_offered_none(tmp_path: Path) -> None:
+    path = tmp_path / "jobs4.csv"
+    _write_jobs(path, rows=200, extra_time=True)
+    table = open_source(str(path), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None
+    asked = with_spans(table, "Which job took the longest?")
+    assert not [c for c in table_columns(asked).columns if c.span is not None]
+    log = Path(__file__).resolve().parent.parent / "fixtures" / "access.log"  # one time column
+    one = open_source(str(log), cache_dir=str(tmp_path / "cache")).profile.table
+    assert one is not None
+    assert not [c for c in table_columns(with_spans(one, "how long did it take?")).columns if c.span]
+
+
+def test_the_cli_ranks_rows_by_how_long_they_took(
+    jobs: tuple[Path, list[dict[str, Any]], dict[str, Any]], tmp_path: Path
+) -> None:
+    """Through the CLI and the real worker: the model orders the jobs by the seconds between two
+    of their times, and its answer, read from that observation, is printed."""
+    path, rows, _ = jobs
+    took = {r["job"]: (r["finished"] - r["started"]).total_seconds() for r in rows}
+    job, seconds = max(took.items(), key=lambda kv: (kv[1], kv[0]))
+    action = {"op": "rows", "columns": ["job", "queue", "seconds_started_to_finished"],
+              "order_by": "seconds_started_to_finished", "take": "last", "k": 1}  # fmt: skip
+    proc, stub = ask_typed_once(
+        path, "Which job ran the longest once started? Its id only.", action, job, cwd=tmp_path
+    )
+    assert proc.returncode == 0 and proc.stdout == f"{job}\n", proc.stderr
+    prompt = json.dumps(stub.requests[0]["body"]["messages"])
+    assert "seconds_started_to_finished" in prompt
+    shown = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert job in shown and str(int(seconds)) in shown, shown
