@@ -45,6 +45,7 @@ from rlm.run.typed.fields import sample_lines, with_quoted_fields
 from rlm.run.typed.matched import Matched, counted_filters, matched, shown_count
 from rlm.run.typed.measure import measure_left_out, with_asked_measure
 from rlm.run.typed.ranked import off_top, ranked_keys
+from rlm.run.typed.share import with_share
 from rlm.run.typed.spans import with_spans
 from rlm.run.typed.window import with_line_zone
 from rlm.sandbox.client import WorkerLost
@@ -69,10 +70,14 @@ class Node:
         # The values the question's quoted lines hold are columns too (rlm.run.typed.fields).
         # And the zone the input's lines write their times in (rlm.run.typed.window). The first
         # lines are read once, and only where either needs them. And how long a row took, where
-        # the question asks (rlm.run.typed.spans).
+        # the question asks (rlm.run.typed.spans), and a count's share of the rows, where a
+        # percentage is asked (rlm.run.typed.share).
         sample = functools.cache(functools.partial(sample_lines, scope.spec.path))
         self.table = (
-            with_spans(with_line_zone(with_quoted_fields(table, question, sample), sample), question)
+            with_share(
+                with_spans(with_line_zone(with_quoted_fields(table, question, sample), sample), question),
+                question,
+            )
             if self.protocol == "typed" and table
             else None
         )

@@ -38,7 +38,16 @@ from rlm.run.typed.vocabulary import (
     TEXT_MATCH,
 )
 
-__all__ = ["Checked", "ColumnRef", "Filter", "Moment", "Problem", "check_action", "shown_value"]
+__all__ = [
+    "Checked",
+    "ColumnRef",
+    "Filter",
+    "Moment",
+    "Problem",
+    "check_action",
+    "said_filter",
+    "shown_value",
+]
 
 _KIND_WORDS = {NUMBER: "number", TIME: "time", DATE: "date", TEXT: "text", BOOL: "true/false"}
 _CMP_ALIASES = {"==": "=", "<>": "!=", "startswith": "starts_with", "like": "contains"}
@@ -94,6 +103,15 @@ class Checked:
     after: str | None = None  # the value of `column` is the one written right after this text
     min_count: int | None = None  # only values (groups) on at least this many lines
     args: dict[str, Any] | None = None  # grep, peek, final: the arguments of the action
+
+
+def said_filter(f: Filter) -> str:
+    """A filter in words, as the model's notes name it: `status = 404`."""
+    if isinstance(f.value, ColumnRef):
+        shown = f.value.column.name  # another column, named as such
+    else:
+        shown = shown_value(f.value.text if isinstance(f.value, Moment) else f.value)
+    return f"{f.column.name} {f.cmp.replace('_', ' ')} {shown}"
 
 
 def _listing(names: list[str]) -> str:

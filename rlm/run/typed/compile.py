@@ -13,9 +13,10 @@ import re
 from typing import Any
 
 from rlm.run.actions import Action, ParseError, validate
-from rlm.run.typed.check import Checked, ColumnRef, Filter, Moment, Problem, check_action
+from rlm.run.typed.check import Checked, ColumnRef, Filter, Moment, Problem, check_action, said_filter
 from rlm.run.typed.columns import DATE, TIME, Column, table_columns
 from rlm.run.typed.placeholders import literal_parts
+from rlm.run.typed.share import SHARE_KEY
 from rlm.text.sqltext import sql_name, sql_string, sql_value
 
 __all__ = ["compile_sql", "condition_sql", "execute_code", "read_json", "to_action"]
@@ -231,4 +232,30 @@ def to_action(content: str, table: dict[str, Any]) -> Action | ParseError:
         return ParseError(str(exc))
     if checked.args is not None:
         return validate(checked.op, checked.args)
+    decimals = table.get(SHARE_KEY)
+    if checked.op == "count" and checked.where and isinstance(decimals, int):
+        return validate("execute", {"code": execute_code(_share_sql(checked, decimals))})
     return validate("execute", {"code": execute_code(_sql(checked))})
+
+
+def _share_sql(action: Checked, decimals: int) -> str:
+    """A count with its percentage of the table's rows and, where it has two conditions or
+    more, of the rows each condition but one keeps (rlm.run.typed.share)."""
+    conditions = [condition_sql(f) for f in action.where]
+    kept = f"count(*) FILTER (WHERE {' AND '.join(conditions)})"
+
+    def percent(of: str) -> str:
+        return f"round(100.0 * {kept} / nullif({of}, 0), {decimals})"
+
+    out = [
+        f'{kept} AS "count"',
+        'count(*) AS "rows in all"',
+        f'{percent("count(*)")} AS "percent of all rows"',
+    ]
+    if len(action.where) > 1:
+        for i in range(len(action.where)):
+            others = " AND ".join(c for j, c in enumerate(conditions) if j != i)
+            said = " and ".join(said_filter(f) for j, f in enumerate(action.where) if j != i)
+            label = sql_name(f"percent of rows where {said}")
+            out.append(f"{percent(f'count(*) FILTER (WHERE {others})')} AS {label}")
+    return f"SELECT {', '.join(out)} FROM log"

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rlm.run.typed.check import Checked, Filter, Moment, Problem, check_action, shown_value
+from rlm.run.typed.check import Checked, Filter, Problem, check_action, said_filter
 from rlm.run.typed.columns import table_columns
 from rlm.run.typed.compile import condition_sql, read_json
 from rlm.text.sqltext import sql_name
@@ -59,11 +59,6 @@ def probe_sql(filters: tuple[Filter, ...]) -> str:
     return f"SELECT {', '.join(counts)} FROM log"
 
 
-def _said(f: Filter) -> str:
-    value = f.value.text if isinstance(f.value, Moment) else f.value
-    return f"{f.column.name} {f.cmp.replace('_', ' ')} {shown_value(value)}"
-
-
 def matched(
     filters: tuple[Filter, ...],
     count: int | None,
@@ -82,8 +77,8 @@ def matched(
                 "values matches nothing: look at that column's values before you answer.",
                 "matched no row",
             )
-        each = "; ".join(f"{_said(f)}: {n:,} rows" for f, n in zip(filters, counts, strict=True))
-        empty = [_said(f) for f, n in zip(filters, counts, strict=True) if n == 0]
+        each = "; ".join(f"{said_filter(f)}: {n:,} rows" for f, n in zip(filters, counts, strict=True))
+        empty = [said_filter(f) for f, n in zip(filters, counts, strict=True) if n == 0]
         note = f"Note: no row matched the query's conditions. Alone, each matches: {each}."
         if empty:
             note += (
@@ -95,7 +90,7 @@ def matched(
         )
         return Matched(note, f"matched no row ({alone_none})")
     if isinstance(rows, int) and rows > 0 and count == rows:
-        said = "; ".join(_said(f) for f in filters)
+        said = "; ".join(said_filter(f) for f in filters)
         return Matched(
             f"Note: all {rows:,} rows of the table matched the query's conditions ({said}): they set "
             "no row apart. If the question asks about some rows only, filter on what sets those apart.",
