@@ -182,3 +182,27 @@ def test_the_one_row_footer_of_a_query_echo_holds_no_answer() -> None:
     assert ground("1", limited).grounded is False and ground("7", limited).grounded is True
     assert ground("1", {"F1": "count\n-----\n1\n(1 row)"}).grounded is True
     assert ground("3", {"F1": "a\n-\nx\ny\nz\n(3 rows)"}).grounded is True
+
+
+def test_a_synthesis_that_turns_the_investigations_no_into_yes_is_not_used(tmp_path: Path) -> None:
+    """Through the CLI and the real worker: the count of responses over 10^12 bytes is 0 and the
+    model answers "No"; a synthesis reply of "yes" (its explanation saying none was found) is not
+    taken, the investigation's answer is, and the trace says why."""
+    from conftest import ask_typed_cli
+
+    log = FIXTURES / "access.log"
+    sizes = [line.split('" ')[1].split()[1] for line in log.read_text().splitlines()]
+    assert all(not s.isdigit() or int(s) < 10**12 for s in sizes) and any(s.isdigit() for s in sizes)
+    count = {"op": "count", "where": [{"column": "bytes", "cmp": ">", "value": 10**12}]}
+    flipped = {"answer": "yes", "explanation": "the count was 0: none was that large", "citations": ["F1"]}
+    proc, _ = ask_typed_cli(
+        log,
+        "Was any response larger than a terabyte? yes or no",
+        [json.dumps(count), json.dumps({"op": "final", "answer": "No"}), json.dumps(flipped)],
+        cwd=tmp_path,
+    )
+    # (--strict withholds it: a count that kept no row leaves its answer in doubt)
+    assert "withheld" in proc.stderr and proc.stderr.rstrip().splitlines()[-2].endswith(": No"), proc.stderr
+    synthesis = latest_trace(tmp_path)["synthesis"]
+    assert synthesis["answer"] == "No" and synthesis["source"] == "draft", synthesis
+    assert "turned over" in synthesis["error"]

@@ -161,6 +161,25 @@ def unsupported(
     return None
 
 
+_YES_NO = {"yes": True, "true": True, "no": False, "false": False}
+
+
+def _yes_or_no(text: str) -> bool | None:
+    """What an answer that begins with yes or no (true, false) says; None for any other answer."""
+    words = re.findall(r"[a-z]+", text.casefold()[:40])
+    return _YES_NO.get(words[0]) if words else None
+
+
+def turned_over(answer: str, draft: str | None) -> str | None:
+    """Why a synthesis answer is not used where it says yes to the investigation's no, or no to
+    its yes: the synthesis writes the answer from the same evidence the investigation answered
+    from, and a small model turned a "No" over while its own explanation said none was found."""
+    said, drafted = _yes_or_no(answer), _yes_or_no(draft or "")
+    if said is None or drafted is None or said == drafted:
+        return None
+    return f"its answer ({answer.strip()[:40]}) turned over the investigation's ({(draft or '').strip()[:40]}), and was not used"
+
+
 def copied_code(answer: str, findings: list[Finding]) -> bool:
     """Whether `answer` is (part of) the code behind a result rather than anything it printed:
     a small model asked for the answer sometimes copies the finding's code.
@@ -422,6 +441,8 @@ def synthesize(
             if answer and _usable(answer)
             else None
         )
+        if why is None and answer and (turned := turned_over(answer, draft)):
+            why = turned
         if why is None and answer and copied_code(answer, findings):
             why = "its answer was the code behind a finding, not what the code found, and was not used"
         if why is not None:
