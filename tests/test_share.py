@@ -39,8 +39,8 @@ def test_words_that_ask_for_a_percentage(question: str) -> None:
 @pytest.mark.parametrize(
     "question",
     [
-        "How many requests were POSTs?",
-        "What is the 99th percentile of the response size?",
+        "Count the POST lines.",
+        "Give the 99th percentile of bytes sent.",
         "Which lines contain '100%'?",  # a line's text, quoted
         "Which user shares the most sessions with root?",
     ],
@@ -50,7 +50,7 @@ def test_other_questions_ask_for_no_percentage(question: str) -> None:
 
 
 def test_the_decimals_asked_for() -> None:
-    assert asks_for_decimals("What percent? Round to 1 decimal.") == 1
+    assert asks_for_decimals("Which percent? Keep 1 decimal.") == 1
     assert asks_for_decimals("What percent, to three decimals?") == 3
     assert asks_for_decimals("What percent?") == 2
 
@@ -83,7 +83,7 @@ def _requests() -> list[tuple[str, int]]:
 def test_a_count_asked_as_a_percentage_gives_its_shares(table: dict[str, Any]) -> None:
     requests = _requests()
     rows = len(LOG.read_text().splitlines())
-    asked = with_share(table, "What percentage of GET requests got a 404? Round to 3 decimals.")
+    asked = with_share(table, "Of the GET lines, which percentage were 404s, to 3 decimals?")
     both = {"op": "count", "where": [{"column": "method", "cmp": "=", "value": "GET"},
                                      {"column": "status", "cmp": "=", "value": 404}]}  # fmt: skip
     names, [values] = _run(both, asked)
@@ -119,7 +119,7 @@ def test_the_cli_answers_a_percentage_from_the_querys_own_output(tmp_path: Path)
     rows = len(LOG.read_text().splitlines())
     share = round(100 * sum(1 for _, status in requests if status == 404) / rows, 2)
     action = {"op": "count", "where": [{"column": "status", "cmp": "=", "value": 404}]}
-    question = "What percentage of all requests were answered 404?"
+    question = "Which percentage of the log's lines carry a 404 status?"
     proc, stub = ask_typed_once(LOG, question, action, f"{share}", cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout == f"{share}\n", proc.stderr
     shown = stub.requests[1]["body"]["messages"][-1]["content"]

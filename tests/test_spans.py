@@ -71,7 +71,7 @@ def _run(action: dict[str, Any], table: dict[str, Any]) -> list[tuple[Any, ...]]
     [
         "How long did the slowest build run, start to finish?",
         "Which job took the most time after it started?",
-        "What is the average duration of a job on the mac queue?",
+        "Mean duration of a mac job?",
         "Give finished minus started for job-00012.",
         "Which queue has the shortest waits?",
     ],
@@ -85,7 +85,7 @@ def test_words_about_a_length_of_time_ask_for_the_seconds_between_times(question
     [
         "How many jobs started after 10:00?",
         "Which queue has the most jobs?",
-        "What was the last job submitted on the win queue?",
+        "Name the win queue's latest job submitted.",
         "Which jobs log 'took too long' in their output?",  # a line's text, quoted
     ],
 )

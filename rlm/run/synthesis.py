@@ -164,7 +164,7 @@ def unsupported(
 _YES_NO = {"yes": True, "true": True, "no": False, "false": False}
 
 
-def _yes_or_no(text: str) -> bool | None:
+def _says_yes(text: str) -> bool | None:
     """What an answer that begins with yes or no (true, false) says; None for any other answer."""
     words = re.findall(r"[a-z]+", text.casefold()[:40])
     return _YES_NO.get(words[0]) if words else None
@@ -174,7 +174,7 @@ def turned_over(answer: str, draft: str | None) -> str | None:
     """Why a synthesis answer is not used where it says yes to the investigation's no, or no to
     its yes: the synthesis writes the answer from the same evidence the investigation answered
     from, and a small model turned a "No" over while its own explanation said none was found."""
-    said, drafted = _yes_or_no(answer), _yes_or_no(draft or "")
+    said, drafted = _says_yes(answer), _says_yes(draft or "")
     if said is None or drafted is None or said == drafted:
         return None
     return f"its answer ({answer.strip()[:40]}) turned over the investigation's ({(draft or '').strip()[:40]}), and was not used"
