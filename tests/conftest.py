@@ -137,6 +137,22 @@ def ask_typed_cli(path: Path, question: str, replies: list[str], *, cwd: Path) -
     return proc, stub
 
 
+def run_typed(action: dict[str, Any], table: dict[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """A typed action compiled on `table` (its description) and its query run on the table's file
+    read-only: (the result's column names, its rows)."""
+    import duckdb
+
+    from rlm.run.actions import Action
+    from rlm.run.typed import to_action
+
+    compiled = to_action(json.dumps(action), table)
+    assert isinstance(compiled, Action), compiled
+    query = compiled.args["code"].split("sql('", 1)[1].rsplit("')", 1)[0].replace("\\'", "'")
+    with duckdb.connect(table["path"], read_only=True) as con:
+        cursor = con.execute(query)
+        return [d[0] for d in cursor.description], cursor.fetchall()
+
+
 def ask_typed_once(
     path: Path, question: str, action: dict[str, Any], answer: str, *, cwd: Path
 ) -> tuple[Any, Any]:

@@ -4,18 +4,14 @@ through the CLI with the real worker."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
-from conftest import ask_typed_once
+from conftest import ask_typed_once, run_typed
 
 from rlm.input.source import open_source
-from rlm.run.actions import Action
-from rlm.run.typed import to_action
 from rlm.run.typed.share import asks_a_share, asks_for_decimals, with_share
 
 LOG = Path(__file__).resolve().parent.parent / "fixtures" / "access.log"
@@ -62,15 +58,6 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return described
 
 
-def _run(action: dict[str, Any], table: dict[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
-    compiled = to_action(json.dumps(action), table)
-    assert isinstance(compiled, Action), compiled
-    query = compiled.args["code"].split("sql('", 1)[1].rsplit("')", 1)[0].replace("\\'", "'")
-    with duckdb.connect(table["path"], read_only=True) as con:
-        cursor = con.execute(query)
-        return [d[0] for d in cursor.description], cursor.fetchall()
-
-
 def _requests() -> list[tuple[str, int]]:
     out = []
     for line in LOG.read_text().splitlines():
@@ -86,7 +73,7 @@ def test_a_count_asked_as_a_percentage_gives_its_shares(table: dict[str, Any]) -
     asked = with_share(table, "Of the GET lines, which percentage were 404s, to 3 decimals?")
     both = {"op": "count", "where": [{"column": "method", "cmp": "=", "value": "GET"},
                                      {"column": "status", "cmp": "=", "value": 404}]}  # fmt: skip
-    names, [values] = _run(both, asked)
+    names, [values] = run_typed(both, asked)
     gets = sum(1 for method, _ in requests if method == "GET")
     missing = sum(1 for _, status in requests if status == 404)
     kept = sum(1 for method, status in requests if method == "GET" and status == 404)
@@ -106,10 +93,10 @@ def test_a_count_asked_as_a_percentage_gives_its_shares(table: dict[str, Any]) -
     )
     assert values == pytest.approx(expected)
     # one condition: its share of the table only; not asked: the count alone
-    names, [values] = _run({"op": "count", "where": [both["where"][1]]}, asked)
+    names, [values] = run_typed({"op": "count", "where": [both["where"][1]]}, asked)
     assert names == ["count", "rows in all", "percent of all rows"]
     assert values == pytest.approx((missing, rows, round(100 * missing / rows, 3)))
-    assert _run(both, table) == (["count"], [(kept,)])
+    assert run_typed(both, table) == (["count"], [(kept,)])
 
 
 def test_the_cli_answers_a_percentage_from_the_querys_own_output(tmp_path: Path) -> None:

@@ -11,13 +11,10 @@ import random
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
-from conftest import ask_typed_once
+from conftest import ask_typed_once, run_typed
 
 from rlm.input.source import open_source
-from rlm.run.actions import Action
-from rlm.run.typed import to_action
 from rlm.run.typed.columns import NUMBER, table_columns
 from rlm.run.typed.describe import describe_actions
 from rlm.run.typed.spans import asks_a_span, with_spans
@@ -56,14 +53,6 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str,
     table = open_source(str(path), cache_dir=str(directory / "cache")).profile.table
     assert table is not None
     return path, rows, table
-
-
-def _run(action: dict[str, Any], table: dict[str, Any]) -> list[tuple[Any, ...]]:
-    compiled = to_action(json.dumps(action), table)
-    assert isinstance(compiled, Action), compiled
-    query = compiled.args["code"].split("sql('", 1)[1].rsplit("')", 1)[0].replace("\\'", "'")
-    with duckdb.connect(table["path"], read_only=True) as con:
-        return con.execute(query).fetchall()
 
 
 @pytest.mark.parametrize(
@@ -110,8 +99,8 @@ def test_the_seconds_between_each_pair_of_times_are_number_columns_where_asked(
 
     took = {r["job"]: (r["finished"] - r["started"]).total_seconds() for r in rows}
     longest = max(took.values())
-    assert _run({"op": "max", "column": "seconds_started_to_finished"}, asked) == [(longest,)]
-    top = _run(
+    assert run_typed({"op": "max", "column": "seconds_started_to_finished"}, asked)[1] == [(longest,)]
+    _, top = run_typed(
         {"op": "rows", "columns": ["job", "seconds_started_to_finished"], "order_by": "seconds_started_to_finished",
          "take": "last", "k": 1},
         asked,
@@ -120,9 +109,9 @@ def test_the_seconds_between_each_pair_of_times_are_number_columns_where_asked(
     assert seconds == longest == took[job]
     over = sum(1 for r in rows if (r["started"] - r["submitted"]).total_seconds() > 600)
     count = {"op": "count", "where": [{"column": "seconds_submitted_to_started", "cmp": ">", "value": 600}]}
-    assert _run(count, asked) == [(over,)]
+    assert run_typed(count, asked)[1] == [(over,)]
     mac = [s for r in rows if r["queue"] == "mac" for s in [(r["finished"] - r["started"]).total_seconds()]]
-    [(average,)] = _run(
+    _, [(average,)] = run_typed(
         {"op": "avg", "column": "seconds_started_to_finished",
          "where": [{"column": "queue", "cmp": "=", "value": "mac"}]},
         asked,
