@@ -391,6 +391,21 @@ def test_a_count_that_kept_no_row_or_every_row_is_told_and_in_doubt(tmp_path: Pa
         and "withheld as the query behind the answer matched no row" in (strict.stderr)
     )
 
+    # Each condition matches rows alone and only together none: each is written like its column's
+    # values, and the count of nothing is the rows' own word, told to the model and not in doubt.
+    requests = [re.search(r'"[A-Z]+ (\S+) [^"]*" (\d{3}) ', line) for line in lines]
+    missing = {m[1] for m in requests if m and m[2] == "404"}
+    found = next(m[1] for m in requests if m and m[1] not in missing and "'" not in m[1])
+    elsewhere = {"column": "path", "cmp": "=", "value": found}
+    with OpenAIStub(replies([status, elsewhere], answer=0)) as stub:
+        proc = _ask(stub, apache_log, question, tmp_path, "--json", "--strict")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["answer"] == "0" and doc["doubts"] == [], doc
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "Note: no row matched the query's conditions. Alone, each matches: status = 404:" in told
+    assert f"path = '{found}': " in told and "likely written unlike" not in told
+
     with OpenAIStub(replies([everywhere], answer=len(lines))) as stub:
         proc = _ask(stub, apache_log, question, tmp_path, "--json")
     doc = json.loads(proc.stdout)

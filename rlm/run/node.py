@@ -218,7 +218,7 @@ class Node:
             if len(keys := ranked_keys(ran, outcome.observation, table) if outcome.ok else []) > 1:
                 self.ranked = keys
             if outcome.ok and (rows := self._matched(ran, outcome.observation, table)) is not None:
-                self.left_out.append(rows_doubt(rows.doubt))
+                self.left_out += [rows_doubt(rows.doubt)] if rows.doubt else []
                 notes.append(rows.note)
             for note in notes:
                 told = note if told is None else told.rstrip("\n") + "\n" + note

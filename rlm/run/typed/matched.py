@@ -7,7 +7,9 @@ equality with a day, `>` where the question names one value); a count of every r
 that sets no row apart (a text every line holds). Which condition matched nothing is what the
 model needs to mend the query: each one's count alone is run once, in one query, and shown
 (`ts = '2020-01-02 03:04:00': 0 rows`). The answer may still be right (no line of that kind
-is there): it is in doubt, not refused.
+is there): it is in doubt, not refused. Where each condition alone matches rows and only
+together they match none, every condition is written like its column's values: the count of
+nothing is what the rows say (a yes/no question's "no"), told to the model and not in doubt.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ _COUNT_ECHO = re.compile(r"\A\s*count\s*\n-+\s*\n\s*(\d+)\s*\n")
 @dataclass(frozen=True)
 class Matched:
     note: str  # for the model, after the result
-    doubt: str  # the answer's doubt (rlm.run.doubts.rows_doubt), once a final follows
+    doubt: str | None  # the answer's doubt (rlm.run.doubts.rows_doubt), once a final follows
 
 
 def counted_filters(content: str | None, table: dict[str, Any]) -> tuple[Filter, ...]:
@@ -85,10 +87,7 @@ def matched(
                 " A condition that matches no row on its own is likely written unlike the column's "
                 "values: look at that column's values before you answer."
             )
-        alone_none = (
-            f"{'; '.join(empty)} alone matches none" if empty else "its conditions together match none"
-        )
-        return Matched(note, f"matched no row ({alone_none})")
+        return Matched(note, f"matched no row ({'; '.join(empty)} alone matches none)" if empty else None)
     if isinstance(rows, int) and rows > 0 and count == rows:
         said = "; ".join(said_filter(f) for f in filters)
         return Matched(
