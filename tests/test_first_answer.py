@@ -131,20 +131,20 @@ def test_sql_in_the_first_turn_waits_for_the_table_still_building(
     expected = sum(1 for line in log.read_text().splitlines() if '" 404 ' in line)
     monkeypatch.setattr(source_mod, "BACKGROUND_TABLE_BYTES", 0)  # this small file as a big one
     asked, gate = threading.Event(), threading.Event()
-    real_build, real_wait = source_mod.ensure_table, Engine.table_wait
+    real_build, real_wait = source_mod.ensure_table, Engine.table_for_worker
 
     def held_build(*args: Any, **kwargs: Any) -> Any:
         assert asked.wait(60), "sql() never asked for the table"
         gate.set()
         return real_build(*args, **kwargs)
 
-    def table_wait(self: Engine) -> tuple[str | None, str | None]:
+    def table_for_worker(self: Engine, whole: bool) -> tuple[str | None, str | None, bool]:
         if not gate.is_set():
             asked.set()  # the build is still held: the cell waits below
-        return real_wait(self)
+        return real_wait(self, whole)
 
     monkeypatch.setattr(source_mod, "ensure_table", held_build)
-    monkeypatch.setattr(Engine, "table_wait", table_wait)
+    monkeypatch.setattr(Engine, "table_for_worker", table_for_worker)
     count = 'print(sql("SELECT count(*) FROM log WHERE status = 404")[0][0])'
     model = write_script(
         isolated / "s.json",
@@ -335,3 +335,71 @@ def test_litellm_s_import_in_the_background_tells_when_it_has_ended() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "True", "True"]
+
+
+@pytest.mark.parametrize("then", ["event", "star"])
+def test_a_query_on_a_syslog_s_own_columns_runs_before_its_sshd_columns_are_built(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, then: str
+) -> None:
+    """A syslog's sshd columns are built after its others: a first query on the others runs on
+    the table without them while they are held back; a query naming one of them (the early
+    table cannot bind it), or a star, waits for the whole table and reads it."""
+    import re
+
+    import rlm.input.source as source_mod
+    from rlm.input.tablejob import TableJob
+    from rlm.run.engine import Engine
+    from rlm.run.settings import load_settings
+    from rlm.run.wiring import run_ask
+
+    log = isolated / "auth.log"
+    log.write_bytes((FIXTURES / "auth.log").read_bytes())
+    lines = log.read_text().splitlines()
+    sshd = sum(1 for line in lines if re.match(r"\S+ +\d+ \S+ \S+ sshd\[", line))
+    failed = sum(
+        1
+        for line in lines
+        if re.search(r"sshd\[\d+\]: (?:message repeated \d+ times: \[ )?Failed password for ", line)
+    )
+    monkeypatch.setattr(source_mod, "BACKGROUND_TABLE_BYTES", 0)  # this small file as a big one
+    release, held = threading.Event(), threading.Event()
+    asked: list[bool] = []
+    real_early, real_for_worker = TableJob._early_built, Engine.table_for_worker
+
+    def early_then_hold(self: TableJob, path: str) -> None:
+        real_early(self, path)
+        held.set()
+        assert release.wait(60), "the sshd columns were never asked for"
+
+    def table_for_worker(self: Engine, whole: bool) -> tuple[str | None, str | None, bool]:
+        asked.append(whole)
+        if whole:
+            release.set()  # the whole table is asked for: its build goes on
+        return real_for_worker(self, whole)
+
+    monkeypatch.setattr(TableJob, "_early_built", early_then_hold)
+    monkeypatch.setattr(Engine, "table_for_worker", table_for_worker)
+    first = "print(sql(\"SELECT count(*) FROM log WHERE program = 'sshd'\")[0][0])"
+    second = {
+        "event": "print(sql(\"SELECT count(*) FROM log WHERE event = 'failed_password'\")[0][0])",
+        "star": 'r = sql("SELECT * FROM log LIMIT 1"); print(len(r.columns), r.columns[-4:])',
+    }[then]
+    shown = {"event": f"{failed}\n", "star": "11 ['event', 'user', 'src_ip', 'src_port']\n"}[then]
+    model = write_script(
+        isolated / "s.json",
+        [
+            {"tool": "execute", "args": {"code": first}},
+            {"tool": "execute", "args": {"code": second}},
+            {"tool": "final", "args": {"answer": str(sshd)}},
+            json.dumps({"answer": str(sshd), "explanation": "Counted by SQL.", "citations": ["F1"]}),
+        ],
+    )
+    settings = load_settings({"model": model, "retry_base_delay": 0.01})
+    result = run_ask(settings, str(log), "How many sshd lines?")
+    assert result.answer == str(sshd)
+    [trace] = traces_in(isolated)
+    steps = [s["observation"] for s in trace["steps"]]
+    # the first query ran on the early table, the sshd columns held back until the second asked
+    assert held.is_set() and asked[0] is False and True in asked
+    assert steps[0]["ok"] and steps[0]["preview"] == f"{sshd}\n", steps[0]
+    assert steps[1]["ok"] and steps[1]["preview"] == shown, steps[1]

@@ -1157,9 +1157,9 @@ def test_a_table_still_being_built_is_attached_and_locked_before_the_first_query
     spec = dataclasses.replace(world["spec"], table_path=None, table_pending=True)
     asked: list[float] = []
 
-    def table() -> tuple[str | None, str | None]:
+    def table(whole: bool) -> tuple[str | None, str | None, bool]:
         asked.append(time.monotonic())
-        return world["spec"].table_path, None
+        return world["spec"].table_path, None, False
 
     sandbox = Sandbox(spec, table=table)
     sandbox.start()
@@ -1188,7 +1188,7 @@ def test_a_table_whose_build_failed_is_said_by_sql(world: dict) -> None:
     import dataclasses
 
     spec = dataclasses.replace(world["spec"], table_path=None, table_pending=True)
-    sandbox = Sandbox(spec, table=lambda: (None, "DuckDB could not build the table: broken"))
+    sandbox = Sandbox(spec, table=lambda whole: (None, "DuckDB could not build the table: broken", False))
     sandbox.start()
     try:
         kind, reply = _exec(sandbox, 'print(peek(1, 1)[:10]); sql("SELECT count(*) FROM log")')
@@ -1209,7 +1209,7 @@ def test_a_pending_worker_cannot_write_the_table_it_was_given(world: dict) -> No
     import dataclasses
 
     spec = dataclasses.replace(world["spec"], table_path=None, table_pending=True)
-    sandbox = Sandbox(spec, table=lambda: (world["spec"].table_path, None))
+    sandbox = Sandbox(spec, table=lambda whole: (world["spec"].table_path, None, False))
     sandbox.start()
     try:
         code = (

@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from rlm.errors import InputError
-from rlm.input.tables import BuildCancelled, build_cancel
+from rlm.input.tables import BuildCancelled, build_cancel, build_early
 
 __all__ = ["TableJob", "TableOutcome"]
 
@@ -52,6 +52,9 @@ class TableJob:
         after the start, against 6.2 s with the build beside the import)."""
         self._future: Future[TableOutcome] = Future()
         self._stop = threading.Event()
+        # The table without its format's later columns, while they are built (rlm.input.tables)
+        self._early: str | None = None
+        self._news = threading.Condition()
         self.started = time.monotonic()
         self.finished: float | None = None
         context = contextvars.copy_context()
@@ -67,6 +70,7 @@ class TableJob:
         after: threading.Event | None,
     ) -> None:
         build_cancel(self._stop)  # in this thread's own copy of the context
+        build_early(self._early_built)
         changed: InputError | None = None
         try:
             if after is not None:
@@ -81,15 +85,30 @@ class TableJob:
         except BaseException as exc:  # noqa: BLE001 (a bug in the build costs the run its sql(), said)
             outcome = (None, f"the table's build failed ({type(exc).__name__}: {exc})")
         self.finished = time.monotonic()  # before anyone waiting reads it
-        if changed is not None:
-            self._future.set_exception(changed)
-        else:
-            self._future.set_result(outcome)
+        with self._news:
+            if changed is not None:
+                self._future.set_exception(changed)
+            else:
+                self._future.set_result(outcome)
+            self._news.notify_all()
         if then is not None:
             then()
 
+    def _early_built(self, path: str) -> None:
+        with self._news:
+            self._early = path
+            self._news.notify_all()
+
     def done(self) -> bool:
         return self._future.done()
+
+    def early(self) -> str | None:
+        """The path of the table without its format's later columns, waiting until it is stored
+        or the build has ended; None once the build has ended (the whole table is then the one
+        to open: the early one goes with the build's folder)."""
+        with self._news:
+            self._news.wait_for(lambda: self._early is not None or self._future.done())
+            return None if self._future.done() else self._early
 
     def result(self, timeout: float | None = None) -> TableOutcome:
         """(description, error), waiting up to `timeout` seconds (None: until it is built).

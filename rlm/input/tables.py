@@ -15,6 +15,7 @@ import contextlib
 import contextvars
 import json
 import os
+import shutil
 import stat
 import tempfile
 import threading
@@ -42,7 +43,7 @@ __all__ = [
     "build_progress",
 ]
 
-TABLE_VERSION = 11  # 11: the text columns that hold IP addresses; 10: a CSV's `line` computed from its fields, not stored; 9: lead-ins of free-text columns; 8: parts of different formats each parsed by its own; 2: a log stored in parts, current storage format; 3: common values; 4: sshd login events name their method; 5: example queries; 6: up to 40 values a column; 7: a CSV's header and blank JSON lines are not rows
+TABLE_VERSION = 12  # 12: a syslog's sshd columns in tables of their own, joined by position; 11: the text columns that hold IP addresses; 10: a CSV's `line` computed from its fields, not stored; 9: lead-ins of free-text columns; 8: parts of different formats each parsed by its own; 2: a log stored in parts, current storage format; 3: common values; 4: sshd login events name their method; 5: example queries; 6: up to 40 values a column; 7: a CSV's header and blank JSON lines are not rows
 # A build's work folder in the cache (rlm.privatefiles.private_workdir): the sweep of the cache
 # folder (rlm.input.cachedir) removes those a killed process left.
 BUILD_PREFIX = "rlm-build-"
@@ -102,6 +103,18 @@ _PROGRESS_EVERY = 0.5  # seconds between two reports
 _CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
     "rlm_build_cancel", default=None
 )
+
+
+# Set while a table is built in a thread of its own (rlm.input.tablejob): told the path of a
+# table of the columns a format does not build later (TableFormat.later), as soon as they are
+# stored, so that the run's queries on them need not wait for the rest (rlm.sandbox.worker.sql_session).
+EarlySink = Callable[[str], None]
+_EARLY: contextvars.ContextVar[EarlySink | None] = contextvars.ContextVar("rlm_build_early", default=None)
+
+
+def build_early(sink: EarlySink | None) -> contextvars.Token[EarlySink | None]:
+    """Tell `sink` of the early table of every build in this context (the caller resets the token)."""
+    return _EARLY.set(sink)
 
 
 class BuildCancelled(Exception):
@@ -560,7 +573,7 @@ def _build(
         note = fmt.note
         told = _NEW_LINE.set(new_line)
         try:
-            columns, parsed = _create_log(con, fmt, source, n_lines, n_parts)
+            columns, parsed = _create_log(con, fmt, source, n_lines, n_parts, (tmp_db, work))
         finally:
             _NEW_LINE.reset(told)
         if isinstance(parsed, str):  # the format's columns could not be parsed: say why
@@ -610,11 +623,12 @@ def _data_rows_only(con: Any, fmt: Any, parsed: int) -> str | None:
 
 
 def _create_log(
-    con: Any, fmt: Any, source: str, n_lines: int, parts: int = 1
+    con: Any, fmt: Any, source: str, n_lines: int, parts: int = 1, db: tuple[str, str] | None = None
 ) -> tuple[list[tuple[str, str]], int | str]:
-    """CREATE `log`; returns (parsed columns with their types, lines parsed or why none were)."""
+    """CREATE `log`; returns (parsed columns with their types, lines parsed or why none were).
+    `db`: the database's path and the build's folder, where an early table is copied."""
     if fmt.kind == "lines":
-        return _create_lines(con, fmt, source, n_lines, parts)
+        return _create_lines(con, fmt, source, n_lines, parts, db)
     if fmt.kind == "mixed":
         return _create_mixed(con, fmt, source, n_lines, parts)
     if fmt.kind == "jsonl":
@@ -636,7 +650,7 @@ def _create_text(con: Any, source: str) -> None:
 
 
 def _create_lines(
-    con: Any, fmt: Any, source: str, n_lines: int, parts: int
+    con: Any, fmt: Any, source: str, n_lines: int, parts: int, db: tuple[str, str] | None = None
 ) -> tuple[list[tuple[str, str]], int | str]:
     """`log` for a line format: the lines in `parts` runs, each parsed and stored by a query of
     its own, all at once, each run in file order in a table of its own (log_data, log_data_1, ...).
@@ -654,7 +668,7 @@ def _create_lines(
     # access log: DuckDB's choice for `line` as well (its analysis of 1 GB of long
     # strings) cost two thirds of the build; zstd for every string column, 378 MB and
     # 11.2 s of CPU; zstd for `line` only, 195 MB and 10.4 s.
-    described = con.execute(f"DESCRIBE {_lines_select(fmt, source)}").fetchall()
+    described = con.execute(f"DESCRIBE {_lines_select(fmt.select, source)}").fetchall()
     defs = ", ".join(
         f"{sql_name(name)} {typ}" + (" USING COMPRESSION zstd" if name == "line" else "")
         for name, typ, *_ in described
@@ -663,7 +677,7 @@ def _create_lines(
         con.execute(f"CREATE TABLE {table} ({defs})")
     inserts = [
         f"INSERT INTO {table} BY NAME "
-        + _lines_select(fmt, source, skip=lo, limit=hi - lo if i < parts - 1 else None)
+        + _lines_select(fmt.select, source, skip=lo, limit=hi - lo if i < parts - 1 else None)
         for i, (table, lo, hi) in enumerate(zip(tables, bounds, bounds[1:], strict=False))
     ]
     _run_side_by_side(
@@ -679,12 +693,56 @@ def _create_lines(
             for table, lo in zip(tables, bounds, strict=False)
         )
     )
+    if fmt.later:
+        _add_later_columns(con, fmt, tables, bounds, n_lines, db)
     cols = _columns(con)
     if not cols:
         return [], 0
     first = cols[0][0]
     parsed = con.execute(f'SELECT count("{first}") FROM log').fetchone()[0]
     return cols, parsed
+
+
+def _add_later_columns(
+    con: Any, fmt: Any, tables: list[str], bounds: list[int], n_lines: int, db: tuple[str, str] | None
+) -> None:
+    """The format's `later` columns, computed from the stored ones into a table beside each part
+    (later_data, later_data_1, ...) in the same row order; `log` then joins each part with its
+    own by position. Before they are built, the table without them is copied for the run's
+    early queries (_EARLY), once its lines are the file's (a stray '\r' makes a build again)."""
+    sink = _EARLY.get()
+    if sink is not None and db is not None:
+        stored = con.execute("SELECT count(*) FROM log").fetchone()[0]
+        if stored == n_lines:
+            db_path, work = db
+            con.execute("CHECKPOINT")
+            # A name of its own each time: a worker may hold an earlier one (a hard link of it).
+            fd, early = tempfile.mkstemp(prefix="early-", suffix=".duckdb", dir=work)
+            with os.fdopen(fd, "wb") as out, open(db_path, "rb") as fh:
+                shutil.copyfileobj(fh, out, 16 << 20)
+                os.fchmod(out.fileno(), 0o400)
+            sink(early)
+    sides = [table.replace("log_data", "later_data", 1) for table in tables]
+    later = ", ".join(f"{expr} AS {sql_name(name)}" for name, _, expr in fmt.later)
+    _check_cancel()
+    token = _PROGRESS.set(None)  # the file is read: what is left is not told as its bytes
+    try:
+        _run_side_by_side(
+            con,
+            [
+                f"CREATE TABLE {side} AS SELECT {later} FROM {table}"
+                for table, side in zip(tables, sides, strict=True)
+            ],
+        )
+    finally:
+        _PROGRESS.reset(token)
+    con.execute(
+        "CREATE OR REPLACE VIEW log AS "
+        + " UNION ALL ".join(
+            f"SELECT d.rowid + {lo + 1} AS line_no, d.*, s.* FROM {table} d POSITIONAL JOIN {side} s"
+            for table, side, lo in zip(tables, sides, bounds, strict=False)
+        )
+    )
 
 
 def _create_mixed(
@@ -697,7 +755,7 @@ def _create_mixed(
     tables = ["log_data"] + [f"log_data_{i}" for i in range(1, len(runs))]
     inserts, spans = [], []
     for table, run in zip(tables, runs, strict=True):
-        select = _lines_select(run.fmt, source, skip=run.first, limit=run.end - run.first)
+        select = _lines_select(run.fmt.whole_select, source, skip=run.first, limit=run.end - run.first)
         described = con.execute(f"DESCRIBE {select}").fetchall()
         defs = ", ".join(
             f"{sql_name(name)} {typ}" + (" USING COMPRESSION zstd" if name == "line" else "")
@@ -733,10 +791,10 @@ def _part_bounds(n_lines: int, parts: int) -> list[int]:
     return [min(n_lines, round(first * (1 - (1 - r) ** i) / r)) for i in range(parts)] + [n_lines]
 
 
-def _lines_select(fmt: Any, source: str, *, skip: int = 0, limit: int | None = None) -> str:
-    """The format's parse over a run of lines, without line_no (the stored rows are numbered by rowid)."""
+def _lines_select(select: str, source: str, *, skip: int = 0, limit: int | None = None) -> str:
+    """A format's `select` over a run of lines, without line_no (the stored rows are numbered by rowid)."""
     unnumbered = _raw_source(source, numbered=False, skip=skip, limit=limit)
-    return f"SELECT * EXCLUDE (line_no) FROM (WITH src AS ({unnumbered}) {fmt.select})"
+    return f"SELECT * EXCLUDE (line_no) FROM (WITH src AS ({unnumbered}) {select})"
 
 
 def _run_side_by_side(

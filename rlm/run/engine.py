@@ -225,6 +225,18 @@ class Engine:
                     self.progress(RunWarning(note))
         return self.profile.table_path, self.profile.table_error
 
+    def table_for_worker(self, whole: bool) -> tuple[str | None, str | None, bool]:
+        """(path, error, early) for a worker's sql(): the whole table (table_wait), or with
+        `whole` False the table without its format's later columns if it is stored first
+        (rlm.input.tables.build_early): queries on its other columns need not wait."""
+        if not whole:
+            self.index_wait()
+            job = self.profile.table_job
+            if job is not None and (early := job.early()) is not None:
+                return early, None, True
+        path, error = self.table_wait()
+        return path, error, False
+
     def settled_spec(self, spec: WorkerSpec) -> WorkerSpec:
         """`spec` with the input's table once built (waiting for it): a child's worker opens it
         as it starts, as every worker of a run whose table was ready did."""
@@ -301,7 +313,7 @@ class Engine:
         sandbox = Sandbox(
             spec,
             bridge=bridge,
-            table=self.table_wait if spec.table_pending else None,
+            table=self.table_for_worker if spec.table_pending else None,
             settle=self.index_settled if spec.index_pending else None,
         )
         sandbox.launch()

@@ -36,7 +36,9 @@ WALL_GRACE = 2.0
 Bridge = Callable[[str, dict[str, Any]], Any]
 # What a worker whose table is still being built is given at its first sql(): waits for the
 # build, then (the table's path, or None and why there is none).
-TableWait = Callable[[], tuple[str | None, str | None]]
+# (path, error, early) of the input's table, waiting for its build: with `whole` False, the table
+# without its format's later columns (early True) if it is stored before the whole one is.
+TableWait = Callable[[bool], tuple[str | None, str | None, bool]]
 # What a worker whose input's line index is still being made is given before its spec is sent:
 # waits for the index, then the spec over it.
 IndexWait = Callable[["WorkerSpec"], "WorkerSpec"]
@@ -116,7 +118,7 @@ class Sandbox:
         self._launched = 0.0
         self._buf = b""
         self._table_file = ""  # the name the table is placed under in the worker's table folder
-        self._table_placed = False
+        self._table_placed = ""  # "", "early" or "whole": which table the worker was handed
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> dict[str, Any]:
@@ -161,7 +163,7 @@ class Sandbox:
             os.mkdir(sent["table_dir"])
             os.chmod(sent["table_dir"], 0o711 if self._drops_root() else 0o700)
             self._table_file = sent["table_file"]
-            self._table_placed = False
+            self._table_placed = ""  # "", "early" or "whole": which table the worker was handed
         self._send(sent)
 
     def wait_ready(self) -> dict[str, Any]:
@@ -245,7 +247,8 @@ class Sandbox:
     def _serve_bridge(self, msg: dict[str, Any]) -> None:
         name, args = msg.get("bridge"), msg.get("args")
         if name == "table" and self.table is not None and self.spec.table_pending:
-            self._send(self._place_table())
+            whole = not isinstance(args, dict) or args.get("whole") is not False
+            self._send(self._place_table(whole))
             return
         if self.bridge is None or not isinstance(name, str) or not isinstance(args, dict):
             self._send({"bridge_error": f"{name} is not available here"})
@@ -259,24 +262,35 @@ class Sandbox:
             return
         self._send({"bridge_result": result})
 
-    def _place_table(self) -> dict[str, Any]:
+    def _place_table(self, whole: bool) -> dict[str, Any]:
         """The built table, put where the worker may read it: a hard link in its table folder
         (the same file, no copy), or a copy where the folder is on another filesystem or the
         worker drops root for nobody (a link would hand nobody the cached file's inode).
-        Placed once: a worker asking again (its first sql() interrupted) gets the same name."""
+        Placed once under one name: a worker asking again (its first sql() interrupted) gets
+        the same name. With `whole` False the early table (without the format's later columns)
+        may come first; the whole table then takes its name (the worker opens it again)."""
         assert self.table is not None and self.workdir is not None
-        path, error = self.table()
+        if self._table_placed == "whole":
+            return {"bridge_result": {"name": self._table_file, "early": False}}
+        path, error, early = self.table(whole)
         if path is None:
             return {"bridge_error": error or "no table was built"}
+        if early and self._table_placed == "early":
+            return {"bridge_result": {"name": self._table_file, "early": True}}
         dest = os.path.join(self.workdir, "table", self._table_file)
         try:
-            if not self._table_placed:
-                owner = (self.spec.drop_to_uid or NOBODY_UID) if self._drops_root() else None
+            owner = (self.spec.drop_to_uid or NOBODY_UID) if self._drops_root() else None
+            if self._table_placed:  # the early table is there, and open in the worker
+                _place(path, dest + ".whole", owner)
+                os.replace(dest + ".whole", dest)
+            else:
                 _place(path, dest, owner)
-                self._table_placed = True
         except OSError as exc:
+            if early:  # the early table went with its build, which has ended: the whole one
+                return self._place_table(True)
             return {"bridge_error": f"the table could not be handed to the sandbox ({exc.strerror or exc})"}
-        return {"bridge_result": {"name": self._table_file}}
+        self._table_placed = "early" if early else "whole"
+        return {"bridge_result": {"name": self._table_file, "early": early}}
 
     def _drops_root(self) -> bool:
         """Whether the worker starts as root and becomes another user (rlm.sandbox.oslimits)."""

@@ -160,6 +160,7 @@ class SqlSession:
         self._pending: tuple[str, Callable[[str, dict[str, Any]], Any]] | None = None
         self._unavailable: str | None = None
         self._attaching = False
+        self._early = False  # the table attached lacks its format's later columns, still being built
         if db_path is None and table_file and ask is not None:
             self._pending = (table_file, ask)
             # A stand-in of the table's first columns, so the warm-up below runs every path now.
@@ -217,10 +218,13 @@ class SqlSession:
             self._view = (a, b)
             self._restore_log()
 
-    def _attach(self) -> None:
+    def _attach(self, whole: bool) -> None:
         """The table once built: asked of the parent, attached read-only. Interrupted (the
         cell's time ran out), it is done again at the next sql(): the parent answers with the
-        same file. The connection was locked before lock-down: nothing here unlocks it."""
+        same file. With `whole` False the parent may hand the early table, without its format's
+        later columns (rlm.input.tables.build_early); asked again, it hands the whole one under
+        the same name once it is built, and that is attached instead. The connection was locked
+        before lock-down: nothing here unlocks it."""
         assert self._pending is not None
         table_file, ask = self._pending
         if self._attaching:  # a generator's `finally` run by the collector inside this call
@@ -228,7 +232,7 @@ class SqlSession:
         self._attaching = True
         try:
             try:
-                placed = ask("table", {})
+                placed = ask("table", {"whole": whole})
             except Exception as exc:  # noqa: BLE001 (the parent's word: the build failed)
                 self._pending, self._unavailable = None, f"no table could be built for this input ({exc})"
                 return
@@ -237,6 +241,9 @@ class SqlSession:
                     None,
                     "the table could not be opened (the parent named no file)",
                 )
+                return
+            early = placed.get("early") is True
+            if early and self._early:  # the same early table: the whole one is still building
                 return
             con = self.con
             try:
@@ -248,7 +255,9 @@ class SqlSession:
             except self._duckdb.Error as exc:
                 self._pending, self._unavailable = None, f"the table could not be opened ({first_line(exc)})"
                 return
-            self._pending = None
+            self._early = early
+            if not early:
+                self._pending = None
         finally:
             self._attaching = False
 
@@ -305,9 +314,18 @@ class SqlSession:
         more than MAX_RESULT_CELLS values (rows x columns)."""
         if not isinstance(query, str):
             raise TypeError('sql(query): the query is a string of SQL, e.g. sql("SELECT count(*) FROM log")')
-        duckdb = self._duckdb
         if self._pending is not None and not self._warming:
-            self._attach()
+            # An early table answers a query on its own columns; a star or the table's own
+            # description would read otherwise on it than on the whole table: that waits for it.
+            self._attach(whole=_WHOLE_ONLY.search(query) is not None)
+        try:
+            return self._run(query)
+        except _Later:  # a column the early table lacks: the whole table, built, runs it
+            self._attach(whole=True)
+            return self._run(query)
+
+    def _run(self, query: str) -> SqlResult:
+        duckdb = self._duckdb
         if self._unavailable is not None:
             raise SqlError(f"sql() is not available here: {self._unavailable}")
         try:
@@ -338,6 +356,8 @@ class SqlSession:
                     f"the query needs more memory than the sandbox allows ({first_line(exc)}); "
                     "aggregate or add LIMIT instead of collecting rows"
                 ) from None
+            if self._early and isinstance(exc, duckdb.BinderException):
+                raise _Later from None
             if isinstance(exc, duckdb.Error):
                 raise SqlError(_explain(exc, self.columns)) from None
             raise
@@ -384,6 +404,18 @@ class SqlSession:
                 + (f"{which}: {listed}{more})" if top else "the column is empty)")
             )
 
+
+class _Later(Exception):
+    """A query the early table could not bind: it names a column still being built."""
+
+
+# What an early table would answer otherwise than the whole one: a star (`SELECT *`, `t.*`,
+# `* EXCLUDE`, not `count(*)`), COLUMNS(...), and the table's own description. A product
+# (`a * b`) waits for the whole table too: only later, never wrongly.
+_WHOLE_ONLY = re.compile(
+    r"(?<!\()\s*\*(?!\s*\))|\bcolumns\s*\(|\b(?:describe|summarize|show|pragma)\b|information_schema|duckdb_\w+",
+    re.IGNORECASE,
+)
 
 _ALL_VALUES = 30  # a column of at most this many values is listed whole in the note of nothing found
 _SOME_VALUES = 8  # else its most common ones
