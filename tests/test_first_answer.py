@@ -403,3 +403,43 @@ def test_a_query_on_a_syslog_s_own_columns_runs_before_its_sshd_columns_are_buil
     assert held.is_set() and asked[0] is False and True in asked
     assert steps[0]["ok"] and steps[0]["preview"] == f"{sshd}\n", steps[0]
     assert steps[1]["ok"] and steps[1]["preview"] == shown, steps[1]
+
+
+@pytest.mark.slow  # an 80 MB syslog, built in the background of the CLI's run
+def test_a_syslog_s_queries_through_the_cli_read_what_its_whole_table_holds(tmp_path: Path) -> None:
+    """Through the CLI, cold: a count on a syslog's own columns, one on an sshd column, a star and
+    the table's description, in one run whose table builds in the background; each reads what
+    the whole table holds (Python's own count of the file), and the next question, cached, the same."""
+    import re
+
+    log = tmp_path / "sys.log"
+    bigfiles.syslog(log, 80 * MB)
+    lines = log.read_text().splitlines()
+    sshd = sum(1 for line in lines if re.match(r"\S+ +\d+ \S+ \S+ sshd\[", line))
+    failed = sum(
+        1
+        for line in lines
+        if re.search(r"sshd\[\d+\]: (?:message repeated \d+ times: \[ )?Failed password for ", line)
+    )
+    code = (
+        "print(sql(\"SELECT count(*) FROM log WHERE program = 'sshd'\")[0][0])\n"
+        "print(sql(\"SELECT count(*) FROM log WHERE event = 'failed_password'\")[0][0])\n"
+        "print(sql('SELECT * FROM log LIMIT 1').columns[-4:])\n"
+        "print([r[0] for r in sql('DESCRIBE log')][-4:])"
+    )
+    model = write_script(
+        tmp_path / "s.json",
+        [
+            {"tool": "execute", "args": {"code": code}},
+            {"tool": "final", "args": {"answer": str(sshd)}},
+            str(sshd),
+        ],
+    )
+    shown = f"{sshd}\n{failed}\n" + "['event', 'user', 'src_ip', 'src_port']\n" * 2
+    for _ in range(2):
+        proc = run_cli(["ask", str(log), "how many sshd lines?", "-m", model], cwd=tmp_path, timeout=300)
+        assert proc.returncode == 0 and proc.stdout == f"{sshd}\n", proc.stderr[-2000:]
+        trace = traces_in(tmp_path)[-1]
+        assert trace["steps"][0]["observation"]["preview"] == shown, trace["steps"][0]["observation"]
+    assert traces_in(tmp_path)[0]["table_build"]["background"] is True
+    assert "table_build" not in traces_in(tmp_path)[-1]

@@ -718,9 +718,9 @@ def _add_later_columns(
             con.execute("CHECKPOINT")
             # A name of its own each time: a worker may hold an earlier one (a hard link of it).
             fd, early = tempfile.mkstemp(prefix="early-", suffix=".duckdb", dir=work)
-            with os.fdopen(fd, "wb") as out, open(db_path, "rb") as fh:
-                shutil.copyfileobj(fh, out, 16 << 20)
-                os.fchmod(out.fileno(), 0o400)
+            os.close(fd)
+            shutil.copyfile(db_path, early)  # by the kernel (sendfile): 1 GB syslog's, 238 MB
+            os.chmod(early, 0o400)
             sink(early)
     sides = [table.replace("log_data", "later_data", 1) for table in tables]
     later = ", ".join(f"{expr} AS {sql_name(name)}" for name, _, expr in fmt.later)
