@@ -17,6 +17,7 @@ from conftest import ask_typed_once, run_typed
 from rlm.input.source import open_source
 from rlm.run.typed.columns import NUMBER, table_columns
 from rlm.run.typed.describe import describe_actions
+from rlm.run.typed.seconds import in_seconds
 from rlm.run.typed.spans import asks_a_span, with_spans
 
 _TIMES = ("submitted", "started", "finished")
@@ -150,3 +151,56 @@ def test_the_cli_ranks_rows_by_how_long_they_took(
     assert "seconds_started_to_finished" in prompt
     shown = stub.requests[1]["body"]["messages"][-1]["content"]
     assert job in shown and str(int(seconds)) in shown, shown
+
+
+@pytest.mark.parametrize(
+    "question, value, seconds",
+    [
+        ("How many jobs took over 45 minutes once started?", 45, 2700),
+        ("How many jobs took under 1.5 hours from start to finish?", 1.5, 5400),
+        ("Count the jobs that lasted at least 2-hour stretches.", 2, 7200),
+    ],
+)
+def test_a_length_of_time_the_question_gives_in_minutes_or_hours_is_compared_in_seconds(
+    jobs: tuple[Path, list[dict[str, Any]], dict[str, Any]], question: str, value: float, seconds: int
+) -> None:
+    _, _, table = jobs
+    sent = {"op": "count", "where": [{"column": "seconds_started_to_finished", "cmp": ">", "value": value}]}
+    made = in_seconds(question, json.dumps(sent), with_spans(table, question))
+    assert made is not None
+    action, told = made
+    assert (
+        action["where"][0]["value"] == seconds and told == f"{value:g} {told.split()[1]} is {seconds} seconds"
+    )
+
+
+@pytest.mark.parametrize(
+    "question, value",
+    [
+        ("How many jobs took over 2700 seconds once started?", 2700),  # seconds already
+        ("How many jobs took over 45 minutes once started?", 2700),  # made seconds by the model
+        ("Among the 40 longest-running jobs, count those on mac.", 40),  # a number, not a length of time
+    ],
+)
+def test_a_number_not_given_in_another_unit_of_time_is_left_as_written(
+    jobs: tuple[Path, list[dict[str, Any]], dict[str, Any]], question: str, value: int
+) -> None:
+    _, _, table = jobs
+    sent = {"op": "count", "where": [{"column": "seconds_started_to_finished", "cmp": ">", "value": value}]}
+    assert in_seconds(question, json.dumps(sent), with_spans(table, question)) is None
+
+
+def test_the_cli_counts_rows_that_took_longer_than_the_minutes_the_question_gives(
+    jobs: tuple[Path, list[dict[str, Any]], dict[str, Any]], tmp_path: Path
+) -> None:
+    """Through the CLI and the real worker: the model's condition has the question's 45 for its
+    minutes; the count run is of the jobs over 2,700 seconds, and the model is told why."""
+    path, rows, _ = jobs
+    over = sum(1 for r in rows if (r["finished"] - r["started"]).total_seconds() > 2700)
+    action = {"op": "count", "where": [{"column": "seconds_started_to_finished", "cmp": ">", "value": 45}]}
+    proc, stub = ask_typed_once(
+        path, "How many jobs took over 45 minutes once started?", action, str(over), cwd=tmp_path
+    )
+    assert proc.returncode == 0 and proc.stdout == f"{over}\n", proc.stderr
+    shown = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert f"{over}" in shown and "45 minutes is 2700 seconds" in shown, shown

@@ -45,6 +45,7 @@ from rlm.run.typed.fields import sample_lines, with_quoted_fields
 from rlm.run.typed.matched import Matched, counted_filters, matched, shown_count
 from rlm.run.typed.measure import measure_left_out, with_asked_measure
 from rlm.run.typed.ranked import off_top, ranked_keys
+from rlm.run.typed.seconds import in_seconds
 from rlm.run.typed.share import with_share
 from rlm.run.typed.spans import with_spans
 from rlm.run.typed.window import with_line_zone
@@ -174,13 +175,13 @@ class Node:
         if self.model.measures_usage:
             self.prompt.learn_ratio(reply.prompt_tokens, est)
         action, skipped = self._parse(reply)
-        ran, added, changed = reply.content, list[str](), None
+        ran, added, changed, timed = reply.content, list[str](), None, None
         table = self.table
         query = (
             action if table is not None and isinstance(action, Action) and action.name == "execute" else None
         )
         if query is not None:
-            action, ran, added, changed = self._with_conditions(query, reply.content)
+            action, ran, added, changed, timed = self._with_conditions(query, reply.content)
         # The prompt's example as shown, nothing of the question's added: a small model copies it
         # whatever the question asks. It runs (refused once, the 1.5B model sent it again word for
         # word, 9 times of 9), the model is told, and an answer after it is in doubt.
@@ -211,6 +212,7 @@ class Node:
             notes = [prompts.conditions_added_note(added)] if added else []
             notes += [prompts.left_out_note(conditions)] if conditions and not added else []
             notes += [prompts.measure_changed_note(changed)] if changed else []
+            notes += [prompts.seconds_note(timed)] if timed else []
             notes += [prompts.measure_left_out_note(other_measure)] if other_measure else []
             notes += [prompts.example_ran_note()] if copied else []
             # A ranking of one row (a top-1 after the refusal) ranks nothing: the last one of
@@ -303,9 +305,10 @@ class Node:
 
     def _with_conditions(
         self, action: Action, content: str
-    ) -> tuple[Action | ParseError, str, list[str], str | None]:
-        """The typed query to run, the action it was compiled from, the conditions rlm added and
-        how it changed what the query computes (rlm.run.typed.measure), if it did.
+    ) -> tuple[Action | ParseError, str, list[str], str | None, str | None]:
+        """The typed query to run, the action it was compiled from, the conditions rlm added,
+        how it changed what the query computes (rlm.run.typed.measure), if it did, and the
+        lengths of time it made seconds (rlm.run.typed.seconds), if any.
 
         The conditions the question names that the model's query leaves out are added once
         (rlm.run.typed.conditions), and the measure its words ask for taken once: the same
@@ -314,22 +317,26 @@ class Node:
         try:
             asked = json.dumps(read_json(content), sort_keys=True)
         except Problem:
-            return action, content, [], None
+            return action, content, [], None, None
         if asked in self.amended:
-            return action, content, [], None
+            return action, content, [], None, None
         amended = with_question_conditions(self.question, content, self.table, self.runner.holds_text)
         text, added = (json.dumps(amended[0], ensure_ascii=False), amended[1]) if amended else (content, [])
         measured = with_asked_measure(self.question, text, self.table)
         changed = None
         if measured is not None:
             text, changed = json.dumps(measured[0], ensure_ascii=False), measured[1]
-        if amended is None and measured is None:
-            return action, content, [], None
+        seconds = in_seconds(self.question, text, self.table)
+        timed = None
+        if seconds is not None:
+            text, timed = json.dumps(seconds[0], ensure_ascii=False), seconds[1]
+        if amended is None and measured is None and seconds is None:
+            return action, content, [], None, None
         self.amended.add(asked)
         query = to_action(text, self.table)
         if isinstance(query, ParseError):  # a filter the table cannot take: run as sent
-            return action, content, [], None
-        return query, text, added, changed
+            return action, content, [], None, None
+        return query, text, added, changed, timed
 
     # -- actions --------------------------------------------------------------
     def _act(self, action: Action | ParseError, step: int) -> Outcome:

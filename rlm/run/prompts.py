@@ -195,6 +195,15 @@ def conditions_added_note(conditions: list[str]) -> str:
     )
 
 
+def seconds_note(made: str) -> str:
+    """Told after a typed query whose condition on how long a row took rlm made seconds
+    (rlm.run.typed.seconds)."""
+    return (
+        f"Note: the seconds_ columns hold seconds, and the question gives a length of time in another "
+        f"unit: {made}. rlm ran your query with that, and the result above is that."
+    )
+
+
 def measure_changed_note(change: str) -> str:
     """Told after a typed query rlm ran computing what the question's words ask (rlm.run.typed.measure)."""
     return (
