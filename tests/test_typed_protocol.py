@@ -9,8 +9,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from conftest import latest_trace, run_cli
+import duckdb
+from conftest import FIXTURES, latest_trace, run_cli
 from openai_stub import OpenAIStub
+
+from rlm.input.source import open_source
 
 
 def _strings(node: Any) -> set[str]:
@@ -422,3 +425,50 @@ def test_a_count_that_kept_no_row_or_every_row_is_told_and_in_doubt(tmp_path: Pa
     doc = json.loads(fixed.stdout)
     assert doc["answer"] == str(not_found) and not doc["doubts"]
     assert "Note: no row matched" not in stub.requests[2]["body"]["messages"][-1]["content"]
+
+
+def test_a_ranking_that_found_one_value_only_is_told_and_in_doubt(tmp_path: Path) -> None:
+    """Asked which one is the most, the model ranks by a column every line holds the same value of
+    (the one host of a syslog): the model is told the ranking sets nothing apart, and an answer
+    from it is in doubt (--strict withholds it); a ranking of several values is neither."""
+    log = tmp_path / "auth.log"
+    log.write_bytes((FIXTURES / "auth.log").read_bytes())
+    lines = log.read_text().splitlines()
+    [host] = {line.split()[3] for line in lines}
+    question = "Which one is behind the most invalid-user attempts? Just it, alone."
+
+    def replies(by: str, answer: str) -> list[str]:
+        group = json.dumps({"op": "group", "by": by, "k": 5})
+        return [
+            group,
+            json.dumps({"op": "final", "answer": answer}),
+            json.dumps({"answer": answer, "citations": ["F1"]}),
+        ]
+
+    with OpenAIStub(replies("host", host)) as stub:
+        proc = _ask(stub, log, question, tmp_path, "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["answer"] == host and doc["doubts"] == [
+        "rows: ranked one value of host only (every row it kept has the same)"
+    ]
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert (
+        f"Note: every row the query kept has the same host ('{host}'): a ranking of one value sets nothing apart"
+        in told
+    )
+    with OpenAIStub(replies("host", host)) as stub:
+        strict = _ask(stub, log, question, tmp_path, "--strict")
+    assert strict.returncode == 1 and strict.stdout == "" and "ranked one value of host only" in strict.stderr
+
+    table = open_source(str(log), cache_dir=str(tmp_path / "own")).profile.table
+    assert table is not None
+    with duckdb.connect(table["path"], read_only=True) as con:
+        query = "SELECT src_ip, count(*) AS n FROM log WHERE src_ip IS NOT NULL GROUP BY 1 ORDER BY n DESC, 1"
+        ranked = con.execute(query).fetchall()
+    assert len(ranked) > 1
+    with OpenAIStub(replies("src_ip", ranked[0][0])) as stub:
+        proc = _ask(stub, log, question, tmp_path, "--json")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 0 and not any("ranked one value" in d for d in doc["doubts"]), doc
+    assert "sets nothing apart" not in stub.requests[1]["body"]["messages"][-1]["content"]

@@ -44,7 +44,7 @@ from rlm.run.typed.describe import example_cells
 from rlm.run.typed.fields import sample_lines, with_quoted_fields
 from rlm.run.typed.matched import Matched, counted_filters, matched, shown_count
 from rlm.run.typed.measure import measure_left_out, with_asked_measure
-from rlm.run.typed.ranked import off_top, ranked_keys
+from rlm.run.typed.ranked import lone_value, off_top, ranked_keys
 from rlm.run.typed.seconds import in_seconds
 from rlm.run.typed.share import with_share
 from rlm.run.typed.spans import with_spans
@@ -219,6 +219,12 @@ class Node:
             # several rows is kept.
             if len(keys := ranked_keys(ran, outcome.observation, table) if outcome.ok else []) > 1:
                 self.ranked = keys
+            if (
+                outcome.ok
+                and (lone := lone_value(self.question, ran, outcome.observation, table)) is not None
+            ):
+                self.left_out.append(rows_doubt(lone[1]))
+                notes.append(lone[0])
             if outcome.ok and (rows := self._matched(ran, outcome.observation, table)) is not None:
                 self.left_out += [rows_doubt(rows.doubt)] if rows.doubt else []
                 notes.append(rows.note)

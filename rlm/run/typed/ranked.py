@@ -11,11 +11,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rlm.run.typed.check import Problem, check_action
+from rlm.run.typed.check import Checked, Problem, check_action
 from rlm.run.typed.columns import table_columns
 from rlm.run.typed.compile import read_json
 
-__all__ = ["off_top", "ranked_keys"]
+__all__ = ["lone_value", "off_top", "ranked_keys"]
 
 # The question asks for one value that is the most: not a list, not a number of them ("top 3").
 _MOST = re.compile(r"\b(?:most|top|busiest|largest|highest|greatest|biggest|commonest)\b", re.I)
@@ -26,17 +26,22 @@ _MANY = re.compile(
 _RULE = re.compile(r"^-+(?:\+-+)*$")
 
 
-def ranked_keys(content: str | None, observation: str, table: dict[str, Any]) -> list[str]:
-    """The keys, in rank order, of the typed ranking `content` ran (its first column, as printed);
-    [] for any other action."""
+def _ranking(content: str | None, table: dict[str, Any]) -> Checked | None:
+    """The typed ranking `content` asks for (a `top`, or a `group` ordered most first), if it is one."""
     try:
         checked = check_action(read_json(content), table_columns(table))
     except Problem:
-        return []
+        return None
     ranking = checked.op == "top" or (
         checked.op == "group" and checked.order == "most" and not checked.bucket
     )
-    if not ranking or checked.args is not None:
+    return checked if ranking and checked.args is None else None
+
+
+def ranked_keys(content: str | None, observation: str, table: dict[str, Any]) -> list[str]:
+    """The keys, in rank order, of the typed ranking `content` ran (its first column, as printed);
+    [] for any other action."""
+    if _ranking(content, table) is None:
         return []
     lines = observation.splitlines()
     rule = next((k for k, line in enumerate(lines[:3]) if _RULE.match(line.strip())), None)
@@ -67,3 +72,30 @@ def off_top(question: str, answer: str, keys: list[str]) -> str | None:
     if lower is None:
         return None
     return f"the answer names row {lower} of a ranking, most first, where the question asks for the most"
+
+
+def lone_value(
+    question: str, content: str | None, observation: str, table: dict[str, Any]
+) -> tuple[str, str] | None:
+    """(note for the model, the answer's doubt) where the question asks which one is the most
+    and the typed ranking `content` ran, asked for several rows, found one value only: every row
+    it kept has the same (a host column of a one-host log, a constant), so it sets nothing apart;
+    None otherwise."""
+    checked = _ranking(content, table)
+    keys = ranked_keys(content, observation, table)
+    if (
+        checked is None
+        or checked.k < 2
+        or len(keys) != 1
+        or not _MOST.search(question)
+        or _MANY.search(question)
+    ):
+        return None
+    by = checked.by or checked.column
+    name = by.name if by is not None else "its column"
+    return (
+        f"Note: every row the query kept has the same {name} ({keys[0]!r}): a ranking of one value "
+        "sets nothing apart. If the question asks which of several is the most, rank by the column "
+        "that holds them, over the rows the question asks about.",
+        f"ranked one value of {name} only (every row it kept has the same)",
+    )
