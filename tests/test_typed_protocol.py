@@ -435,7 +435,7 @@ def test_a_ranking_that_found_one_value_only_is_told_and_in_doubt(tmp_path: Path
     log.write_bytes((FIXTURES / "auth.log").read_bytes())
     lines = log.read_text().splitlines()
     [host] = {line.split()[3] for line in lines}
-    question = "Which one is behind the most invalid-user attempts? Just it, alone."
+    question = "Which one sent the most invalid-user attempts? Just it, alone."
 
     def replies(by: str, answer: str) -> list[str]:
         group = json.dumps({"op": "group", "by": by, "k": 5})

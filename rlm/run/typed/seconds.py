@@ -1,7 +1,7 @@
 """A condition on how long a row took, in the unit the question names it in.
 
 A span column holds seconds (rlm.run.typed.spans); a question names a length of time in the
-unit it thinks in (`longer than 50 minutes`, `under 2 hours`). A small model writes the
+unit it thinks in (`over 40 minutes`, `under 2 hours`). A small model writes the
 question's number into the condition as it reads it, and so compares seconds with minutes.
 Where a condition on a span column has the very number the question gives with a unit of
 time other than seconds, the number is made seconds, and the model is told. A number the
