@@ -343,6 +343,15 @@ def test_an_answer_from_the_prompts_example_as_shown_is_in_doubt(tmp_path: Path,
     with OpenAIStub(replies(example, answer=everyone)) as stub:
         strict = _ask(stub, apache_log, question, tmp_path, "--strict")
     assert strict.returncode == 1 and strict.stdout == ""
+
+    # The model sends the example again until the run stops it: the answer written from what it
+    # found rests on the example all the same, and is in doubt.
+    synthesis = json.dumps({"answer": everyone, "citations": ["F1"]})
+    with OpenAIStub([json.dumps(example)] * 3 + [synthesis]) as stub:
+        stuck = _ask(stub, apache_log, question, tmp_path, "--json")
+    doc = json.loads(stuck.stdout)
+    assert latest_trace(tmp_path)["nodes"][0]["status"] == "stuck", stuck.stderr
+    assert doc["answer"] == everyone and doc["doubts"] == ["the prompt's example"], doc
     assert "withheld as the query behind the answer is the prompt's example action" in strict.stderr
 
     # Told, the model sends the question's own query: its answer stands.

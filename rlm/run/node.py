@@ -14,7 +14,6 @@ import functools
 import json
 import re
 import time
-from dataclasses import replace
 from typing import Any
 
 from rlm.errors import RlmError
@@ -261,7 +260,7 @@ class Node:
         if stopped is not None:
             return self._result(None, "budget", step, stopped.detail)
         if outcome.final is not None:
-            return replace(self._result(outcome.final, "final", step), doubts=tuple(self.left_out))
+            return self._result(outcome.final, "final", step)
         if outcome.fatal:
             return self._result(None, "sandbox", step, outcome.fatal)
         self.empties = 0 if (reply.content.strip() or reply.tool_calls) else self.empties + 1
@@ -280,7 +279,12 @@ class Node:
         return None
 
     def _result(self, draft: str | None, stop: StopReason, steps: int, detail: str = "") -> NodeResult:
-        return NodeResult(self.id, draft, stop, steps, detail, self.largest_prompt)
+        # The doubts of the last query go with the node however it ends: an answer written from
+        # its findings after a stop (steps, budget, the model repeating the prompt's example)
+        # rests on that query as a final after it would.
+        return NodeResult(
+            self.id, draft, stop, steps, detail, self.largest_prompt, doubts=tuple(self.left_out)
+        )
 
     def _parse(self, reply: Reply) -> tuple[Action | ParseError, int]:
         """The action to run, and how many blocks written before it were passed over.
