@@ -34,10 +34,9 @@ START_TIMEOUT = 120.0
 WALL_GRACE = 2.0
 
 Bridge = Callable[[str, dict[str, Any]], Any]
-# What a worker whose table is still being built is given at its first sql(): waits for the
-# build, then (the table's path, or None and why there is none).
-# (path, error, early) of the input's table, waiting for its build: with `whole` False, the table
-# without its format's later columns (early True) if it is stored before the whole one is.
+# What a worker whose table is still being built is given at its sql(): waits for the build,
+# then (the table's path, or None and why there is none, early); with `whole` False, the table
+# without its format's later columns (early True) if that is stored before the whole one is.
 TableWait = Callable[[bool], tuple[str | None, str | None, bool]]
 # What a worker whose input's line index is still being made is given before its spec is sent:
 # waits for the index, then the spec over it.
@@ -163,7 +162,7 @@ class Sandbox:
             os.mkdir(sent["table_dir"])
             os.chmod(sent["table_dir"], 0o711 if self._drops_root() else 0o700)
             self._table_file = sent["table_file"]
-            self._table_placed = ""  # "", "early" or "whole": which table the worker was handed
+            self._table_placed = ""
         self._send(sent)
 
     def wait_ready(self) -> dict[str, Any]:
