@@ -337,7 +337,7 @@ def test_litellm_s_import_in_the_background_tells_when_it_has_ended() -> None:
     assert out.stdout.split() == ["False", "True", "True"]
 
 
-@pytest.mark.parametrize("then", ["event", "star"])
+@pytest.mark.parametrize("then", ["event", "star", "user", "two"])
 def test_a_query_on_a_syslog_s_own_columns_runs_before_its_sshd_columns_are_built(
     isolated: Path, monkeypatch: pytest.MonkeyPatch, then: str
 ) -> None:
@@ -380,11 +380,30 @@ def test_a_query_on_a_syslog_s_own_columns_runs_before_its_sshd_columns_are_buil
     monkeypatch.setattr(TableJob, "_early_built", early_then_hold)
     monkeypatch.setattr(Engine, "table_for_worker", table_for_worker)
     first = "print(sql(\"SELECT count(*) FROM log WHERE program = 'sshd'\")[0][0])"
+    # `user` unbound on a table without it would be DuckDB's current_user; two statements, the
+    # first run twice if the second had to run again.
+    users = len(
+        {
+            m[1]
+            for line in lines
+            if (m := re.search(r"sshd\[\d+\]: Invalid user (.*) from \S+(?: port \d+)?$", line))
+        }
+    )
     second = {
         "event": "print(sql(\"SELECT count(*) FROM log WHERE event = 'failed_password'\")[0][0])",
         "star": 'r = sql("SELECT * FROM log LIMIT 1"); print(len(r.columns), r.columns[-4:])',
+        "user": "print(sql(\"SELECT count(DISTINCT user) FROM log WHERE event = 'invalid_user'\")[0][0])",
+        "two": (
+            'print(sql("CREATE TEMP TABLE seen AS SELECT 1 AS n; INSERT INTO seen SELECT 2; '
+            "SELECT count(*), count(event) FROM seen, log WHERE event = 'failed_password'\")[0])"
+        ),
     }[then]
-    shown = {"event": f"{failed}\n", "star": "11 ['event', 'user', 'src_ip', 'src_port']\n"}[then]
+    shown = {
+        "event": f"{failed}\n",
+        "star": "11 ['event', 'user', 'src_ip', 'src_port']\n",
+        "user": f"{users}\n",
+        "two": f"({2 * failed}, {2 * failed})\n",
+    }[then]
     model = write_script(
         isolated / "s.json",
         [

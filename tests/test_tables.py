@@ -1246,3 +1246,18 @@ def test_a_cached_description_with_lead_ins_of_the_wrong_shape_is_built_again(tm
         again = open_source(str(log), cache_dir=str(tmp_path)).profile.with_table().table
         assert again is not None and again["lead_ins"] == first["lead_ins"]
         assert json.loads(info.read_text())["lead_ins"] == first["lead_ins"]
+
+
+def test_a_table_gone_before_it_is_placed_leaves_nothing_in_its_place(tmp_path: Path) -> None:
+    """An early table removed with its build before the worker was handed it: the copy fails at
+    once and leaves no empty file under the worker's table name, which the whole table then takes."""
+    from rlm.sandbox.client import _place
+
+    dest = tmp_path / "placed.duckdb"
+    with pytest.raises(FileNotFoundError):
+        _place(str(tmp_path / "gone.duckdb"), str(dest), os.getuid())
+    assert not dest.exists()
+    whole = tmp_path / "whole.duckdb"
+    whole.write_bytes(b"the whole table")
+    _place(str(whole), str(dest), os.getuid())
+    assert dest.read_bytes() == b"the whole table" and dest.stat().st_mode & 0o777 == 0o400

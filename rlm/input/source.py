@@ -45,6 +45,7 @@ from rlm.input.tables import (
     TableError,
     columns_ahead,
     describe_table,
+    early_only_if,
     ensure_table,
     table_cached,
     table_paths,
@@ -1084,7 +1085,9 @@ def _table_while_run_starts(
     private copy of the bytes indexed (its lines then differ from the index); one rewritten or
     replaced ends the run (InputError, exit 3) and its table goes, as when that is seen before
     the run starts."""
-    table, error = table_of(work_path)
+    # An early table (rlm.input.tables.build_early) only of a file not rewritten meanwhile.
+    with early_only_if(lambda: work_path != path or change_of(path, opened) is None):
+        table, error = table_of(work_path)
     if work_path == path:
         changed = change_of(path, opened)
         if changed is not None and changed.how != "appended to":

@@ -94,7 +94,7 @@ class TableJob:
         if then is not None:
             then()
 
-    def _early_built(self, path: str) -> None:
+    def _early_built(self, path: str | None) -> None:
         with self._news:
             self._early = path
             self._news.notify_all()

@@ -28,7 +28,7 @@ from rlm.input.mixedformat import Segment
 from rlm.input.tablecopy import copy_for_duckdb, crlf_only, cut_long_lines, has_cr, head_has_cr
 from rlm.privatefiles import private_workdir, publish_private, read_private, write_private
 from rlm.text.sqltext import sql_name, sql_string
-from rlm.text.tabledb import NO_EXTENSION_LOADING, first_line, settle_connection
+from rlm.text.tabledb import LATER_COLUMN, NO_EXTENSION_LOADING, first_line, settle_connection
 
 __all__ = [
     "TABLE_VERSION",
@@ -108,13 +108,29 @@ _CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar
 # Set while a table is built in a thread of its own (rlm.input.tablejob): told the path of a
 # table of the columns a format does not build later (TableFormat.later), as soon as they are
 # stored, so that the run's queries on them need not wait for the rest (rlm.sandbox.worker.sql_session).
-EarlySink = Callable[[str], None]
+# Told None when the build ends: the early table goes with the build's folder.
+EarlySink = Callable[[str | None], None]
 _EARLY: contextvars.ContextVar[EarlySink | None] = contextvars.ContextVar("rlm_build_early", default=None)
 
 
 def build_early(sink: EarlySink | None) -> contextvars.Token[EarlySink | None]:
     """Tell `sink` of the early table of every build in this context (the caller resets the token)."""
     return _EARLY.set(sink)
+
+
+@contextlib.contextmanager
+def early_only_if(sound: Callable[[], bool]) -> Iterator[None]:
+    """Within this block, an early table is told only where `sound()` holds when it is stored
+    (the file not rewritten meanwhile: its rows would mix two versions)."""
+    sink = _EARLY.get()
+    if sink is None:
+        yield
+        return
+    token = _EARLY.set(lambda path: sink(path) if path is None or sound() else None)
+    try:
+        yield
+    finally:
+        _EARLY.reset(token)
 
 
 class BuildCancelled(Exception):
@@ -456,6 +472,8 @@ def build_table(
             raise TableError(f"DuckDB could not build the table: {first_line(exc)}") from None
         raise
     finally:
+        if (sink := _EARLY.get()) is not None:
+            sink(None)  # before its folder, and the early table in it, go
         workdir.close()
     return {
         "version": TABLE_VERSION,
@@ -718,6 +736,21 @@ def _add_later_columns(
         stored = con.execute("SELECT count(*) FROM log").fetchone()[0]
         if stored == n_lines:
             db_path, work = db
+            # The early table has every column of the whole one, named and typed alike, so that a
+            # query binds on it as on the whole (a missing `user` would bind to DuckDB's own
+            # current_user; an alias or an outer query's column could take a missing name); a
+            # later column read there raises LATER_COLUMN, and the worker runs the query again
+            # on the whole table (rlm.sandbox.worker.sql_session).
+            stand_ins = ", ".join(
+                f"error({sql_string(LATER_COLUMN)})::{typ} AS {sql_name(name)}" for name, typ, _ in fmt.later
+            )
+            con.execute(
+                "CREATE OR REPLACE VIEW log AS "
+                + " UNION ALL ".join(
+                    f"SELECT rowid + {lo + 1} AS line_no, *, {stand_ins} FROM {table}"
+                    for table, lo in zip(tables, bounds, strict=False)
+                )
+            )
             con.execute("CHECKPOINT")
             # A name of its own each time: a worker may hold an earlier one (a hard link of it).
             fd, early = tempfile.mkstemp(prefix="early-", suffix=".duckdb", dir=work)

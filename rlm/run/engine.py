@@ -230,7 +230,8 @@ class Engine:
         `whole` False the table without its format's later columns if it is stored first
         (rlm.input.tables.build_early): queries on its other columns need not wait."""
         if not whole:
-            self.index_wait()
+            if self.profile.index_job is not None:  # else no lock: a child may hold it, waiting for the whole
+                self.index_wait()
             job = self.profile.table_job
             if job is not None and (early := job.early()) is not None:
                 return early, None, True

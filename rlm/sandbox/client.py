@@ -9,6 +9,7 @@ here through `bridge`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -280,6 +281,8 @@ class Sandbox:
         try:
             owner = (self.spec.drop_to_uid or NOBODY_UID) if self._drops_root() else None
             if self._table_placed:  # the early table is there, and open in the worker
+                with contextlib.suppress(FileNotFoundError):  # a failed attempt's
+                    os.unlink(dest + ".whole")
                 _place(path, dest + ".whole", owner)
                 os.replace(dest + ".whole", dest)
             else:
@@ -360,12 +363,18 @@ def _place(src: str, dest: str, owner: int | None) -> None:
             return
         except OSError:
             pass
-    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
-    with os.fdopen(fd, "wb") as out, open(src, "rb") as fh:
-        _copy_within_kernel(fh, out)
-        os.fchmod(out.fileno(), 0o400)
-        if owner is not None:
-            os.fchown(out.fileno(), owner, -1)
+    with open(src, "rb") as fh:  # first: a source gone leaves nothing at `dest`
+        fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                _copy_within_kernel(fh, out)
+                os.fchmod(out.fileno(), 0o400)
+                if owner is not None:
+                    os.fchown(out.fileno(), owner, -1)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(dest)
+            raise
 
 
 def _copy_within_kernel(src: BinaryIO, out: BinaryIO) -> None:

@@ -40,3 +40,8 @@ def first_line(exc: BaseException) -> str:
     """The first line of an error's message (DuckDB's run to several), or its class's name."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+# What a column of an early table, still being built, raises when a query reads it
+# (rlm.input.tables, rlm.sandbox.worker.sql_session).
+LATER_COLUMN = "rlm: this column is still being built"

@@ -25,7 +25,7 @@ from typing import Any
 from rlm.sandbox.worker.files import file_case
 from rlm.sandbox.worker.sql_result import MAX_RESULT_CELLS, SqlResult, query_limit
 from rlm.text.sqltext import sql_name, sql_string
-from rlm.text.tabledb import NO_EXTENSION_LOADING, first_line, settle_connection
+from rlm.text.tabledb import LATER_COLUMN, NO_EXTENSION_LOADING, first_line, settle_connection
 
 __all__ = ["SqlError", "SqlSession", "sql_helper"]
 
@@ -261,11 +261,19 @@ class SqlSession:
         finally:
             self._attaching = False
 
+    def _statements(self, query: str) -> list[Any]:
+        """The statements `query` holds (one, where it does not parse: DuckDB says why when it runs)."""
+        try:
+            return list(self.con.extract_statements(query))
+        except self._duckdb.Error:
+            return [query]
+
     def _warm_up(self) -> None:
         """Run sql() itself once through each path a model's first query takes: rows of the
         table (its own column types), an empty result, and the errors DuckDB raises (binder,
         parser, conversion, a refused setting), so nothing on those paths is imported or
         initialised lazily after lock-down, when it could not be."""
+        self._statements("SELECT 1; SELECT 2")
         self.sql("SELECT * FROM log LIMIT 3")
         self.sql("SELECT * FROM log WHERE false")
         for bad in (
@@ -315,9 +323,10 @@ class SqlSession:
         if not isinstance(query, str):
             raise TypeError('sql(query): the query is a string of SQL, e.g. sql("SELECT count(*) FROM log")')
         if self._pending is not None and not self._warming:
-            # An early table answers a query on its own columns; a star or the table's own
-            # description would read otherwise on it than on the whole table: that waits for it.
-            self._attach(whole=_WHOLE_ONLY.search(query) is not None)
+            # The early table answers a query that reads none of the columns still being built;
+            # one that reads one raises (_Later) and runs again on the whole table. Several
+            # statements wait for it first: those before the one that raised would run twice.
+            self._attach(whole=len(self._statements(query)) > 1)
         try:
             return self._run(query)
         except _Later:  # a column the early table lacks: the whole table, built, runs it
@@ -356,7 +365,7 @@ class SqlSession:
                     f"the query needs more memory than the sandbox allows ({first_line(exc)}); "
                     "aggregate or add LIMIT instead of collecting rows"
                 ) from None
-            if self._early and isinstance(exc, duckdb.BinderException):
+            if self._early and LATER_COLUMN in str(exc):
                 raise _Later from None
             if isinstance(exc, duckdb.Error):
                 raise SqlError(_explain(exc, self.columns)) from None
@@ -406,16 +415,8 @@ class SqlSession:
 
 
 class _Later(Exception):
-    """A query the early table could not bind: it names a column still being built."""
+    """A query read a column of the early table that is still being built (LATER_COLUMN)."""
 
-
-# What an early table would answer otherwise than the whole one: a star (`SELECT *`, `t.*`,
-# `* EXCLUDE`, not `count(*)`), COLUMNS(...), and the table's own description. A product
-# (`a * b`) waits for the whole table too: only later, never wrongly.
-_WHOLE_ONLY = re.compile(
-    r"(?<!\()\s*\*(?!\s*\))|\bcolumns\s*\(|\b(?:describe|summarize|show|pragma)\b|information_schema|duckdb_\w+",
-    re.IGNORECASE,
-)
 
 _ALL_VALUES = 30  # a column of at most this many values is listed whole in the note of nothing found
 _SOME_VALUES = 8  # else its most common ones
