@@ -40,8 +40,9 @@ class NodeResult:
     steps: int
     detail: str = ""
     largest_prompt: int = 0
-    # Conditions the question names that the query behind a final answer left out
-    # (rlm.run.typed.conditions): the answer is then in doubt.
+    # The doubts of the node's last query (a condition the question names that it left out,
+    # rlm.run.typed.conditions; the prompt's example; ...), however the node ended: an answer
+    # from it is then in doubt.
     doubts: tuple[str, ...] = ()
 
 
