@@ -729,8 +729,9 @@ def _add_later_columns(
 ) -> None:
     """The format's `later` columns, computed from the stored ones into a table beside each part
     (later_data, later_data_1, ...) in the same row order; `log` then joins each part with its
-    own by position. Before they are built, the table without them is copied for the run's
-    early queries (_EARLY), once its lines are the file's (a stray '\r' makes a build again)."""
+    own by position. Before they are built, the table is copied for the run's early queries
+    (_EARLY), those columns in it stand-ins that raise when read, once its lines are the file's
+    (a stray '\r' makes a build again)."""
     sink = _EARLY.get()
     if sink is not None and db is not None:
         stored = con.execute("SELECT count(*) FROM log").fetchone()[0]
