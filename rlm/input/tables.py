@@ -706,13 +706,7 @@ def _create_lines(
             spans=[(lo / n_lines, hi / n_lines) for lo, hi in zip(bounds, bounds[1:], strict=False)],
             source=source,
         )
-    con.execute(
-        "CREATE VIEW log AS "
-        + " UNION ALL ".join(
-            f"SELECT rowid + {lo + 1} AS line_no, * FROM {table}"
-            for table, lo in zip(tables, bounds, strict=False)
-        )
-    )
+    _log_view(con, tables, bounds, lambda table: f"* FROM {table}")
     if fmt.later:
         with _phase(_FIELDS_SHARE, 1.0, started, size):
             _add_later_columns(con, fmt, tables, bounds, n_lines, db)
@@ -745,13 +739,7 @@ def _add_later_columns(
             stand_ins = ", ".join(
                 f"error({sql_string(LATER_COLUMN)})::{typ} AS {sql_name(name)}" for name, typ, _ in fmt.later
             )
-            con.execute(
-                "CREATE OR REPLACE VIEW log AS "
-                + " UNION ALL ".join(
-                    f"SELECT rowid + {lo + 1} AS line_no, *, {stand_ins} FROM {table}"
-                    for table, lo in zip(tables, bounds, strict=False)
-                )
-            )
+            _log_view(con, tables, bounds, lambda table: f"*, {stand_ins} FROM {table}")
             con.execute("CHECKPOINT")
             # A name of its own each time: a worker may hold an earlier one (a hard link of it).
             fd, early = tempfile.mkstemp(prefix="early-", suffix=".duckdb", dir=work)
@@ -770,11 +758,18 @@ def _add_later_columns(
         ],
         source=db[0] if db is not None else "",  # its size is not told (_phase)
     )
+    joined = dict(zip(tables, sides, strict=True))
+    _log_view(con, tables, bounds, lambda table: f"* FROM {table} POSITIONAL JOIN {joined[table]}")
+
+
+def _log_view(con: Any, tables: list[str], bounds: list[int], rest: Callable[[str], str]) -> None:
+    """`log`: the parts' rows in file order, each part's numbered by its rowid plus the lines
+    before it; `rest(table)` is what each part's SELECT gives after line_no."""
     con.execute(
         "CREATE OR REPLACE VIEW log AS "
         + " UNION ALL ".join(
-            f"SELECT d.rowid + {lo + 1} AS line_no, d.*, s.* FROM {table} d POSITIONAL JOIN {side} s"
-            for table, side, lo in zip(tables, sides, bounds, strict=False)
+            f"SELECT {table}.rowid + {lo + 1} AS line_no, {rest(table)}"
+            for table, lo in zip(tables, bounds, strict=False)
         )
     )
 
