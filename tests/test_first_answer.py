@@ -4,6 +4,7 @@ goes (the live status line, `--jsonl` events), and stops at once when asked to."
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,114 @@ def test_sql_in_the_first_turn_waits_for_the_table_still_building(
     assert first["observation"]["ok"] and first["observation"]["preview"] == f"{expected}\n", first
     assert first["told"].startswith("[the table is built]\nTable `log`")
     assert trace["table_build"]["background"] is True
+
+
+@pytest.mark.parametrize("index_ahead", [False, True], ids=["indexed", "index-in-the-background"])
+def test_a_memory_that_may_be_of_the_file_is_offered_before_its_table_is_built(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, index_ahead: bool
+) -> None:
+    """Memory holds a finding of a file of the same size and first bytes (its cache gone since):
+    the run needs the file's sha256 before the model's first turn, and hashes it then rather
+    than after the table's build. The build is held until the first step has ended: that step's
+    prompt offers the memory, and the trace records the file's true sha256."""
+    import hashlib
+
+    import rlm.input.source as source_mod
+    from rlm.run.events import Step
+    from rlm.run.settings import load_settings
+    from rlm.run.wiring import run_ask
+
+    log = isolated / "access.log"
+    log.write_bytes((FIXTURES / "access.log").read_bytes())
+    expected = sum(1 for line in log.read_text().splitlines() if '" 404 ' in line)
+    monkeypatch.setattr(source_mod, "BACKGROUND_TABLE_BYTES", 0)  # this small file as a big one
+    if index_ahead:
+        monkeypatch.setattr(source_mod, "DEFERRED_INDEX_BYTES", 0)
+    count = 'print(sql("SELECT count(*) FROM log WHERE status = 404")[0][0])'
+    first = write_script(
+        isolated / "first.json",
+        [
+            {"tool": "execute", "args": {"code": count}},
+            {"tool": "final", "args": {"answer": str(expected)}},
+            json.dumps({"answer": str(expected), "explanation": "Counted by SQL.", "citations": ["F1"]}),
+        ],
+    )
+    settings = load_settings({"model": first, "retry_base_delay": 0.01})
+    assert run_ask(settings, str(log), "How many requests returned 404?").answer == str(expected)
+    shutil.rmtree(isolated / ".cache")  # the cache evicted; the memory kept
+
+    gate = threading.Event()
+    real_build = source_mod.ensure_table
+
+    def held_build(*args: Any, **kwargs: Any) -> Any:
+        assert gate.wait(30), "the first step never ended"
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr(source_mod, "ensure_table", held_build)
+    first_step_ended_before_the_table: list[bool] = []
+
+    def progress(event: object) -> None:
+        if isinstance(event, Step) and event.step == 1:
+            first_step_ended_before_the_table.append(not gate.is_set())
+            gate.set()
+
+    calls = isolated / "second-calls.jsonl"
+    second = write_script(
+        isolated / "second.json",
+        {
+            "log": str(calls),
+            "replies": [
+                {"tool": "peek", "args": {"start": 1, "length": 2}},
+                {"tool": "final", "args": {"answer": str(expected)}},
+                json.dumps(
+                    {"answer": str(expected), "explanation": "Established earlier.", "citations": ["M1"]}
+                ),
+            ],
+        },
+    )
+    settings = load_settings({"model": second, "retry_base_delay": 0.01})
+    result = run_ask(settings, str(log), "Were there many 404 responses?", progress=progress)
+    assert first_step_ended_before_the_table == [True]
+    assert result.answer == str(expected)
+    prompt = json.loads(calls.read_text().splitlines()[0])["messages"][1]["content"]
+    assert "[ESTABLISHED earlier]" in prompt and "[M1]" in prompt
+    [trace] = [t for t in traces_in(isolated) if t["question"].startswith("Were")]
+    assert trace["memory"]["offered"] == ["M1"] and trace["memory"]["cited"] == ["M1"]
+    assert trace["input"]["sha256"] == hashlib.sha256(log.read_bytes()).hexdigest()
+    assert trace["input"]["table_error"] is None
+
+
+def test_a_digest_is_computed_once_by_whoever_needs_it_first() -> None:
+    """The thread after the build and a wait started earlier share one computation; what it
+    meets ends the future for every waiter."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rlm.input.digest import Digest
+
+    calls: list[int] = []
+    started, release = threading.Event(), threading.Event()
+
+    def compute() -> str:
+        calls.append(1)
+        started.set()
+        release.wait(5)
+        return "abc"
+
+    digest = Digest(compute)
+    with ThreadPoolExecutor(4) as pool:
+        waits = [pool.submit(digest.result, 10) for _ in range(3)]
+        assert started.wait(5)
+        digest.compute_once()  # the build's thread: the computation is under way, it returns
+        release.set()
+        assert [w.result() for w in waits] == ["abc"] * 3
+    assert calls == [1] and Digest.known("d").result() == "d"
+
+    def fails() -> str:
+        raise OSError(5, "Input/output error")
+
+    broken = Digest(fails)
+    with pytest.raises(OSError):
+        broken.result(5)
 
 
 def test_a_first_question_that_never_queries_still_leaves_the_table_cached(

@@ -5,6 +5,7 @@ the run (exit 3), one appended to is read as it was indexed."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from pathlib import Path
@@ -152,6 +153,11 @@ def test_a_log_appended_to_while_it_is_indexed_is_read_as_indexed(
     [trace] = traces_in(isolated)
     assert trace["steps"][0]["observation"]["preview"] == f"{grown}\n{grown}\n"
     assert trace["input"]["snapshot"] is True and trace["input"]["lines"] == grown
+    # The sha256 is of the bytes read, the lines appended with them.
+    read = original + b"".join(appended)
+    assert (
+        trace["input"]["sha256"] == hashlib.sha256(read).hexdigest() != hashlib.sha256(original).hexdigest()
+    )
     assert any("was written to while it was read" in w for w in trace["warnings"])
 
 

@@ -34,6 +34,7 @@ from rlm.errors import InputError
 from rlm.input.cachedir import CACHE_KEEP_DAYS, platform_cache_dir, prune_cache, resolve
 from rlm.input.compressed import codec_of, decompress, name_without_suffix
 from rlm.input.detect import FORMAT_HINTS, detect_format
+from rlm.input.digest import Digest
 from rlm.input.glance import Glance, glance
 from rlm.input.mixedformat import Segment
 from rlm.input.snapshot import Identity, change_of
@@ -166,6 +167,12 @@ class Profile:
             return f"unavailable ({exc.strerror or exc})"
         except Exception as exc:  # noqa: BLE001 (said in the trace, never a hang or a crash)
             return f"unavailable ({type(exc).__name__}: {exc})"
+
+    def hash_now(self) -> None:
+        """Start the sha256 now, not after the table's build: a run that will wait for it
+        before the model's first turn (a memory that may be of this file) waits for it alone."""
+        if isinstance(self.digest, Digest):
+            self.digest.start()
 
     def with_index(self) -> Profile:
         """This profile with its line index: waits for one still being made. Raises InputError
@@ -719,19 +726,19 @@ def _profile(
             table = _grown(table, n)
     # The sha256 starts once the table is built: hashing beside the build's threads took a core
     # from it (1 GB access log, 2 cores, back to back: 10.7 s against 7.3 s), and nothing waits
-    # for the digest before the model's first turn unless a memory may match.
+    # for the digest before the model's first turn unless a memory may match, whose wait starts
+    # it at once (rlm.input.digest).
     job: TableJob | None = None
     if "sha256" in facts:
-        sha: Future[str] = Future()
-        sha.set_result(facts["sha256"])
-        hashing = None
+        sha = Digest.known(facts["sha256"])
     else:
         known = facts
-        sha, hashing = _hasher(
+        sha = _hasher(
             work_path if snapshot else path,
             digest,
             lambda value: cache.store_facts({**known, "sha256": value}),
         )
+    hashing = None if sha.done() else sha.compute_once
     if background:
         job = TableJob(
             functools.partial(
@@ -911,26 +918,19 @@ def _profile_before_index(
             indexed.set_result(done)
 
     threading.Thread(target=make_index, name="rlm-line-index", daemon=True).start()
-    sha: Future[str] = Future()
-    if known_sha is not None:
-        sha.set_result(known_sha)
 
-    def hashing() -> None:
-        if sha.done():
-            return
-        try:
-            done = indexed.result()
-        except BaseException as exc:  # noqa: BLE001 (the digest says why it is unavailable)
-            sha.set_exception(exc)
-            return
-        _, run = _hasher(
-            done.work_path if done.snapshot else path,
-            digest,
-            lambda value: cache.store_facts({**done.facts, "sha256": value}),
-            into=sha,
-        )
-        if run is not None:
-            run()
+    def sha256_once_indexed() -> str:
+        # Hashed beside the scan (a wait started it early: rlm.input.digest), and again from
+        # the run's own copy when the file grew as it was indexed: the digest is of the bytes read.
+        value = digest or _sha256_of(path)
+        done = indexed.result()  # raises what the index met: the digest says why it is unavailable
+        if done.snapshot and digest is None:
+            value = _sha256_of(done.work_path)
+        cache.store_facts({**done.facts, "sha256": value})  # before whoever waits finds it
+        return value
+
+    sha = Digest.known(known_sha) if known_sha is not None else Digest(sha256_once_indexed)
+    hashing = sha.compute_once
 
     wanted = not seen.binary and os.environ.get("RLM_TABLES", "").lower() not in ("0", "off", "no")
     job: TableJob | None = None
@@ -1032,33 +1032,28 @@ def _long_lines(index_path: str, size: int) -> list[tuple[int, int]] | None:
     return spans
 
 
-def _hasher(
-    path: str, known: str | None, on_done: Any, *, into: Future[str] | None = None
-) -> tuple[Future[str], Callable[[], None] | None]:
-    """The file's sha256 as a future (`into`, or a new one), and what computes it (None when it
-    is `known`), run by the caller in a thread of its own (hashlib drops the GIL on big
-    buffers); the facts are cached once it is known, so a second question skips the scan.
-    Whatever the computation meets ends the future (a value or an exception): nobody waits forever."""
-    digest: Future[str] = into if into is not None else Future()
+def _hasher(path: str, known: str | None, on_done: Any) -> Digest:
+    """The file's sha256 (`known`, or computed once by whoever needs it first: rlm.input.digest;
+    hashlib drops the GIL on big buffers); the facts are cached once it is known, so a second
+    question skips the scan."""
     if known is not None:
         on_done(known)
-        digest.set_result(known)
-        return digest, None
+        return Digest.known(known)
 
-    def run() -> None:
-        try:
-            h = hashlib.sha256()
-            with open(path, "rb") as fh:
-                while chunk := fh.read(_HASH_CHUNK):
-                    h.update(chunk)
-            value = h.hexdigest()
-            on_done(value)  # cached first, so whoever waits on the digest finds it stored
-        except BaseException as exc:  # noqa: BLE001 (handed to whoever waits)
-            digest.set_exception(exc)
-            return
-        digest.set_result(value)
+    def compute() -> str:
+        value = _sha256_of(path)
+        on_done(value)  # cached first, so whoever waits on the digest finds it stored
+        return value
 
-    return digest, run
+    return Digest(compute)
+
+
+def _sha256_of(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_HASH_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _grown(table: dict[str, Any], n_lines: int) -> dict[str, Any]:

@@ -16,6 +16,7 @@ as a finding over that part, never as established about the whole file.
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -96,6 +97,22 @@ def recall(
         {m.ref: r for r, m in needed},
         passed_over=len(candidates) - len(offered),
     )
+
+
+def may_recall(where: str, path: str, size: int) -> bool:
+    """Whether the memory at `where` holds a memory of a file of this size and first bytes: the
+    run then waits for the input's whole sha256 before the model's first turn (recall). False
+    when the database cannot be read now; recall says why."""
+    try:
+        store = MemoryStore(where)
+    except (sqlite3.Error, OSError):
+        return False
+    try:
+        return store.has_memories_like(size, head_sha256(path))
+    except (sqlite3.Error, OSError):
+        return False
+    finally:
+        store.close()
 
 
 def _standing_rank(m: Memory) -> int:

@@ -277,6 +277,10 @@ def run_ask(
             ) as source,
         ):
             profile = source.profile
+            if not settings.no_memory and _may_recall(settings, profile):
+                # The memory's recall, after the model client loads, will wait for the whole
+                # sha256: it runs beside the load, not after the table's build.
+                profile.hash_now()
             # Else the summary comes with the table (Engine.table_news), made after the line index.
             if profile.table_job is None and profile.index_job is None:
                 from rlm.input.summary import summary_or_warn  # stats and DuckDB: only when a summary is made
@@ -552,6 +556,16 @@ def _finish(
 
 
 # -- memory (rlm.memory) -------------------------------------------------------------------------
+
+
+def _may_recall(settings: Settings, profile: Profile) -> bool:
+    """Whether memory may hold memories of this input (one file; several are hashed as read)."""
+    from rlm.memory.recall import may_recall
+    from rlm.memory.store import default_memory_path
+
+    if profile.parts is not None:
+        return False
+    return may_recall(str(settings.memory or default_memory_path()), profile.path, profile.size)
 
 
 def _recall(
