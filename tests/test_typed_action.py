@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -504,6 +505,38 @@ def test_a_contains_filter_written_with_placeholders_matches_the_lines_holding_e
         assert _rows(con, compile_sql(action, table)) == [(by_python,)]
     finally:
         con.close()
+
+
+def test_a_number_in_a_text_filter_is_matched_whole(tables: dict) -> None:
+    """`contains` a number keeps the texts that hold it as a number of its own, not as the end
+    of a longer run of digits or letters (a hex id, a bigger number), and an address not as the
+    start of a longer one: counted here by Python over the raw paths and addresses."""
+    table, con = tables["apache"]
+    paths = con.execute("SELECT path FROM log WHERE path IS NOT NULL").fetchall()
+    ips = [ip for (ip,) in con.execute("SELECT ip FROM log").fetchall()]
+
+    def whole(needle: str, text: str, inside: str) -> bool:
+        return re.search(rf"(?<![{inside}]){re.escape(needle)}(?![{inside}])", text.lower()) is not None
+
+    numbers = Counter(n for (p,) in paths for n in set(re.findall(r"\d{3,}", p)))
+    # A number some paths hold alone and others inside a longer token: the two counts differ.
+    needle = next(
+        n
+        for n, _ in numbers.most_common()
+        if 0 < sum(whole(n, p, "0-9a-z") for (p,) in paths) < sum(n in p.lower() for (p,) in paths)
+    )
+    action = {"op": "count", "where": [{"column": "path", "cmp": "contains", "value": needle}]}
+    assert _rows(con, compile_sql(action, table)) == [(sum(whole(needle, p, "0-9a-z") for (p,) in paths),)]
+    # An address that begins a longer one (`a.b.c.1` of `a.b.c.15`) keeps its own lines only.
+    prefix = next(
+        a for a in sorted(set(ips)) if any(b != a and b.startswith(a) and b[len(a)].isdigit() for b in ips)
+    )
+    action = {"op": "count", "where": [{"column": "ip", "cmp": "contains", "value": prefix}]}
+    assert _rows(con, compile_sql(action, table)) == [(sum(whole(prefix, ip, "0-9") for ip in ips),)]
+    assert sum(whole(prefix, ip, "0-9") for ip in ips) < sum(prefix in ip for ip in ips)
+    # A text that neither starts nor ends with a digit is a plain `contains`, as before.
+    action = {"op": "count", "where": [{"column": "path", "cmp": "contains", "value": "/images/"}]}
+    assert _rows(con, compile_sql(action, table)) == [(sum("/images/" in p.lower() for (p,) in paths),)]
 
 
 def test_a_quoted_part_is_added_only_where_the_query_has_no_text_filter_and_room() -> None:

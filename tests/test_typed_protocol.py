@@ -481,3 +481,92 @@ def test_a_ranking_that_found_one_value_only_is_told_and_in_doubt(tmp_path: Path
     doc = json.loads(proc.stdout)
     assert proc.returncode == 0 and not any("ranked one value" in d for d in doc["doubts"]), doc
     assert "sets nothing apart" not in stub.requests[1]["body"]["messages"][-1]["content"]
+
+
+def _ranked_then_answered(action: dict[str, Any], answer: str) -> list[str]:
+    return [
+        json.dumps(action),
+        json.dumps({"op": "final", "answer": answer}),
+        json.dumps({"answer": answer, "citations": ["F1"]}),
+    ]
+
+
+def test_a_ranking_that_found_no_row_or_no_one_most_is_told_and_in_doubt(
+    tmp_path: Path, apache_log: Path
+) -> None:
+    """Asked which one is the most: a ranking whose conditions keep no row, one whose first two
+    rows tie, and one by a column whose every value counts one row each give no answer the rows
+    hold. The model is told which, and an answer after it is in doubt (--strict withholds it);
+    a ranking with one value alone on top is neither."""
+    table = open_source(str(apache_log), cache_dir=str(tmp_path / "own")).profile.table
+    assert table is not None
+    with duckdb.connect(table["path"], read_only=True) as con:
+        ranked = con.execute(
+            "SELECT path, list(n ORDER BY n DESC, ip) FROM (SELECT path, ip, count(*) AS n FROM log "
+            "WHERE path IS NOT NULL GROUP BY 1, 2) GROUP BY 1 ORDER BY 1"
+        ).fetchall()
+        tied = next(p for p, ns in ranked if len(ns) > 1 and ns[0] == ns[1] > 1 and "'" not in p)
+        alone = next(p for p, ns in ranked if len(ns) > 1 and ns[0] > ns[1] and "'" not in p)
+        at_top = {
+            p: con.execute(
+                "SELECT ip, count(*) AS n FROM log WHERE path = ? GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 2", [p]
+            ).fetchall()
+            for p in (tied, alone)
+        }
+        only_200 = con.execute(
+            "SELECT path FROM log GROUP BY 1 HAVING bool_and(status = 200) AND count(*) > 1 "
+            "AND path NOT LIKE '%''%' ORDER BY 1 LIMIT 1"
+        ).fetchone()[0]
+        distinct = con.execute(
+            "SELECT status FROM log GROUP BY 1 HAVING count(*) > 1 AND count(DISTINCT line) = count(*) "
+            "ORDER BY count(*) DESC, 1 LIMIT 1"
+        ).fetchone()[0]
+    question = "Which client asked for it most often? The address alone."
+    status = {"column": "status", "cmp": "=", "value": 404}
+
+    def asked(action: dict[str, Any], answer: str, *options: str) -> tuple[Any, Any]:
+        with OpenAIStub(_ranked_then_answered(action, answer)) as stub:
+            proc = _ask(stub, apache_log, question, tmp_path, "--json", *options)
+        return proc, stub
+
+    # No row: one condition matches none alone; then each matches alone, together none.
+    nowhere = {"column": "path", "cmp": "contains", "value": "zz-no-such-path"}
+    proc, stub = asked({"op": "top", "column": "ip", "k": 5, "where": [status, nowhere]}, "(0 rows)")
+    doc = json.loads(proc.stdout)
+    assert doc["doubts"] == ["rows: matched no row (path contains 'zz-no-such-path' alone matches none)"]
+    assert "Alone, each matches: status = 404:" in stub.requests[1]["body"]["messages"][-1]["content"]
+    elsewhere = {"column": "path", "cmp": "=", "value": only_200}
+    proc, stub = asked(
+        {"op": "top", "column": "ip", "k": 5, "where": [status, elsewhere]}, "(0 rows)", "--strict"
+    )
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1 and doc["answer"] is None and doc["status"] == "withheld"
+    assert doc["doubts"] == ["rows: found no row (its conditions together match none)"]
+    assert f"path = '{only_200}': " in stub.requests[1]["body"]["messages"][-1]["content"]
+
+    # A tie on top: the first address's answer is in doubt, the tie told.
+    (first, n), (second, _) = at_top[tied]
+    on_tied = {"column": "path", "cmp": "=", "value": tied}
+    proc, stub = asked({"op": "top", "column": "ip", "k": 5, "where": [on_tied]}, first)
+    doc = json.loads(proc.stdout)
+    assert doc["answer"] == first and doc["doubts"] == [
+        f"rows: ranked '{first}' first in a tie with '{second}' ({n} each)"
+    ], doc
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert f"Note: '{first}' and '{second}' rank the same ({n}): neither is the most" in told
+
+    # Every line counted once: a ranking by the line itself sets none above the others.
+    on_distinct = {"column": "status", "cmp": "=", "value": distinct}
+    proc, stub = asked({"op": "top", "column": "line", "k": 1, "where": [on_distinct]}, "x")
+    assert json.loads(proc.stdout)["doubts"] == ["rows: ranked values of line that each count one row"]
+
+    # One address alone on top: nothing said, the answer stands under --strict.
+    (first, n), (_, below) = at_top[alone]
+    assert n > below
+    on_alone = {"column": "path", "cmp": "=", "value": alone}
+    proc, stub = asked({"op": "top", "column": "ip", "k": 5, "where": [on_alone]}, first, "--strict")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["answer"] == first and doc["doubts"] == [], doc
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "rank the same" not in told and "found no row" not in told

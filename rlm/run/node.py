@@ -41,9 +41,9 @@ from rlm.run.typed.check import Problem
 from rlm.run.typed.compile import read_json
 from rlm.run.typed.describe import example_cells
 from rlm.run.typed.fields import sample_lines, with_quoted_fields
-from rlm.run.typed.matched import Matched, counted_filters, matched, shown_count
+from rlm.run.typed.matched import Matched, counted_filters, found_nothing, matched, shown_count
 from rlm.run.typed.measure import measure_left_out, with_asked_measure
-from rlm.run.typed.ranked import lone_value, off_top, ranked_keys
+from rlm.run.typed.ranked import lone_value, off_top, ranked_keys, top_tied
 from rlm.run.typed.seconds import in_seconds
 from rlm.run.typed.share import with_share
 from rlm.run.typed.spans import with_spans
@@ -227,6 +227,15 @@ class Node:
             if outcome.ok and (rows := self._matched(ran, outcome.observation, table)) is not None:
                 self.left_out += [rows_doubt(rows.doubt)] if rows.doubt else []
                 notes.append(rows.note)
+            if (
+                outcome.ok
+                and (none := found_nothing(ran, outcome.observation, table, self.runner.counts)) is not None
+            ):
+                self.left_out += [rows_doubt(none.doubt)] if none.doubt else []
+                notes.append(none.note)
+            if outcome.ok and (tied := top_tied(self.question, ran, outcome.observation, table)) is not None:
+                self.left_out.append(rows_doubt(tied[1]))
+                notes.append(tied[0])
             for note in notes:
                 told = note if told is None else told.rstrip("\n") + "\n" + note
         # The model reads the run's notes (the table's news, a condition left out) after what

@@ -74,7 +74,7 @@ def condition_sql(f: Filter) -> str:
     if f.cmp == "contains":
         # A text written with placeholders (`rhost=<host> user=root`) holds each fixed part.
         parts = literal_parts(str(f.value)) or [str(f.value)]
-        return " AND ".join(f"contains(lower({expr}), lower({sql_string(part)}))" for part in parts)
+        return " AND ".join(_contains_sql(expr, part) for part in parts)
     if f.cmp == "starts_with":
         return f"{f.cmp}(lower({expr}), lower({sql_string(str(f.value))}))"
     op = "<>" if f.cmp == "!=" else f.cmp
@@ -88,6 +88,27 @@ def condition_sql(f: Filter) -> str:
             expr = f"date_trunc({sql_string(f.value.unit)}, {expr})"
         return f"{expr} {op} {sql_string(f.value.text)}"
     return f"{expr} {op} {sql_value(f.value)}"
+
+
+_DIGITS = frozenset("0123456789")
+_RE2_SPECIAL = frozenset("\\.^$|?*+()[]{}-")
+
+
+def _contains_sql(expr: str, part: str) -> str:
+    """`expr` holds `part`, a number in it matched whole: `404` is not the end of a request id's
+    hex digits (`...aa6d404`) nor of `1404`, and `10.0.0.1` not the start of `10.0.0.15`. At an
+    end of `part` that is a digit, the text must end or hold no digit there (no letter either,
+    for a number alone: hex ids). RE2 has no look-around: the side is a character or the end."""
+    found = f"contains(lower({expr}), lower({sql_string(part)}))"
+    starts, ends = part[:1] in _DIGITS, part[-1:] in _DIGITS
+    if not (starts or ends):
+        return found
+    inside = "0-9a-z" if all(c in _DIGITS for c in part) else "0-9"
+    literal = "".join(f"\\{c}" if c in _RE2_SPECIAL else c for c in part.lower())
+    pattern = (
+        f"{'(?:^|[^' + inside + '])' if starts else ''}{literal}{'(?:[^' + inside + ']|$)' if ends else ''}"
+    )
+    return f"({found} AND regexp_matches(lower({expr}), {sql_string(pattern)}))"
 
 
 def _where(action: Checked, *first: str) -> str:

@@ -24,10 +24,12 @@ from rlm.run.typed.columns import table_columns
 from rlm.run.typed.compile import condition_sql, read_json
 from rlm.text.sqltext import sql_name
 
-__all__ = ["Matched", "counted_filters", "matched", "probe_sql", "shown_count"]
+__all__ = ["Matched", "counted_filters", "found_nothing", "matched", "probe_sql", "shown_count"]
 
 # The echo of a count (rlm.sandbox.worker.sql_result.render_table): its header, a rule, its value.
 _COUNT_ECHO = re.compile(r"\A\s*count\s*\n-+\s*\n\s*(\d+)\s*\n")
+# The last line of a result of no row (render_table).
+_NO_ROW = re.compile(r"^\(0 rows\)$", re.M)
 
 
 @dataclass(frozen=True)
@@ -96,3 +98,25 @@ def matched(
             "kept every row of the table (its conditions set none apart)",
         )
     return None
+
+
+def found_nothing(
+    content: str | None,
+    observation: str,
+    table: dict[str, Any],
+    alone: Callable[[str], list[int] | None],
+) -> Matched | None:
+    """A typed query that lists rows or values (a ranking, a group, rows) and printed none: an
+    answer after it names nothing the rows hold (one read in development wrote "(0 rows)" as the
+    value asked for). Said to the model with each condition's count alone, and an answer after it
+    in doubt, whatever the conditions match alone. None for any other action or result."""
+    try:
+        checked: Checked = check_action(read_json(content), table_columns(table))
+    except Problem:
+        return None
+    if checked.op not in ("top", "group", "rows") or not _NO_ROW.search(observation):
+        return None
+    told = matched(checked.where, 0, table.get("rows"), alone) if checked.where else None
+    if told is None:
+        return Matched("Note: the query found no row.", "found no row")
+    return Matched(told.note, told.doubt or "found no row (its conditions together match none)")

@@ -15,7 +15,7 @@ from rlm.run.typed.check import Checked, Problem, check_action
 from rlm.run.typed.columns import table_columns
 from rlm.run.typed.compile import read_json
 
-__all__ = ["lone_value", "off_top", "ranked_keys"]
+__all__ = ["lone_value", "off_top", "ranked_keys", "top_tied"]
 
 # The question asks for one value that is the most: not a list, not a number of them ("top 3").
 _MOST = re.compile(r"\b(?:most|top|busiest|largest|highest|greatest|biggest|commonest)\b", re.I)
@@ -43,16 +43,54 @@ def ranked_keys(content: str | None, observation: str, table: dict[str, Any]) ->
     [] for any other action."""
     if _ranking(content, table) is None:
         return []
+    return [cells[0] for cells in _printed_rows(observation)]
+
+
+def _printed_rows(observation: str) -> list[list[str]]:
+    """The cells of each row of a printed result (rlm.sandbox.worker.sql_result.render_table)."""
     lines = observation.splitlines()
     rule = next((k for k, line in enumerate(lines[:3]) if _RULE.match(line.strip())), None)
     if rule is None:
         return []
-    keys = []
+    rows = []
     for line in lines[rule + 1 :]:
         if " | " not in line:
             break
-        keys.append(line.split(" | ", 1)[0].strip())
-    return keys
+        rows.append([cell.strip() for cell in line.split(" | ")])
+    return rows
+
+
+def top_tied(
+    question: str, content: str | None, observation: str, table: dict[str, Any]
+) -> tuple[str, str] | None:
+    """(note for the model, the answer's doubt) where the question asks which one is the most and
+    the typed ranking `content` ran puts no value alone on top: the first two rows rank the same
+    (a tie the order of the keys broke), or the first counts one row (every value counted once:
+    a ranking by a column whose values are all distinct, a whole line); None otherwise."""
+    checked = _ranking(content, table)
+    if checked is None or not _MOST.search(question) or _MANY.search(question):
+        return None
+    rows = _printed_rows(observation)
+    if not rows or len(rows[0]) < 2:
+        return None
+    top = rows[0][-1]
+    by = checked.by or checked.column
+    name = by.name if by is not None else "its column"
+    if len(rows) > 1 and len(rows[1]) == len(rows[0]) and rows[1][-1] == top:
+        return (
+            f"Note: {rows[0][0]!r} and {rows[1][0]!r} rank the same ({top}): neither is the most; the "
+            "order between them is the order of their names. If the question asks about some rows "
+            "only, filter on what sets those apart; else say that they tie.",
+            f"ranked {rows[0][0]!r} first in a tie with {rows[1][0]!r} ({top} each)",
+        )
+    if checked.op == "top" and top == "1":
+        return (
+            f"Note: the {name} ranked first counts one row: every {name} the query kept is counted "
+            "once, so none is the most. Rank by the column that holds what the question asks "
+            "about, not one whose every value differs.",
+            f"ranked values of {name} that each count one row",
+        )
+    return None
 
 
 def _names(text: str, key: str) -> bool:
