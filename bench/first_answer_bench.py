@@ -19,12 +19,16 @@ one run measures, on the same machine and back to back:
     cleared first: what a user who keeps one running waits;
   * with --seasoned, each first question is asked by a user who has used rlm before:
     its memory holds a finding about another file (one question about the repository's
-    access log, asked just before).
+    access log, asked just before);
+  * with --remembered, each first question is asked of a file memory knows but the cache
+    does not (one question about this very file asked just before, then the cache cleared:
+    an evicted cache, a copy of a file asked about before), which makes the run wait for the
+    file's sha256 before the model's first turn.
 
 Medians of --repeats runs (the file and the page cache are warm for every
 contender). Usage:
 
-    python bench/first_answer_bench.py [--size-mb 1024] [--repeats 3] [--dir /tmp] [--shapes access,syslog,csv] [--warm] [--seasoned]
+    python bench/first_answer_bench.py [--size-mb 1024] [--repeats 3] [--dir /tmp] [--shapes access,syslog,csv] [--warm] [--seasoned] [--remembered]
 """
 
 from __future__ import annotations
@@ -185,6 +189,11 @@ def main() -> None:
         action="store_true",
         help="ask as a user who has used rlm before: memory holds a finding about another file",
     )
+    ap.add_argument(
+        "--remembered",
+        action="store_true",
+        help="ask of a file memory knows and the cache does not: one question about it first, then the cache cleared",
+    )
     args = ap.parse_args()
     if args.dir is not None:  # a folder named for the files is made, as the help says
         Path(args.dir).mkdir(parents=True, exist_ok=True)
@@ -214,6 +223,9 @@ def main() -> None:
                 shutil.rmtree(work / ".data", ignore_errors=True)  # no memory of the file either
                 if args.seasoned:
                     _remember_another_file(work, cache)
+                if args.remembered:
+                    _ask(path, query, work, cache)
+                    shutil.rmtree(cache)
                 took, first = _ask(path, query, work, cache)
                 row["first"].append(took)
                 row["first_request"].append(first)

@@ -197,7 +197,7 @@ def test_a_memory_that_may_be_of_the_file_is_offered_before_its_table_is_built(
         ],
     )
     settings = load_settings({"model": first, "retry_base_delay": 0.01})
-    assert run_ask(settings, str(log), "How many requests returned 404?").answer == str(expected)
+    assert run_ask(settings, str(log), "Count the 404 responses.").answer == str(expected)
     shutil.rmtree(isolated / ".cache")  # the cache evicted; the memory kept
 
     gate = threading.Event()

@@ -508,7 +508,7 @@ def test_a_contains_filter_written_with_placeholders_matches_the_lines_holding_e
 
 
 def test_a_number_in_a_text_filter_is_matched_whole(tables: dict) -> None:
-    """`contains` a number keeps the texts that hold it as a number of its own, not as the end
+    """`contains` a number keeps the texts that hold it whole, not as the end
     of a longer run of digits or letters (a hex id, a bigger number), and an address not as the
     start of a longer one: counted here by Python over the raw paths and addresses."""
     table, con = tables["apache"]
