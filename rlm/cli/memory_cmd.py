@@ -93,11 +93,9 @@ def _inputs_of(store: Any, file: str) -> list[str]:
     path = Path(file)
     if not path.is_file():
         _fail(f"file not found: {file}", ExitCode.INPUT)
-    h = hashlib.sha256()
     with open(path, "rb") as fh:
-        while chunk := fh.read(4 * 1024 * 1024):
-            h.update(chunk)
-    return list(store.inputs_matching(str(path), os.path.getsize(path), h.hexdigest()))
+        digest = hashlib.file_digest(fh, "sha256").hexdigest()
+    return list(store.inputs_matching(str(path), os.path.getsize(path), digest))
 
 
 def _row(m: Any, now: float) -> dict[str, Any]:

@@ -1049,6 +1049,9 @@ def _hasher(path: str, known: str | None, on_done: Any) -> Digest:
 
 
 def _sha256_of(path: str) -> str:
+    # Not hashlib.file_digest: its 256 KiB reads take the GIL back thousands of times a
+    # gigabyte, each a wait of up to the switch interval beside the run's Python threads
+    # (litellm's import, which an early hash runs beside); a few big reads wait a few times.
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while chunk := fh.read(_HASH_CHUNK):

@@ -27,11 +27,8 @@ class AssemblyError(ConfigError):
 
 def sha256_file(path: Path) -> str:
     """Hex sha256 of a file, read in chunks (models are gigabytes)."""
-    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        while block := fh.read(_CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def part_files(spec: ModelSpec, parts_root: Path) -> list[Path]:

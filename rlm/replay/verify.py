@@ -87,11 +87,8 @@ def resolve_parts(parts: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
 
 
 def sha256_of(path: str) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 # -- answering model calls from the record ------------------------------------------------
