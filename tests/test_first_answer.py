@@ -58,22 +58,12 @@ def test_jsonl_tells_the_table_build_as_it_goes(tmp_path: Path) -> None:
     assert "table_build" not in second and second["steps"][0]["observation"]["preview"] == f"{records}\n"
 
 
-def test_the_first_turn_does_not_wait_for_the_table_and_sql_waits_for_it(
-    isolated: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The table's build is held until the model's first step has ended: that step (peek and a
-    cell that does not query) ran while there was no table; the second step's sql() waited for
-    the build and counted over the whole table; the model was told of the table once, with its
-    columns. The real worker, locked down, reads the table placed after its lock-down."""
+def _build_held_until_the_first_step(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[bool]]:
+    """Hold the table's build until the model's first step has ended: (the run's progress sink
+    that lets it go, a list that gets whether that step ended before the table was built)."""
     import rlm.input.source as source_mod
     from rlm.run.events import Step
-    from rlm.run.settings import load_settings
-    from rlm.run.wiring import run_ask
 
-    log = isolated / "access.log"
-    log.write_bytes((FIXTURES / "access.log").read_bytes())
-    expected = sum(1 for line in log.read_text().splitlines() if '" 404 ' in line)
-    monkeypatch.setattr(source_mod, "BACKGROUND_TABLE_BYTES", 0)  # this small file as a big one
     gate = threading.Event()
     real_build = source_mod.ensure_table
 
@@ -82,13 +72,32 @@ def test_the_first_turn_does_not_wait_for_the_table_and_sql_waits_for_it(
         return real_build(*args, **kwargs)
 
     monkeypatch.setattr(source_mod, "ensure_table", held_build)
-    first_step_ended_before_the_table: list[bool] = []
+    ended_first: list[bool] = []
 
     def progress(event: object) -> None:
         if isinstance(event, Step) and event.step == 1:
-            first_step_ended_before_the_table.append(not gate.is_set())
+            ended_first.append(not gate.is_set())
             gate.set()
 
+    return progress, ended_first
+
+
+def test_the_first_turn_does_not_wait_for_the_table_and_sql_waits_for_it(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The table's build is held until the model's first step has ended: that step (peek and a
+    cell that does not query) ran while there was no table; the second step's sql() waited for
+    the build and counted over the whole table; the model was told of the table once, with its
+    columns. The real worker, locked down, reads the table placed after its lock-down."""
+    import rlm.input.source as source_mod
+    from rlm.run.settings import load_settings
+    from rlm.run.wiring import run_ask
+
+    log = isolated / "access.log"
+    log.write_bytes((FIXTURES / "access.log").read_bytes())
+    expected = sum(1 for line in log.read_text().splitlines() if '" 404 ' in line)
+    monkeypatch.setattr(source_mod, "BACKGROUND_TABLE_BYTES", 0)  # this small file as a big one
+    progress, first_step_ended_before_the_table = _build_held_until_the_first_step(monkeypatch)
     model = write_script(
         isolated / "s.json",
         [
@@ -177,7 +186,6 @@ def test_a_memory_that_may_be_of_the_file_is_offered_before_its_table_is_built(
     import hashlib
 
     import rlm.input.source as source_mod
-    from rlm.run.events import Step
     from rlm.run.settings import load_settings
     from rlm.run.wiring import run_ask
 
@@ -200,21 +208,7 @@ def test_a_memory_that_may_be_of_the_file_is_offered_before_its_table_is_built(
     assert run_ask(settings, str(log), "Count the 404 responses.").answer == str(expected)
     shutil.rmtree(isolated / ".cache")  # the cache evicted; the memory kept
 
-    gate = threading.Event()
-    real_build = source_mod.ensure_table
-
-    def held_build(*args: Any, **kwargs: Any) -> Any:
-        assert gate.wait(30), "the first step never ended"
-        return real_build(*args, **kwargs)
-
-    monkeypatch.setattr(source_mod, "ensure_table", held_build)
-    first_step_ended_before_the_table: list[bool] = []
-
-    def progress(event: object) -> None:
-        if isinstance(event, Step) and event.step == 1:
-            first_step_ended_before_the_table.append(not gate.is_set())
-            gate.set()
-
+    progress, first_step_ended_before_the_table = _build_held_until_the_first_step(monkeypatch)
     calls = isolated / "second-calls.jsonl"
     second = write_script(
         isolated / "second.json",
