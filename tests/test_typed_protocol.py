@@ -403,6 +403,17 @@ def test_a_count_that_kept_no_row_or_every_row_is_told_and_in_doubt(tmp_path: Pa
         and "withheld as the query behind the answer matched no row" in (strict.stderr)
     )
 
+    # A value no row of its column holds: the worker names the column's values before the count
+    # of 0, and the count is still read as one of none.
+    absent = {"column": "path", "cmp": "=", "value": "/zz-no-such-page"}
+    with OpenAIStub(replies([status, absent], answer=0)) as stub:
+        proc = _ask(stub, apache_log, question, tmp_path, "--json")
+    doc = json.loads(proc.stdout)
+    assert doc["doubts"] == ["rows: matched no row (path = '/zz-no-such-page' alone matches none)"], doc
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "(sql: no row has path = '/zz-no-such-page'; its most common values: " in told
+    assert "path = '/zz-no-such-page': 0 rows" in told
+
     # Each condition matches rows alone and only together none: each is written like its column's
     # values, and the count of nothing is the rows' own word, told to the model and not in doubt.
     requests = [re.search(r'"[A-Z]+ (\S+) [^"]*" (\d{3}) ', line) for line in lines]
@@ -434,6 +445,48 @@ def test_a_count_that_kept_no_row_or_every_row_is_told_and_in_doubt(tmp_path: Pa
     doc = json.loads(fixed.stdout)
     assert doc["answer"] == str(not_found) and not doc["doubts"]
     assert "Note: no row matched" not in stub.requests[2]["body"]["messages"][-1]["content"]
+
+
+def test_a_distinct_count_of_none_is_told_and_in_doubt(tmp_path: Path) -> None:
+    """A distinct count of a column no row the query kept fills (the users of a kind of sshd line
+    that names none) is 0 for want of values, not an answer: told, and in doubt; a distinct count
+    of the same column over lines that fill it is neither."""
+    log = tmp_path / "auth.log"
+    log.write_bytes((FIXTURES / "auth.log").read_bytes())
+    table = open_source(str(log), cache_dir=str(tmp_path / "own")).profile.table
+    assert table is not None
+    with duckdb.connect(table["path"], read_only=True) as con:
+        by_event = dict(
+            con.execute(
+                "SELECT event, count(DISTINCT user) FROM log WHERE event IS NOT NULL GROUP BY 1"
+            ).fetchall()
+        )
+    empty = min(e for e, n in by_event.items() if n == 0)
+    full = min(e for e, n in by_event.items() if n > 1)
+    question = "How many different accounts show up in those lines? Just the number."
+
+    def asked(event: str, answer: int) -> tuple[dict[str, Any], str]:
+        action = {
+            "op": "count_distinct",
+            "column": "user",
+            "where": [{"column": "event", "cmp": "=", "value": event}],
+        }
+        replies = [
+            json.dumps(action),
+            json.dumps({"op": "final", "answer": str(answer)}),
+            json.dumps({"answer": str(answer), "citations": ["F1"]}),
+        ]
+        with OpenAIStub(replies) as stub:
+            proc = _ask(stub, log, question, tmp_path, "--json")
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout), stub.requests[1]["body"]["messages"][-1]["content"]
+
+    doc, told = asked(empty, 0)
+    assert doc["doubts"] == ["rows: counted no value of user (no row it kept holds one)"], doc
+    assert "Note: no row the query kept holds a value of user." in told
+    doc, told = asked(full, by_event[full])
+    assert doc["answer"] == str(by_event[full]) and doc["doubts"] == [], doc
+    assert "holds a value of" not in told
 
 
 def test_a_ranking_that_found_one_value_only_is_told_and_in_doubt(tmp_path: Path) -> None:

@@ -26,10 +26,12 @@ from rlm.text.sqltext import sql_name
 
 __all__ = ["Matched", "counted_filters", "found_nothing", "matched", "probe_sql", "shown_count"]
 
-# The echo of a count (rlm.sandbox.worker.sql_result.render_table): its header, a rule, its value.
-_COUNT_ECHO = re.compile(r"\A\s*count\s*\n-+\s*\n\s*(\d+)\s*\n")
-# The last line of a result of no row (render_table).
+# The echo of a count (rlm.sandbox.worker.sql_result.render_table): its header, a rule, its
+# value; after the notes the worker prints first, if any (a value no row holds: sql_session).
+_COUNT_ECHO = re.compile(r"^[ \t]*count[ \t]*\n-+[ \t]*\n[ \t]*(\d+)[ \t]*$", re.M)
+# The last line of a result of no row (render_table), and the echo of a distinct count of none.
 _NO_ROW = re.compile(r"^\(0 rows\)$", re.M)
+_NO_DISTINCT = re.compile(r"^[ \t]*distinct [^\n]*\n-+[ \t]*\n[ \t]*0[ \t]*$", re.M)
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ def counted_filters(content: str | None, table: dict[str, Any]) -> tuple[Filter,
 
 def shown_count(observation: str) -> int | None:
     """The count a count query's echo shows, if that is what the observation is."""
-    m = _COUNT_ECHO.match(observation)
+    m = _COUNT_ECHO.search(observation)
     return int(m.group(1)) if m else None
 
 
@@ -109,11 +111,20 @@ def found_nothing(
     """A typed query that lists rows or values (a ranking, a group, rows) and printed none: an
     answer after it names nothing the rows hold (one read in development wrote "(0 rows)" as the
     value asked for). Said to the model with each condition's count alone, and an answer after it
-    in doubt, whatever the conditions match alone. None for any other action or result."""
+    in doubt, whatever the conditions match alone. A distinct count of none likewise (a column
+    that only other lines fill: an address of sshd's lines counted over another program's).
+    None for any other action or result."""
     try:
         checked: Checked = check_action(read_json(content), table_columns(table))
     except Problem:
         return None
+    if checked.op == "count_distinct" and checked.column is not None and _NO_DISTINCT.search(observation):
+        name = checked.column.name
+        return Matched(
+            f"Note: no row the query kept holds a value of {name}. Look at which rows hold one "
+            "before you answer.",
+            f"counted no value of {name} (no row it kept holds one)",
+        )
     if checked.op not in ("top", "group", "rows") or not _NO_ROW.search(observation):
         return None
     told = matched(checked.where, 0, table.get("rows"), alone) if checked.where else None
