@@ -463,7 +463,7 @@ def test_a_distinct_count_of_none_is_told_and_in_doubt(tmp_path: Path) -> None:
         )
     empty = min(e for e, n in by_event.items() if n == 0)
     full = min(e for e, n in by_event.items() if n > 1)
-    question = "How many different accounts show up in those lines? Just the number."
+    question = "How many different accounts show up there? The number alone."
 
     def asked(event: str, answer: int) -> tuple[dict[str, Any], str]:
         action = {
