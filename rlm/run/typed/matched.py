@@ -10,6 +10,9 @@ model needs to mend the query: each one's count alone is run once, in one query,
 is there): it is in doubt, not refused. Where each condition alone matches rows and only
 together they match none, every condition is written like its column's values: the count of
 nothing is what the rows say (a yes/no question's "no"), told to the model and not in doubt.
+
+A query that lists values or rows and found none (`found_nothing`), or a distinct count of
+none, answers no "which" or "how many different": told the same way, and always in doubt.
 """
 
 from __future__ import annotations
