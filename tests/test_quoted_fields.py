@@ -187,6 +187,33 @@ def test_queries_on_fields_give_what_python_finds_on_the_raw_lines(
     )
 
 
+def test_a_whole_number_read_from_lines_is_ranked_as_the_lines_write_it(
+    tables: dict[Path, dict[str, Any]],
+) -> None:
+    """A number field is a DOUBLE (a later line may write `2.5`); as the key of a ranking or a
+    group a whole value shows as written (`0`, not `0.0`), which is what a model copies into
+    its answer. A value with a fraction keeps it."""
+    raw = LINUX.read_text().splitlines()
+    uids = Counter(
+        m[1] for m in (re.search(r"session opened for user \S+ by \(uid=(\d+)\)", x) for x in raw) if m
+    )
+    table = _fielded(tables[LINUX], f"Which uid has the most '{SESSIONS}' lines?", LINUX)
+    ranked = sorted(uids.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+    assert _rows({"op": "top", "column": "N", "k": 3}, table) == ranked
+    grouped = _rows({"op": "group", "by": "N", "k": 3}, table)
+    assert [(key, n) for key, n in grouped] == ranked
+    assert all("." not in key for key, _ in ranked)
+
+    lines = OPENSTACK.read_text().splitlines()
+    took = Counter(
+        m[1] for m in (re.search(r"Took (\S+) seconds to deallocate network", x) for x in lines) if m
+    )
+    table = _fielded(tables[OPENSTACK], f"Which N in '{TOOK}' is the most common?", OPENSTACK)
+    keys = [key for key, _ in _rows({"op": "top", "column": "N", "k": 50}, table)]
+    assert keys and all(float(key) in {float(t) for t in took} for key in keys)
+    assert any("." in key for key in keys)
+
+
 def test_fields_are_offered_by_the_schema_told_and_shown_in_examples_no_copy_doubts(
     tables: dict[Path, dict[str, Any]],
 ) -> None:

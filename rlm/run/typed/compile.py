@@ -14,7 +14,7 @@ from typing import Any
 
 from rlm.run.actions import Action, ParseError, validate
 from rlm.run.typed.check import Checked, ColumnRef, Filter, Moment, Problem, check_action, said_filter
-from rlm.run.typed.columns import DATE, TIME, Column, table_columns
+from rlm.run.typed.columns import DATE, NUMBER, TIME, Column, table_columns
 from rlm.run.typed.placeholders import literal_parts
 from rlm.run.typed.share import SHARE_KEY
 from rlm.text.sqltext import sql_name, sql_string, sql_value
@@ -120,6 +120,19 @@ def _where(action: Checked, *first: str) -> str:
     return f" WHERE {' AND '.join(conditions)}" if conditions else ""
 
 
+def _key(column: Column) -> str:
+    """A column as the key of a ranking or a group. A number read from quoted lines is a DOUBLE
+    (a later line may hold `2.5`), and a whole one would show as `2.0` where the lines write `2`
+    (an id, a port), which a model then gives as the answer: a whole value is shown as written."""
+    if column.quoted is None or column.kind != NUMBER:
+        return column.expr
+    x = column.expr
+    return (
+        f"CASE WHEN {x} = trunc({x}) AND abs({x}) < 1e15 THEN CAST(CAST({x} AS BIGINT) AS VARCHAR) "
+        f"ELSE CAST({x} AS VARCHAR) END"
+    )
+
+
 def _selected(column: Column) -> str:
     """A column in a select list, under its own name (a field of an object under `a.b`, the
     seconds between two times under `seconds_a_to_b`)."""
@@ -141,7 +154,7 @@ def _sql(action: Checked) -> str:
         return _after_sql(action, column)
     if op == "top":
         return (
-            f'SELECT {column.expr} AS {sql_name(column.name)}, count(*) AS "count" FROM log'
+            f'SELECT {_key(column)} AS {sql_name(column.name)}, count(*) AS "count" FROM log'
             f"{_where(action, f'{column.expr} IS NOT NULL')} GROUP BY 1{_having(action)} ORDER BY 2 DESC, 1 "
             f"LIMIT {action.k}"
         )
@@ -209,7 +222,7 @@ def _group_sql(action: Checked) -> str:
             f"strftime({truncated}, {sql_string(_BUCKET_SHOWN[action.bucket])}) AS {sql_name(action.bucket)}"
         )
     else:
-        key = f"{by.expr} AS {sql_name(by.name)}"
+        key = f"{_key(by)} AS {sql_name(by.name)}"
     measures = ['count(*) AS "count"']
     if action.agg is not None and action.column is not None:
         column = action.column
