@@ -208,7 +208,7 @@ def test_a_whole_number_read_from_lines_is_ranked_as_the_lines_write_it(
     took = Counter(
         m[1] for m in (re.search(r"Took (\S+) seconds to deallocate network", x) for x in lines) if m
     )
-    table = _fielded(tables[OPENSTACK], f"Which N in '{TOOK}' is the most common?", OPENSTACK)
+    table = _fielded(tables[OPENSTACK], f"Which N in '{TOOK}' comes up most?", OPENSTACK)
     keys = [key for key, _ in _rows({"op": "top", "column": "N", "k": 50}, table)]
     assert keys and all(float(key) in {float(t) for t in took} for key in keys)
     assert any("." in key for key in keys)
