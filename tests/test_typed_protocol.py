@@ -286,6 +286,20 @@ def test_the_line_a_question_quotes_is_added_to_a_query_that_has_no_text_filter(
     told = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "rlm added" not in told and f"count\n-----\n{len(raw)}\n" in told
 
+    # A filter on a value that is only a piece of the quote (the program every line names)
+    # keeps lines the quote does not: the quote is added beside it.
+    quote = "PAM service(sshd) ignoring max retries"
+    held = sum(1 for line in raw if quote in line)
+    assert 0 < held < sum(1 for line in raw if "sshd" in line)
+    sshd = json.dumps({"op": "count", "where": [{"column": "program", "cmp": "=", "value": "sshd"}]})
+    with OpenAIStub([sshd, *replies(held)[1:]]) as stub:
+        proc = _ask(stub, log, f"How many times does the log say '{quote}'?", tmp_path, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["answer"] == str(held)
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert f"line contains {quote!r}, which your action had no filter on: rlm added it" in told
+    assert f"count\n-----\n{held}\n" in told, told[:400]
+
 
 def test_the_same_unusable_action_sent_again_ends_the_loop(tmp_path: Path, apache_log: Path) -> None:
     """An action refused for the same fault, turn after turn, ends the loop at the fourth, with

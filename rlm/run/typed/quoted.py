@@ -123,10 +123,15 @@ def _where(action: dict[str, Any]) -> list[Any]:
 
 
 def _filters_text(where: list[Any], part: str) -> bool:
-    """Whether the filters have a text match of their own, or name the part (or a piece of it)."""
+    """Whether the filters have a text match of their own, or a value that holds the whole part.
+    A value that is a piece of it does not: `level = 'ERROR'` keeps every error, of which the
+    quoted message is one kind (its count was the count of all errors)."""
+    whole = part.strip().casefold()
     for f in where:
-        value = str(f.get("value", "")).casefold() if isinstance(f, dict) else ""
-        if (isinstance(f, dict) and f.get("cmp") in TEXT_MATCH) or (value and value in part.casefold()):
+        if not isinstance(f, dict):
+            continue
+        value = str(f.get("value", "")).strip().casefold()
+        if f.get("cmp") in TEXT_MATCH or (value and whole in value):
             return True
     return False
 
