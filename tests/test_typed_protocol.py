@@ -637,3 +637,56 @@ def test_a_ranking_that_found_no_row_or_no_one_most_is_told_and_in_doubt(
     assert doc["answer"] == first and doc["doubts"] == [], doc
     told = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "rank the same" not in told and "found no row" not in told
+
+
+def test_a_rankings_count_given_where_the_question_asks_which_value_is_refused_then_in_doubt(
+    tmp_path: Path,
+) -> None:
+    """Asked which process id has the most lines, a final giving the count beside the top id
+    (both numbers) is refused once, with what the row's value is; given again after one more
+    action it is taken and in doubt (--strict withholds it); the id itself is taken as it is."""
+    log = FIXTURES / "auth.log"
+    table = open_source(str(log), cache_dir=str(tmp_path / "own")).profile.table
+    assert table is not None
+    with duckdb.connect(table["path"], read_only=True) as con:
+        ranked = con.execute("SELECT pid, count(*) FROM log GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 2").fetchall()
+    (pid, lines), (_, second) = ranked
+    assert lines > second and lines != pid
+    question = "Which pid wrote the most lines of this log? Just the number."
+    top = {"op": "top", "column": "pid", "k": 5}
+
+    def replies(*answers: int) -> list[str]:
+        # a ranking, a final, the ranking again cut shorter (not a repeat), a final, the synthesis
+        first, last = answers
+        return [
+            json.dumps(top),
+            json.dumps({"op": "final", "answer": str(first)}),
+            json.dumps({**top, "k": 3}),
+            json.dumps({"op": "final", "answer": str(last)}),
+            json.dumps({"answer": str(last), "citations": ["F2"]}),
+        ]
+
+    with OpenAIStub(replies(lines, pid)) as stub:
+        proc = _ask(stub, log, question, tmp_path, "--json", "--strict")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["answer"] == str(pid) and doc["doubts"] == [], doc
+    refused = stub.requests[2]["body"]["messages"][-1]["content"]
+    assert "final refused: your answer is the count (or total) your ranking gives a row" in refused
+
+    with OpenAIStub(replies(lines, lines)) as stub:
+        proc = _ask(stub, log, question, tmp_path, "--json", "--strict")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1 and doc["answer"] is None and doc["status"] == "withheld"
+    assert doc["doubts"] == [
+        "kind: the answer is what a ranking counts for its row 1, not the row's value, where the question asks which"
+    ], doc
+
+    # Where the question asks how many, the count is the answer: nothing refused.
+    how_many = "How many lines did the busiest pid write? Just the number."
+    with OpenAIStub(
+        replies(lines, lines)[:2] + [json.dumps({"answer": str(lines), "citations": ["F1"]})]
+    ) as stub:
+        proc = _ask(stub, log, how_many, tmp_path, "--json", "--strict")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["answer"] == str(lines)

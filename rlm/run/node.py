@@ -43,7 +43,7 @@ from rlm.run.typed.describe import example_cells
 from rlm.run.typed.fields import sample_lines, with_quoted_fields
 from rlm.run.typed.matched import Matched, counted_filters, found_nothing, matched, shown_count
 from rlm.run.typed.measure import measure_left_out, with_asked_measure
-from rlm.run.typed.ranked import lone_value, off_top, ranked_keys, top_tied
+from rlm.run.typed.ranked import lone_value, measure_for_key, off_top, ranked_keys, ranked_measures, top_tied
 from rlm.run.typed.seconds import in_seconds
 from rlm.run.typed.share import with_share
 from rlm.run.typed.spans import with_spans
@@ -126,6 +126,9 @@ class Node:
         # The keys of the last typed ranking of several rows, in rank order (rlm.run.typed.ranked):
         # a final naming a lower one where the most is asked is refused once too, then in doubt.
         self.ranked: list[str] = []
+        # The (key, count or total) rows of the last typed query, if a ranking: a final giving a
+        # row's count where the question asks which value is refused once too, then in doubt.
+        self.measured: list[tuple[str, str]] = []
 
     def last_observations(self, count: int) -> list[str]:
         """What the model saw last (the end of the conversation), for the synthesis."""
@@ -218,6 +221,7 @@ class Node:
             # several rows is kept.
             if len(keys := ranked_keys(ran, outcome.observation, table) if outcome.ok else []) > 1:
                 self.ranked = keys
+            self.measured = ranked_measures(ran, outcome.observation, table) if outcome.ok else []
             if (
                 outcome.ok
                 and (lone := lone_value(self.question, ran, outcome.observation, table)) is not None
@@ -377,7 +381,10 @@ class Node:
                 return Outcome(refused, ok=False, repeated="final")
             if (refused_kind := self._wrong_kind(args["answer"])) is not None:
                 return Outcome(refused_kind, ok=False)
-            if self.protocol == "typed" and (off := off_top(self.question, args["answer"], self.ranked)):
+            if self.protocol == "typed" and (
+                off := off_top(self.question, args["answer"], self.ranked)
+                or measure_for_key(self.question, args["answer"], self.measured)
+            ):
                 self.left_out.append(kind_doubt(off))  # refused once already: taken, in doubt
             self.host.add_finding(args["answer"], "final_draft", self.id, step, topic="final_draft")
             return Outcome("final answer recorded", final=args["answer"])
@@ -396,13 +403,21 @@ class Node:
         wrong = misfit(asked, answer) if asked is not None else None
         timed = unasked_time(self.question, answer) if wrong is None else None
         lower = off_top(self.question, answer, self.ranked) if wrong is None and timed is None else None
-        if wrong is None and timed is None and lower is None and echoed(self.question, answer) is None:
+        counted = (
+            measure_for_key(self.question, answer, self.measured) if not (wrong or timed or lower) else None
+        )
+        if not (wrong or timed or lower or counted) and echoed(self.question, answer) is None:
             return None
         self.kind_refused = self.look_again = True
         again = " Run one more action to find the value asked; a final after it is taken as it is."
         # The model's answer is not quoted back: a copied template would then be in its prompt.
         if timed is not None:
             return "final refused: your answer is a date or time, and the question asks about none." + again
+        if counted is not None:
+            return (
+                "final refused: your answer is the count (or total) your ranking gives a row, and the "
+                "question asks which value: that is the row's first column." + again
+            )
         if lower is not None:
             return (
                 "final refused: the question asks for the most, and your answer is not the first row of "

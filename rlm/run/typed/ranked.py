@@ -15,7 +15,7 @@ from rlm.run.typed.check import Checked, Problem, check_action
 from rlm.run.typed.columns import table_columns
 from rlm.run.typed.compile import read_json
 
-__all__ = ["lone_value", "off_top", "ranked_keys", "top_tied"]
+__all__ = ["lone_value", "measure_for_key", "off_top", "ranked_keys", "ranked_measures", "top_tied"]
 
 # The question asks for one value that is the most: not a list, not a number of them ("top 3").
 _MOST = re.compile(r"\b(?:most|top|busiest|largest|highest|greatest|biggest|commonest)\b", re.I)
@@ -24,6 +24,11 @@ _MANY = re.compile(
     re.I,
 )
 _RULE = re.compile(r"^-+(?:\+-+)*$")
+# The question asks which value (a name, an address, an id), and not how many lines or how much:
+# a ranking's count or total is then no answer, however much it is a number.
+_WHICH = re.compile(r"\b(?:which|who)\b|\bwhat\s+(?!(?:is|was|are|were|'s)\b)\w", re.I)
+_HOW_MUCH = re.compile(r"\bhow (?:many|much|often)\b|\bnumber of\b|\bcounts?\b|\bfrequency\b|\btotal\b", re.I)
+_ONE_NUMBER = re.compile(r"\s*(-?\d[\d,]*(?:\.\d+)?)\s*\.?\s*")
 
 
 def _ranking(content: str | None, table: dict[str, Any]) -> Checked | None:
@@ -44,6 +49,36 @@ def ranked_keys(content: str | None, observation: str, table: dict[str, Any]) ->
     if _ranking(content, table) is None:
         return []
     return [cells[0] for cells in _printed_rows(observation)]
+
+
+def ranked_measures(content: str | None, observation: str, table: dict[str, Any]) -> list[tuple[str, str]]:
+    """(key, measure) of each row the typed ranking `content` ran printed, as printed: the first
+    cell and the last (a count of rows, or the group's sum, average or extreme); [] for any other
+    action."""
+    if _ranking(content, table) is None:
+        return []
+    return [(cells[0], cells[-1]) for cells in _printed_rows(observation) if len(cells) >= 2]
+
+
+def _as_number(text: str) -> float | None:
+    found = _ONE_NUMBER.fullmatch(text)
+    return float(found.group(1).replace(",", "")) if found else None
+
+
+def measure_for_key(question: str, answer: str, measured: list[tuple[str, str]]) -> str | None:
+    """Why `answer` does not fit: it is a ranking's count (or total) of a row, not the row's
+    value, where the question asks which value and not how many; None when it fits, or there is
+    no ranking. A small model read the last column of `key | count` as the answer to "which
+    key" (both numbers: a process id and its lines)."""
+    given = _as_number(answer)
+    if given is None or not measured or not _WHICH.search(question) or _HOW_MUCH.search(question):
+        return None
+    if any(_as_number(key) == given or _names(answer, key) for key, _ in measured):
+        return None
+    row = next((k for k, (_, measure) in enumerate(measured, start=1) if _as_number(measure) == given), None)
+    if row is None:
+        return None
+    return f"the answer is what a ranking counts for its row {row}, not the row's value, where the question asks which"
 
 
 def _printed_rows(observation: str) -> list[list[str]]:
