@@ -35,6 +35,7 @@ from rlm.run.typed import (
     with_conditions,
     with_quoted,
 )
+from rlm.run.typed.columns import NUMBER, Column
 from rlm.run.typed.describe import examples
 from rlm.run.typed.placeholders import literal_parts
 from rlm.run.typed.vocabulary import AGGREGATES, ASKS, MAX_FILTERS
@@ -141,11 +142,15 @@ def test_the_schema_names_exactly_the_tables_columns(tables: dict, name: str) ->
         assert groups[1]["bucket"]["enum"] == ["minute", "hour", "day", "month"]
 
 
+# Number columns of the fixtures' tables that name or code each row: never a total's column.
+_CODES = {"line_no", "status", "pid", "src_port", "port"}
+
+
 def _expected_numbers(name: str, table: dict[str, Any]) -> list[str]:
     """The columns of amounts, found independently: by DuckDB type, or by the JSON records'
-    values; never line_no (a line's position)."""
+    values; never line_no (a line's position) nor an id or a code."""
     if name != "jsonl":
-        return [n for n, t in table["columns"] if t in ("BIGINT", "INTEGER", "DOUBLE") and n != "line_no"]
+        return [n for n, t in table["columns"] if t in ("BIGINT", "INTEGER", "DOUBLE") and n not in _CODES]
     first = json.loads(FILES[name].read_text().splitlines()[0])
     flat: dict[str, Any] = {}
     for key, value in first.items():
@@ -153,7 +158,11 @@ def _expected_numbers(name: str, table: dict[str, Any]) -> list[str]:
             flat.update({f"{key}.{k}": v for k, v in value.items()})
         else:
             flat[key] = value
-    return [k for k, v in flat.items() if isinstance(v, int | float) and not isinstance(v, bool)]
+    return [
+        k
+        for k, v in flat.items()
+        if isinstance(v, int | float) and not isinstance(v, bool) and k not in _CODES
+    ]
 
 
 @pytest.mark.parametrize("name", ["apache", "csv"])
@@ -1091,6 +1100,40 @@ def test_a_total_of_line_numbers_is_refused_in_words(tables: dict, name: str) ->
     assert isinstance(
         to_action(json.dumps({"op": "max", "column": "line_no"}), table), Action
     )  # the last line
+
+
+def test_a_total_of_ids_or_codes_is_refused_and_never_offered(tmp_path: Path, tables: dict) -> None:
+    """A process id, a port or a status names or codes its row: a total or an average of it is
+    refused in words that name the amounts there are, neither the schema nor the prompt's
+    examples offer one, and its extremes and filters stay open."""
+    auth = open_source(str(_AUTH), cache_dir=str(tmp_path)).profile.table
+    apache, _ = tables["apache"]
+    for table, column in ((auth, "pid"), (auth, "src_port"), (apache, "status")):
+        assert table is not None
+        for action in (
+            {"op": "sum", "column": column},
+            {"op": "avg", "column": column},
+            {"op": "group", "by": "line", "agg": "sum", "column": column},
+        ):
+            refused = to_action(json.dumps(action), table)
+            assert isinstance(refused, ParseError), action
+            assert f"{column} is an id or a code of each row" in refused.message
+        assert isinstance(to_action(json.dumps({"op": "max", "column": column}), table), Action)
+        where = [{"column": column, "cmp": ">", "value": 1}]
+        assert isinstance(to_action(json.dumps({"op": "count", "where": where}), table), Action)
+        branches = _branches(action_schema(table))
+        summed = branches["sum"]["properties"]["column"]["enum"] if "sum" in branches else []
+        assert column not in summed
+        assert all(
+            action.get("column") != column
+            for op, action in examples(table)
+            if action.get("op") in ("sum", "avg")
+        )
+    refused = to_action(json.dumps({"op": "sum", "column": "status"}), apache)
+    assert isinstance(refused, ParseError) and "amounts: bytes;" in refused.message
+    # What a name's last word says: a count of statuses is an amount, an event's id is not.
+    names = {"status_count": True, "EventId": False, "requests.total": True, "bytes": True, "Pid": False}
+    assert {n: Column(n, "BIGINT", NUMBER, sql_name(n)).amount for n in names} == names
 
 
 # --------------------------------------------------------------------------- a value read after a text

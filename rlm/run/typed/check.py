@@ -414,11 +414,13 @@ def _busiest(column: Column) -> None:
 
 
 def _amount(cols: TableColumns, column: Column, what: str) -> Column:
-    """A number column that holds amounts: `line_no` is a line's position, not one."""
-    if column.name == "line_no":
-        amounts = [n for n in cols.names(NUMBER) if n != "line_no"]
+    """A number column that holds amounts (Column.amount): not a line's position, an id nor a code."""
+    if column.kind == NUMBER and not column.amount:
+        what_it_is = "a line's position" if column.name == "line_no" else "an id or a code of each row"
         raise Problem(
-            f"{what} needs a column of amounts; line_no is a line's position (amounts: {_listing(amounts)})"
+            f"{what} needs a column of amounts; {column.name} is {what_it_is}, not an amount "
+            f"(amounts: {_listing(cols.amounts())}; a number written inside the lines is read with "
+            f'"after"; a number of rows is a count)'
         )
     return _of_kind(cols, column, (NUMBER,), what)
 

@@ -23,6 +23,10 @@ from rlm.text.sqltext import sql_name, sql_string
 __all__ = ["BOOL", "DATE", "NUMBER", "TEXT", "TIME", "Column", "TableColumns", "kind_of", "table_columns"]
 
 NUMBER, TIME, DATE, TEXT, BOOL = "number", "time", "date", "text", "boolean"
+# The last word of a number column's name that makes it an id or a code, not an amount.
+_CODES = frozenset(
+    {"id", "ids", "pid", "ppid", "tid", "uid", "gid", "euid", "port", "status", "code", "errno"}
+)
 # Columns offered at most: every name is in the schema's enums, which the server compiles each turn.
 MAX_COLUMNS = 48
 
@@ -71,6 +75,17 @@ class Column:
     span: tuple[str, str] | None = None
 
     @property
+    def amount(self) -> bool:
+        """A number that measures something, to add up or average: not a line's position
+        (`line_no`), nor an id or a code of each row, which its name's last word says (`pid`,
+        `EventId`, `src_port`, `status`; `status_count` is an amount). A small model summed a
+        log's pids for the sizes its lines report, and statuses for a share of errors."""
+        if self.kind != NUMBER or self.name == "line_no":
+            return False
+        words = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", self.name)
+        return not words or words[-1].lower() not in _CODES
+
+    @property
     def zoned(self) -> bool:
         """A timestamp with a time zone (shown, and compared, in UTC)."""
         return _base_type(self.type) in _ZONED_TYPES
@@ -89,6 +104,10 @@ class TableColumns:
             if column.name == name:
                 return column
         return None
+
+    def amounts(self) -> list[str]:
+        """The names of the number columns that measure something (Column.amount)."""
+        return [c.name for c in self.columns if c.amount]
 
     def names(self, *kinds: str) -> list[str]:
         """The names of the columns of these kinds (all columns with none given)."""

@@ -37,7 +37,7 @@ def _filter_example(cols: TableColumns, fields: list[QuotedField]) -> dict[str, 
     for column in cols.columns:
         if column.values:
             return {"column": column.name, "cmp": "=", "value": column.values[0]}
-    number = _pick([n for n in cols.names(NUMBER) if n != "line_no"])
+    number = _pick(cols.amounts())
     if number is not None:
         return {"column": number, "cmp": ">", "value": 0}
     return {"column": "line", "cmp": "contains", "value": "error"}
@@ -71,7 +71,7 @@ def examples(table: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         for c in cols.columns
         if c.kind == NUMBER and c.type.upper().split("(")[0] in ("DOUBLE", "FLOAT", "REAL", "DECIMAL")
     ]
-    measures = [c.name for c in cols.columns if c.kind == NUMBER and c.values is None and c.name != "line_no"]
+    measures = [c.name for c in cols.columns if c.amount and c.values is None]
     number = quoted_number or _pick(fractional, measures)
     when = _pick(cols.names(TIME), cols.names(DATE))
     category = quoted_text or _pick([c.name for c in cols.columns if c.values])

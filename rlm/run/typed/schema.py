@@ -129,9 +129,9 @@ def action_schema(table: dict[str, Any], *, answering: bool = True) -> dict[str,
     cols = table_columns(table)
     where = _filter(cols)
     every = {"enum": cols.names()}
-    # Amounts: a line's number is its position, never summed nor averaged (its min or max is
-    # the first or last line of a match).
-    numbers = [n for n in cols.names(NUMBER) if n != "line_no"]
+    # Amounts: a line's number is its position, an id or a code names a row, never summed nor
+    # averaged (a line's min or max is the first or last line of a match).
+    numbers = cols.amounts()
     extremes = cols.names(NUMBER, TIME, DATE)
     k = _count(MAX_K)
     # `after`: the value written right after a text, offered where the table found free text
