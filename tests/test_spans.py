@@ -8,6 +8,7 @@ import csv
 import datetime as dt
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -204,3 +205,48 @@ def test_the_cli_counts_rows_that_took_longer_than_the_minutes_the_question_give
     assert proc.returncode == 0 and proc.stdout == f"{over}\n", proc.stderr
     shown = stub.requests[1]["body"]["messages"][-1]["content"]
     assert f"{over}" in shown and "45 minutes is 2700 seconds" in shown, shown
+
+
+@pytest.mark.parametrize(
+    "question, unit",
+    [
+        ("What is the mean duration of a mac job, in minutes?", "minutes"),
+        ("How many hours did the longest job run?", "hours"),
+        ("How long did jobs take on average (days)?", "days"),
+        ("How many jobs took over 45 minutes once started?", "seconds"),  # a condition's unit
+        ("How long did the slowest job take?", "seconds"),
+    ],
+)
+def test_the_time_between_times_is_offered_in_the_unit_the_answer_is_asked_in(
+    jobs: tuple[Path, list[dict[str, Any]], dict[str, Any]], question: str, unit: str
+) -> None:
+    _, _, table = jobs
+    spans = [c.name for c in table_columns(with_spans(table, question)).columns if c.span is not None]
+    assert f"{unit}_started_to_finished" in spans and len(spans) == 3
+
+
+def test_the_cli_averages_in_the_minutes_the_question_asks_and_compares_hours_as_minutes(
+    jobs: tuple[Path, list[dict[str, Any]], dict[str, Any]], tmp_path: Path
+) -> None:
+    """Through the CLI and the real worker: asked for an average in minutes, the span column is
+    in minutes, its average Python's over the same rows; a condition the question gives in hours
+    is made minutes, and the model is told."""
+    path, rows, _ = jobs
+    took = [(r["finished"] - r["started"]).total_seconds() / 60 for r in rows]
+    over = [t for t in took if t > 60]
+    column = "minutes_started_to_finished"
+    action = {"op": "avg", "column": column, "where": [{"column": column, "cmp": ">", "value": 1}]}
+    question = (
+        "For jobs that ran longer than 1 hour once started, what was their average run time in minutes?"
+    )
+    expected = sum(over) / len(over)
+    proc, stub = ask_typed_once(path, question, action, f"{expected:.4f}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    shown = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "1 hour is 60 minutes" in shown, shown
+    printed = re.search(r"avg minutes_started_to_finished\n-+\n([\d.]+)\n", shown)
+    assert printed is not None and float(printed.group(1)) == pytest.approx(expected), shown
+    assert (
+        '"minutes_started_to_finished" = finished - started'
+        in stub.requests[0]["body"]["messages"][0]["content"]
+    )

@@ -17,7 +17,7 @@ from typing import Any
 
 from rlm.input.tablevalues import VOCABULARY
 from rlm.run.typed.fields import read_fields
-from rlm.run.typed.spans import MAX_SPAN_TIMES, SPANS_KEY, span_name
+from rlm.run.typed.spans import MAX_SPAN_TIMES, UNIT_SECONDS, offered_unit, span_name
 from rlm.text.sqltext import sql_name, sql_string
 
 __all__ = ["BOOL", "DATE", "NUMBER", "TEXT", "TIME", "Column", "TableColumns", "kind_of", "table_columns"]
@@ -71,7 +71,7 @@ class Column:
     parent: str | None = None  # the STRUCT column a field is read from
     # The text the question quotes that this column's value is read from (rlm.run.typed.fields).
     quoted: str | None = None
-    # (start, end): the seconds from one time column of the row to a later one (rlm.run.typed.spans).
+    # (start, end): the time from one time column of the row to a later one (rlm.run.typed.spans).
     span: tuple[str, str] | None = None
 
     @property
@@ -180,17 +180,19 @@ def _complete(values: Any) -> tuple[Any, ...] | None:
 
 
 def _spans(table: dict[str, Any], own: list[Column], taken: set[str]) -> list[Column]:
-    """The seconds between two time columns of one row, each pair in the table's order, where
-    the question asks how long a row took (rlm.run.typed.spans)."""
+    """The time between two time columns of one row, each pair in the table's order, in the unit
+    the question asks, where it asks how long a row took (rlm.run.typed.spans)."""
     times = [c for c in own if c.kind == TIME]
-    if not table.get(SPANS_KEY) or not 2 <= len(times) <= MAX_SPAN_TIMES:
+    unit = offered_unit(table)
+    if unit is None or not 2 <= len(times) <= MAX_SPAN_TIMES:
         return []
+    per = f" / {UNIT_SECONDS[unit]}" if UNIT_SECONDS[unit] != 1 else ""
     out = []
     for i, start in enumerate(times):
         for end in times[i + 1 :]:
-            name = span_name(start.name, end.name)
+            name = span_name(start.name, end.name, unit)
             if name not in taken:
-                expr = f"(epoch({end.expr}) - epoch({start.expr}))"
+                expr = f"((epoch({end.expr}) - epoch({start.expr})){per})"
                 out.append(Column(name, "DOUBLE", NUMBER, expr, span=(start.name, end.name)))
     return out
 

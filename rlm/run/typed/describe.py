@@ -11,6 +11,7 @@ from rlm.run.actions import Action
 from rlm.run.typed.columns import DATE, NUMBER, TEXT, TIME, TableColumns, table_columns
 from rlm.run.typed.compile import to_action
 from rlm.run.typed.fields import ADDRESS_TEMPLATE, SHAPE_TEMPLATES, QuotedField, names_a_field, read_fields
+from rlm.run.typed.spans import offered_unit
 from rlm.run.typed.vocabulary import ASKS, DEFAULT_K, MAX_FILTERS, MAX_K
 
 __all__ = ["describe_actions", "example_cells", "examples"]
@@ -165,7 +166,8 @@ def describe_actions(table: dict[str, Any]) -> str:
     spans = [(c.name, c.span) for c in table_columns(table).columns if c.span is not None]
     if spans:
         told = "; ".join(f'"{name}" = {end} - {start}' for name, (start, end) in spans)
-        lines.append(f"Seconds between a row's times (number): {told}.")
+        unit = offered_unit(table) or "seconds"
+        lines.append(f"{unit.capitalize()} between a row's times (number): {told}.")
     # What each shape of question asks for, in the words questions use: a small model otherwise
     # reaches for the first example (a count) whatever was asked.
     lines.append(

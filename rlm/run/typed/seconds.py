@@ -1,11 +1,12 @@
 """A condition on how long a row took, in the unit the question names it in.
 
-A span column holds seconds (rlm.run.typed.spans); a question names a length of time in the
-unit it thinks in (`over 40 minutes`, `under 2 hours`). A small model writes the
-question's number into the condition as it reads it, and so compares seconds with minutes.
-Where a condition on a span column has the very number the question gives with a unit of
-time other than seconds, the number is made seconds, and the model is told. A number the
-question does not give with a unit, or gives in seconds, is left as written.
+A span column holds seconds, or the unit the question asks its answer in (rlm.run.typed.spans);
+a question names a length of time in the unit it thinks in (`over 40 minutes`, `under 2
+hours`). A small model writes the question's number into the condition as it reads it, and so
+compares seconds with minutes. Where a condition on a span column has the very number the
+question gives with a unit of time other than the column's, the number is made the column's
+unit, and the model is told. A number the question does not give with a unit, or gives in the
+column's, is left as written.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from rlm.run.typed.check import Problem
 from rlm.run.typed.columns import table_columns
 from rlm.run.typed.compile import read_json
 from rlm.run.typed.placeholders import unquoted
+from rlm.run.typed.spans import UNIT_SECONDS, offered_unit
 
 __all__ = ["in_seconds"]
 
-_SECONDS_IN = {"min": 60, "hour": 3600, "hr": 3600, "day": 86400, "week": 604800}
-# A number and its unit of time: "50 minutes", "1.5 hrs", "2-hour", "90 mins".
+_SECONDS_IN = {"sec": 1, "min": 60, "hour": 3600, "hr": 3600, "day": 86400, "week": 604800}
+# A number and its unit of time: "50 minutes", "1.5 hrs", "2-hour", "90 mins", "30 seconds".
 _AMOUNT = re.compile(
-    r"\b(\d+(?:\.\d+)?)[\s-]*(min(?:ute)?s?|hours?|hrs?|days?|weeks?)\b",
+    r"\b(\d+(?:\.\d+)?)[\s-]*(sec(?:ond)?s?|min(?:ute)?s?|hours?|hrs?|days?|weeks?)\b",
     re.IGNORECASE,
 )
 
@@ -54,6 +56,8 @@ def in_seconds(
     if not isinstance(where, list):
         return None
     spans = {c.name for c in table_columns(table).columns if c.span is not None}
+    column_unit = offered_unit(table) or "seconds"
+    per = UNIT_SECONDS[column_unit]
     told: list[str] = []
     for condition in where:
         if not isinstance(condition, dict) or condition.get("column") not in spans:
@@ -63,8 +67,9 @@ def in_seconds(
             continue
         for number, unit, one in said:
             if float(value) == number:
-                seconds = number * one
-                condition["value"] = int(seconds) if seconds.is_integer() else seconds
-                told.append(f"{value:g} {unit} is {condition['value']:g} seconds")
+                if one != per:
+                    made = number * one / per
+                    condition["value"] = int(made) if made.is_integer() else made
+                    told.append(f"{value:g} {unit} is {condition['value']:g} {column_unit}")
                 break
     return (action, "; ".join(told)) if told else None

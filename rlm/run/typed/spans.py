@@ -8,6 +8,10 @@ each pair of the table's time columns, in the table's order, is offered as a num
 `seconds_<start>_to_<end>`. Only for a table of two or three time columns (more make pairs that
 mean nothing), and only where asked: each column offered costs the prompt its description on a
 4,096-token window.
+
+Where the question asks for its answer in minutes, hours or days ("in minutes", "how many
+hours"), the columns are in that unit (`minutes_<start>_to_<end>`): a small model gives the
+average of a seconds column as it reads it, asked in minutes.
 """
 
 from __future__ import annotations
@@ -17,9 +21,19 @@ from typing import Any
 
 from rlm.run.typed.placeholders import unquoted
 
-__all__ = ["MAX_SPAN_TIMES", "SPANS_KEY", "asks_a_span", "span_name", "with_spans"]
+__all__ = [
+    "MAX_SPAN_TIMES",
+    "SPANS_KEY",
+    "UNIT_SECONDS",
+    "asks_a_span",
+    "offered_unit",
+    "span_name",
+    "span_unit",
+    "with_spans",
+]
 
-SPANS_KEY = "typed_spans"  # in a table's description: the question asks how long a row took
+SPANS_KEY = "typed_spans"  # in a table's description: the unit of how long a row took, where asked
+UNIT_SECONDS = {"seconds": 1, "minutes": 60, "hours": 3600, "days": 86400}
 MAX_SPAN_TIMES = 3
 
 # Words that ask about a length of time, not a moment: how long, the longest or shortest, what a
@@ -31,16 +45,36 @@ _LENGTH_OF_TIME = re.compile(
 )
 
 
+# The unit a question asks its answer in: "in minutes", "how many hours", "(days)"; a number's
+# unit ("over 40 minutes") is a condition's (rlm.run.typed.seconds), not the answer's.
+_ANSWER_UNIT = re.compile(
+    r"\b(?:in|how\s+many|number\s+of|as)\s+(minutes|hours|days)\b|\((minutes|hours|days)\)", re.IGNORECASE
+)
+
+
 def asks_a_span(question: str) -> bool:
     """Whether the question's own words (quotes aside: a line's text) ask about a length of time."""
     return _LENGTH_OF_TIME.search(unquoted(question)) is not None
 
 
-def span_name(start: str, end: str) -> str:
-    return f"seconds_{start}_to_{end}"
+def span_unit(question: str) -> str:
+    """The unit of time the question asks its answer in (a key of UNIT_SECONDS): seconds unless
+    its own words name one unit of minutes, hours or days."""
+    units = {(m[1] or m[2]).lower() for m in _ANSWER_UNIT.finditer(unquoted(question))}
+    return units.pop() if len(units) == 1 else "seconds"
+
+
+def offered_unit(table: dict[str, Any]) -> str | None:
+    """The unit the table's description offers the time between its times in; None if it offers none."""
+    unit = table.get(SPANS_KEY)
+    return None if not unit else unit if unit in UNIT_SECONDS else "seconds"
+
+
+def span_name(start: str, end: str, unit: str = "seconds") -> str:
+    return f"{unit}_{start}_to_{end}"
 
 
 def with_spans(table: dict[str, Any], question: str) -> dict[str, Any]:
-    """The table's description marked to offer the seconds between its time columns (a copy), where
-    the question asks about a length of time; the same table otherwise."""
-    return {**table, SPANS_KEY: True} if asks_a_span(question) else table
+    """The table's description marked to offer the time between its time columns, in the unit
+    the question asks (a copy), where it asks about a length of time; the same table otherwise."""
+    return {**table, SPANS_KEY: span_unit(question)} if asks_a_span(question) else table
