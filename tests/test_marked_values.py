@@ -184,6 +184,20 @@ def test_the_cli_answers_from_the_marked_value_where_the_model_ranked_another_co
     assert "<peer>, the value the question names, instead of host" in shown
     assert f"{busiest}" in shown and str(peers[busiest]) in shown
 
+    # A total of the process ids, refused as it would run, is first moved onto the marked value.
+    took = [_number(m[1]) for m in map(_TOOK.search, lines) if m]
+    largest = str(max(took))
+    question = "What is the largest 'took:' value? Just the number."
+    proc, stub = ask_typed_once(path, question, {"op": "sum", "column": "pid"}, largest, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{largest}\n", proc.stderr
+    shown = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "could not be used" not in shown and f"max <took>\n----------\n{largest}\n" in shown, shown
+    # Nothing to move it onto: refused in words that name the amounts there are.
+    question = "What do the process ids add up to?"
+    proc, stub = ask_typed_once(path, question, {"op": "sum", "column": "pid"}, "0", cwd=tmp_path)
+    shown = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "sum needs a column of amounts; pid is an id or a code of each row" in shown, shown
+
 
 _MAC = re.compile(r"(?i)\b([0-9a-f]{2}(?::[0-9a-f]{2}){5})\b")
 _UUID = re.compile(r"\b([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b")
@@ -258,3 +272,19 @@ def test_letters_glued_to_the_ellipsis_begin_the_value(tmp_path: Path) -> None:
     question = "Which ids of 'Patch_KB...' packages are installed most? List them."
     query, _, rows = _moved(question, {"op": "top", "column": "line", "k": 5}, table, path)
     assert all(value.startswith("KB") and want[value] == count for value, count in rows)
+
+
+def test_a_key_is_read_where_a_word_begins_and_its_value_glued_to_it(tmp_path: Path) -> None:
+    """`user=` is not the end of `ruser=`: on the fixture's authentication lines (`ruser=
+    rhost=… user=root`) the value is the account, as Python reads it after a whole key."""
+    auth = Path(__file__).resolve().parent.parent / "fixtures" / "auth.log"
+    lines = auth.read_text().splitlines()
+    accounts = Counter(m[1] for line in lines if (m := re.search(r"(?<![\w])user=(\S+)", line)))
+    assert accounts and any("ruser= " in line for line in lines)
+    table = open_source(str(auth), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None
+    question = "What is the most common user= value? Just the name."
+    fielded = _fielded(table, question, auth)
+    with duckdb.connect(table["path"], read_only=True) as con:
+        rows = con.execute(compile_sql({"op": "top", "column": "<user>", "k": 50}, fielded)).fetchall()
+    assert dict(rows) == dict(accounts)

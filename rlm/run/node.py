@@ -38,7 +38,7 @@ from rlm.run.typed import (
     with_question_conditions,
 )
 from rlm.run.typed.check import Problem
-from rlm.run.typed.compile import read_json
+from rlm.run.typed.compile import amendable, read_json
 from rlm.run.typed.describe import example_cells
 from rlm.run.typed.fields import sample_lines, with_quoted_fields
 from rlm.run.typed.matched import Matched, counted_filters, found_nothing, matched, shown_count
@@ -182,8 +182,12 @@ class Node:
         query = (
             action if table is not None and isinstance(action, Action) and action.name == "execute" else None
         )
-        if query is not None:
-            action, ran, added, changed, timed = self._with_conditions(query, reply.content)
+        if query is not None or (
+            table is not None and isinstance(action, ParseError) and amendable(reply.content, table)
+        ):
+            # A query refused only as it would run may be amended into one that runs.
+            action, ran, added, changed, timed = self._with_conditions(action, reply.content)
+            query = action if isinstance(action, Action) else None
         # The prompt's example as shown, nothing of the question's added: a small model copies it
         # whatever the question asks. It runs (refused once, the 1.5B model sent it again word for
         # word, 9 times of 9), the model is told, and an answer after it is in doubt.
@@ -327,7 +331,7 @@ class Node:
         return matched(filters, shown_count(observation), table.get("rows"), self.runner.counts)
 
     def _with_conditions(
-        self, action: Action, content: str
+        self, action: Action | ParseError, content: str
     ) -> tuple[Action | ParseError, str, list[str], str | None, str | None]:
         """The typed query to run, the action it was compiled from, the conditions rlm added,
         how it changed what the query computes (rlm.run.typed.measure), if it did, and the

@@ -356,8 +356,12 @@ def _fields(obj: dict[str, Any]) -> str:
     return op
 
 
-def check_action(obj: Any, cols: TableColumns) -> Checked:
-    """The action `obj` (a parsed JSON object) checked against the table's columns; raises Problem."""
+def check_action(obj: Any, cols: TableColumns, *, to_run: bool = False) -> Checked:
+    """The action `obj` (a parsed JSON object) checked against the table's columns; raises Problem.
+
+    `to_run`: the action is about to run, and a total or an average of an id or a code is
+    refused. Read to be amended (a condition added, the value a question marks put in its place:
+    rlm.run.typed.measure), it is not: the amended action is checked again before it runs."""
     if not isinstance(obj, dict):
         raise Problem('reply with one JSON object, such as {"op": "count"}')
     op = _fields(obj)
@@ -377,7 +381,7 @@ def check_action(obj: Any, cols: TableColumns) -> Checked:
     if op == "rows":
         return _rows(cols, obj, k, where)
     if op == "group":
-        return replace(_group(cols, obj, k, where), min_count=min_count)
+        return replace(_group(cols, obj, k, where, to_run), min_count=min_count)
     column = _column(cols, obj["column"], "column")
     # A value read out of text (`after`) is the number written there where a total or an
     # extreme is asked (rlm.run.typed.compile); else the column is itself of the kind asked.
@@ -385,7 +389,7 @@ def check_action(obj: Any, cols: TableColumns) -> Checked:
     if op == "top" and column.kind == TIME:
         _busiest(column)
     if after is None and op in ("sum", "avg"):
-        _amount(cols, column, op)
+        _amount(cols, column, op, to_run)
     elif after is None and op in ("min", "max"):
         _of_kind(cols, column, (NUMBER, TIME, DATE), op)
     return Checked(op, column=column, k=k or DEFAULT_K, where=where, after=after, min_count=min_count)
@@ -413,9 +417,10 @@ def _busiest(column: Column) -> None:
     )
 
 
-def _amount(cols: TableColumns, column: Column, what: str) -> Column:
-    """A number column that holds amounts (Column.amount): not a line's position, an id nor a code."""
-    if column.kind == NUMBER and not column.amount:
+def _amount(cols: TableColumns, column: Column, what: str, to_run: bool) -> Column:
+    """A number column that holds amounts (Column.amount): never a line's position, and not an
+    id nor a code where the action is to run."""
+    if column.kind == NUMBER and not column.amount and (to_run or column.name == "line_no"):
         what_it_is = "a line's position" if column.name == "line_no" else "an id or a code of each row"
         raise Problem(
             f"{what} needs a column of amounts; {column.name} is {what_it_is}, not an amount "
@@ -425,7 +430,9 @@ def _amount(cols: TableColumns, column: Column, what: str) -> Column:
     return _of_kind(cols, column, (NUMBER,), what)
 
 
-def _group(cols: TableColumns, obj: dict[str, Any], k: int | None, where: tuple[Filter, ...]) -> Checked:
+def _group(
+    cols: TableColumns, obj: dict[str, Any], k: int | None, where: tuple[Filter, ...], to_run: bool
+) -> Checked:
     by = _column(cols, obj["by"], "by")
     bucket = None
     if obj.get("bucket") is not None:
@@ -439,7 +446,7 @@ def _group(cols: TableColumns, obj: dict[str, Any], k: int | None, where: tuple[
     measure = None
     if agg is not None:
         agg = _choice(agg, "agg", AGGREGATES)
-        measure = _amount(cols, _column(cols, column, "column"), f"agg {agg}")
+        measure = _amount(cols, _column(cols, column, "column"), f"agg {agg}", to_run)
     # The largest groups first unless the key's order is asked for, time buckets too: within the
     # rows shown (k) the busiest period is then never the one cut, and a model that reads the
     # first row reads the largest (ordered by time, it read the earliest as the busiest).

@@ -250,7 +250,7 @@ def compile_sql(action: dict[str, Any], table: dict[str, Any]) -> str:
     """The query of a SQL op (count ... rows) on the table `log`; raises ValueError, with the
     message a model is shown, for an action that does not pass its checks or is not a query."""
     try:
-        checked = check_action(action, table_columns(table))
+        checked = check_action(action, table_columns(table), to_run=True)
     except Problem as exc:
         raise ValueError(str(exc)) from None
     if checked.args is not None:
@@ -258,10 +258,23 @@ def compile_sql(action: dict[str, Any], table: dict[str, Any]) -> str:
     return _sql(checked)
 
 
+def amendable(content: str, table: dict[str, Any]) -> bool:
+    """Whether `content` is a typed query refused only as it would run (a total of an id), which
+    rlm may amend into one that runs (the value the question marks put in the id's place)."""
+    try:
+        check_action(read_json(content), table_columns(table), to_run=True)
+    except Problem:
+        try:
+            return check_action(read_json(content), table_columns(table)).args is None
+        except Problem:
+            return False
+    return False
+
+
 def to_action(content: str, table: dict[str, Any]) -> Action | ParseError:
     """The action a typed reply asks for, or what is wrong with it in words for the model."""
     try:
-        checked = check_action(read_json(content), table_columns(table))
+        checked = check_action(read_json(content), table_columns(table), to_run=True)
     except Problem as exc:
         return ParseError(str(exc))
     if checked.args is not None:

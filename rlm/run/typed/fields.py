@@ -234,10 +234,15 @@ def quoted_fields(question: str, column_names: list[str], sample: Sample = Sampl
 def _marker_field(marker: Marker, sample: Sample) -> QuotedField | None:
     """The value after a marker as a field; None where the sample is the whole input and no line
     of it holds the marker with a value after it."""
+    # A key begins a word: `user=` is not the end of `ruser=` (whose empty value was read as the
+    # next key's name). Its value is glued to its `=`; after `:` or `#` a space may come first.
+    start = r"(?:^|[^A-Za-z0-9_])" if re.match(r"\w", marker.head) else ""
+    gap = "" if marker.head.endswith("=") else r"\s*"
     pattern = (
         "(?i)"
+        + start
         + _literal(marker.head)
-        + (f"({_literal(marker.lead)}" + VALUE[1:] if marker.lead else r"\s*" + VALUE)
+        + (f"({_literal(marker.lead)}" + VALUE[1:] if marker.lead else gap + VALUE)
     )
     fits, found = _values_read(pattern, [1], sample.lines)
     if not fits and sample.whole:
