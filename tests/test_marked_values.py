@@ -288,3 +288,72 @@ def test_a_key_is_read_where_a_word_begins_and_its_value_glued_to_it(tmp_path: P
     with duckdb.connect(table["path"], read_only=True) as con:
         rows = con.execute(compile_sql({"op": "top", "column": "<user>", "k": 50}, fielded)).fetchall()
     assert dict(rows) == dict(accounts)
+
+
+def _write_transfers(path: Path, lines: int = 2500) -> list[str]:
+    """A syslog of file transfers, each writing its size before the word `bytes`, among lines
+    that write none (a session's keepalive, its id after the word)."""
+    rng = random.Random(13)
+    out = []
+    for i in range(lines):
+        clock = f"May  6 {i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}"
+        host = rng.choice(["north", "south", "east"])
+        if i % 5 == 0:
+            out.append(
+                f"{clock} {host} xferd[{400 + i % 7}]: session {1000 + i % 37} keepalive from 10.2.0.{i % 250}"
+            )
+            continue
+        size = rng.randint(0, 90_000)
+        out.append(
+            f"{clock} {host} xferd[{400 + i % 7}]: sent report-{i}.pdf to 10.2.1.{i % 250} ({size} bytes) in 0.{i % 9} s"
+        )
+    path.write_text("\n".join(out) + "\n")
+    return out
+
+
+def test_a_number_the_lines_write_with_the_word_asked_is_summed_ranked_and_extreme(tmp_path: Path) -> None:
+    """`how many bytes` of a log that writes `(48213 bytes)` asks for the sum of those numbers,
+    not for a count of lines; the largest for `the largest ... bytes`; which host has the most
+    bytes is a group totalling them. Each against Python's reading of the raw lines, and through
+    the CLI the count sent is run as the sum."""
+    path = tmp_path / "xfer.log"
+    lines = _write_transfers(path)
+    sizes = [(line.split()[3], int(m[1])) for line in lines if (m := re.search(r"\((\d+) bytes\)", line))]
+    table = open_source(str(path), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None and "host" in [c[0] for c in table["columns"]]
+
+    q = "Altogether, how many bytes did the transfers move?"
+    query, change, rows = _moved(q, {"op": "count"}, table, path)
+    assert query["op"] == "sum" and query["column"] == "<bytes>" and "instead of a count of rows" in change
+    assert rows == [(sum(n for _, n in sizes),)]
+
+    q = "What was the largest byte count of a single transfer?"
+    query, _, rows = _moved(q, {"op": "count"}, table, path)
+    assert query == {"asks": query["asks"], "op": "max", "column": "<byte>"}
+    assert rows == [(max(n for _, n in sizes),)]
+
+    q = "Which host moved the most bytes? Host only."
+    query, _, rows = _moved(q, {"op": "top", "column": "host", "k": 3}, table, path)
+    totals = Counter[str]()
+    for host, n in sizes:
+        totals[host] += n
+    (busiest, most), *_ = totals.most_common()
+    assert query["op"] == "group" and query["agg"] == "sum" and (rows[0][0], rows[0][-1]) == (busiest, most)
+
+    # A number written after its word (`session 1012`) is an id, not an amount: "how many
+    # sessions" stays a count of lines.
+    q = "How many sessions sent a keepalive?"
+    fielded = _fielded(table, q, path)
+    assert [f.template for f in read_fields(fielded)] == ["sessions N"]
+    assert with_asked_measure(q, json.dumps({"op": "count"}), fielded) is None
+    # A word the lines never write with a number gives no column: the count stays a count.
+    fielded = _fielded(table, "How many transfers went to the east host?", path)
+    assert "<transfers>" not in json.dumps(fielded.get("quoted_fields"))
+
+    total = sum(n for _, n in sizes)
+    proc, stub = ask_typed_once(
+        path, "Altogether, how many bytes did the transfers move?", {"op": "count"}, str(total), cwd=tmp_path
+    )
+    assert proc.returncode == 0 and proc.stdout == f"{total}\n", proc.stderr
+    shown = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "sum <bytes>\n" in shown and f"{total}" in shown, shown

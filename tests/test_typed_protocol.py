@@ -690,3 +690,43 @@ def test_a_rankings_count_given_where_the_question_asks_which_value_is_refused_t
         proc = _ask(stub, log, how_many, tmp_path, "--json", "--strict")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["answer"] == str(lines)
+
+
+def test_a_total_or_extreme_of_no_value_is_told_and_in_doubt(tmp_path: Path) -> None:
+    """The largest source port of a kind of sshd line that writes none is NULL, not an answer:
+    told, and in doubt (--strict withholds it); of lines that write one it is neither."""
+    log = tmp_path / "auth.log"
+    log.write_bytes((FIXTURES / "auth.log").read_bytes())
+    table = open_source(str(log), cache_dir=str(tmp_path / "own")).profile.table
+    assert table is not None
+    with duckdb.connect(table["path"], read_only=True) as con:
+        by_event = dict(
+            con.execute("SELECT event, max(src_port) FROM log WHERE event IS NOT NULL GROUP BY 1").fetchall()
+        )
+    empty = min(e for e, n in by_event.items() if n is None)
+    full = min(e for e, n in by_event.items() if n is not None)
+    question = "What is the highest source port there? The number alone."
+
+    def asked(event: str, answer: str, *options: str) -> tuple[Any, str]:
+        action = {
+            "op": "max",
+            "column": "src_port",
+            "where": [{"column": "event", "cmp": "=", "value": event}],
+        }
+        replies = [
+            json.dumps(action),
+            json.dumps({"op": "final", "answer": answer}),
+            json.dumps({"answer": answer, "citations": ["F1"]}),
+        ]
+        with OpenAIStub(replies) as stub:
+            proc = _ask(stub, log, question, tmp_path, "--json", *options)
+        return proc, stub.requests[1]["body"]["messages"][-1]["content"]
+
+    proc, told = asked(empty, "NULL", "--strict")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1 and doc["answer"] is None and doc["status"] == "withheld"
+    assert doc["doubts"] == ["rows: computed the max of no value of src_port (no row it kept holds one)"], doc
+    assert "Note: no row the query kept holds a value of src_port: its max is of nothing." in told
+    proc, told = asked(full, str(by_event[full]), "--strict")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["answer"] == str(by_event[full]) and "holds a value of" not in told

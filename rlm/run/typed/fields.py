@@ -26,6 +26,14 @@ figure after '>>>'`: rlm.run.typed.markers), that value is a field too, named by
 (`<uid>`), marked as asked for: a query of another column is moved onto it
 (rlm.run.typed.measure).
 
+Where the question asks an amount of a word ("how many bytes", "the total of the sizes", "the
+most bytes": a word just after how many, total, average, largest ...) and the first lines write
+a number with that word, before it (`48213 bytes`) or after it (`size 67108864`, `time: 0.24`),
+that number is a field too, named by the word (`<bytes>`), `counted`: a count of lines, or a
+total of another column, is then moved onto it where the question's words say so
+(rlm.run.typed.measure). The word chooses nothing by itself: a word no line writes with a
+number gives no field.
+
 A question quotes a line as it reads, leaving out asides in brackets: `N bytes sent` fits
 `N bytes (1.16 KB) sent`. Where the quoted text fits none of the first lines and those are the
 whole input, it is no line of it (a date's format, `Mon D`; a line of another file), and a
@@ -94,6 +102,7 @@ class QuotedField:
     number: bool
     seen: str | None = None  # a value of it in the input's first lines: the examples' filter value
     marked: bool = False  # the value after a marker the question names: what it asks about
+    counted: bool = False  # the number the lines write with a word the question counts (`N bytes`)
 
     def sql(self, line: str) -> str:
         """The value in SQL, read from the text column `line`: NULL where the line does not fit."""
@@ -101,7 +110,16 @@ class QuotedField:
         return f"TRY_CAST(replace({found}, ',', '') AS DOUBLE)" if self.number else found
 
     def as_json(self) -> list[Any]:
-        return [self.name, self.template, self.pattern, self.group, self.number, self.seen, self.marked]
+        return [
+            self.name,
+            self.template,
+            self.pattern,
+            self.group,
+            self.number,
+            self.seen,
+            self.marked,
+            self.counted,
+        ]
 
 
 def _literal(text: str) -> str:
@@ -288,6 +306,74 @@ def _shape_fields(
     return out
 
 
+# A word a question asks an amount of: up to two words after "how many", "the total", "the
+# largest" ..., the words between aside: `how many bytes of results`, `the total of the sizes`.
+_ASKING = frozenset(
+    "many total sum summing summed average mean largest smallest most fewest maximum minimum highest lowest".split()
+)
+_BETWEEN = frozenset("how many the of all its their number amount count value values up".split())
+# Not words of an amount: "how many times", "the most lines" count lines, whatever a line writes.
+_NOT_COUNTED = frozenset(
+    "a an in on per for and or to is was were are did do does times lines rows entries records occurrences".split()
+)
+_AFTER_ASKING = 2
+_FIGURE = r"(\d[\d,]*(?:\.\d+)?)"  # a number as lines write one: `2364`, `1,203`, `0.5`
+_FIGURE_END = r"(?:[^\w.,]|$)"  # a number's end: not inside a longer token
+
+
+def _counted_words(question: str) -> list[str]:
+    """The words a question asks an amount of (_ASKING), each once, as written."""
+    words = re.findall(r"[A-Za-z]{2,30}", question)
+    out: list[str] = []
+    for i, word in enumerate(words):
+        if word.lower() not in _ASKING:
+            continue
+        after = words[i + 1 :]
+        while after and after[0].lower() in _BETWEEN | _ASKING:
+            after.pop(0)
+        for w in after[:_AFTER_ASKING]:
+            if w.lower() in _NOT_COUNTED | _BETWEEN | _ASKING:
+                break
+            if w not in out:
+                out.append(w)
+    return out
+
+
+def _counted_fields(
+    question: str, names: list[str], taken: list[QuotedField], sample: Sample
+) -> list[QuotedField]:
+    """The number the lines write just before a word the question asks an amount of (`2364
+    bytes`), or else just after it (`size 67108864`), as a field of that word (`<bytes>`), where
+    no column is named so and some of the first lines write it so (its plural or singular)."""
+    known = {n.casefold().strip("<>") for n in names} | {f.name.casefold().strip("<>") for f in taken}
+    out: list[QuotedField] = []
+    for word in _counted_words(question):
+        if len(taken) + len(out) >= MAX_FIELDS:
+            break
+        forms = dict.fromkeys([word.lower(), re.sub(r"(?<=[a-z])(?:es|s)$", "", word.lower())])
+        if known & set(forms):
+            continue
+        spelled = "(?:" + "|".join(re.escape(f) for f in forms) + ")"
+        # The word as a key (`time: 0.24`) first; else the number a word of its own (after a
+        # space or a bracket, not the tail of `blk_-123`) before the word or after it, whichever
+        # fits more of the first lines.
+        read = [
+            (pattern, template, *_values_read(pattern, [1], sample.lines))
+            for pattern, template in (
+                (rf"(?i)(?:^|[^\w]){spelled}(?:s|es)?\s*[:=]\s*{_FIGURE}{_FIGURE_END}", f"{word}: N"),
+                (rf"(?i)(?:^|[\s(\[]){_FIGURE}\s*{spelled}(?:s|es)?\b", f"N {word}"),
+                (rf"(?i)(?:^|[^\w]){spelled}(?:s|es)?\s+{_FIGURE}{_FIGURE_END}", f"{word} N"),
+            )
+        ]
+        keyed = read[0] if read[0][2] > 0 else None
+        pattern, template, fits, found = keyed or max(read[1:], key=lambda r: r[2])
+        if fits > 0:
+            name = f"<{word.lower()}>"
+            out.append(QuotedField(name, template, pattern, 1, True, _typical(found[1]), counted=True))
+            known |= set(forms)
+    return out
+
+
 def _address_field(taken: list[QuotedField], sample: Sample) -> QuotedField | None:
     """The last IP address of each line as a field, where some of the first lines hold one and
     no quoted placeholder is named `<ip>` already."""
@@ -312,7 +398,8 @@ def with_quoted_fields(
     address = asked is not None and asked.kind == IP and not columns_of_kind(IP, table)
     markers = question_markers(question)
     shaped = any(words.search(unquoted(question)) for words, _, _, _ in _SHAPES)
-    if not address and not markers and not shaped and not quoted_fields(question, names):
+    counted = bool(_counted_words(question))
+    if not address and not markers and not shaped and not counted and not quoted_fields(question, names):
         return table
     lines = sample()
     fields = quoted_fields(question, names, lines)
@@ -324,6 +411,7 @@ def with_quoted_fields(
     if address and _ADDRESS_NAME not in {n.casefold() for n in names}:
         fields += [f for f in [_address_field(fields, lines)] if f is not None]
     fields += _shape_fields(question, names, fields, lines) if shaped else []
+    fields += _counted_fields(question, names, fields, lines) if counted else []
     return {**table, FIELDS_KEY: [f.as_json() for f in fields]} if fields else table
 
 
@@ -344,7 +432,7 @@ def read_fields(table: dict[str, Any]) -> list[QuotedField]:
     """The quoted fields a table's description holds (those of with_quoted_fields)."""
     out = []
     for item in table.get(FIELDS_KEY) or []:
-        name, template, pattern, group, number, seen, *marked = item
+        name, template, pattern, group, number, seen, *flags = item
         out.append(
             QuotedField(
                 str(name),
@@ -353,7 +441,8 @@ def read_fields(table: dict[str, Any]) -> list[QuotedField]:
                 int(group),
                 bool(number),
                 None if seen is None else str(seen),
-                bool(marked and marked[0]),
+                bool(flags and flags[0]),
+                bool(len(flags) > 1 and flags[1]),
             )
         )
     return out

@@ -35,6 +35,8 @@ _COUNT_ECHO = re.compile(r"^[ \t]*count[ \t]*\n-+[ \t]*\n[ \t]*(\d+)[ \t]*$", re
 # The last line of a result of no row (render_table), and the echo of a distinct count of none.
 _NO_ROW = re.compile(r"^\(0 rows\)$", re.M)
 _NO_DISTINCT = re.compile(r"^[ \t]*distinct [^\n]*\n-+[ \t]*\n[ \t]*0[ \t]*$", re.M)
+# A total, an average or an extreme of no value: its one cell printed NULL.
+_NO_VALUE = re.compile(r"^[ \t]*(?:sum|avg|min|max) [^\n]*\n-+[ \t]*\n[ \t]*NULL[ \t]*$", re.M)
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,8 @@ def found_nothing(
     answer after it names nothing the rows hold (one read in development wrote "(0 rows)" as the
     value asked for). Said to the model with each condition's count alone, and an answer after it
     in doubt, whatever the conditions match alone. A distinct count of none likewise (a column
-    that only other lines fill: an address of sshd's lines counted over another program's).
+    that only other lines fill: an address of sshd's lines counted over another program's), and
+    a total, an average or an extreme of no value (NULL).
     None for any other action or result."""
     try:
         checked: Checked = check_action(read_json(content), table_columns(table))
@@ -127,6 +130,17 @@ def found_nothing(
             f"Note: no row the query kept holds a value of {name}. Look at which rows hold one "
             "before you answer.",
             f"counted no value of {name} (no row it kept holds one)",
+        )
+    if (
+        checked.op in ("sum", "avg", "min", "max")
+        and checked.column is not None
+        and _NO_VALUE.search(observation)
+    ):
+        name = checked.column.name
+        return Matched(
+            f"Note: no row the query kept holds a value of {name}: its {checked.op} is of nothing. "
+            "Look at which rows hold one before you answer.",
+            f"computed the {checked.op} of no value of {name} (no row it kept holds one)",
         )
     if checked.op not in ("top", "group", "rows") or not _NO_ROW.search(observation):
         return None

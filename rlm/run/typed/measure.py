@@ -148,6 +148,9 @@ class _Read:
     column_bounds: tuple[tuple[str, str, float], ...]  # (column, cmp, number) stated beside a column
     cols: TableColumns  # the table's columns, the fields of the question's quotes and markers among them
     marked: tuple[str, bool] | None = None  # the one field after a marker (rlm.run.typed.markers), a number?
+    # The one number the lines write with a word the question asks an amount of, and whether they
+    # write it before the word (`48213 bytes`: an amount) rather than after (`session 12`: often an id).
+    counted: tuple[str, bool] | None = None
     table: dict[str, Any] | None = None  # the table's description, for the window on the query's own date
     question: str = ""  # as asked, quotes and all
 
@@ -159,7 +162,7 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
     fewest = _FEWEST.search(_AT_LEAST.sub(" ", words)) is not None and _MOST.search(words) is None
     column = checked.column
     rows = {"where": action["where"]} if action.get("where") else {}
-    if (marked := _onto_marked(action, checked, read)) is not None:
+    if (marked := _onto_marked(action, checked, read) or _onto_counted(action, checked, read)) is not None:
         # Moved onto the value, the query is read again: its measure (an average asked) and its
         # list may still be another than the question's.
         try:
@@ -292,6 +295,38 @@ def _onto_marked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple
         }, f"{name} {cmp} {added['value']} as the question states, added to where"
     if not how_many and _ADD_UP.search(words) is None:
         return {"op": "top", "column": name, "k": DEFAULT_K, **rows}, f"top {instead}"
+    return None
+
+
+def _onto_counted(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[str, Any], str] | None:
+    """The query of the number the lines write with the word the question asks an amount of
+    (`2364 bytes`: rlm.run.typed.fields), where it reads another: a count of rows made the sum
+    of that number (how many bytes were sent is no count of lines), its average or extreme where
+    asked; a total, an average or an extreme of another column moved onto it; and which value
+    has the most of it, a group by that value totalling it. A number written after its word
+    (`session 12`) is often an id: "how many sessions" stays a count of rows, and "the most
+    sessions" a ranking by lines. None where the query reads it, or no form of the question
+    says what to compute of it."""
+    if read.counted is None or _named(checked, read.counted[0]):
+        return None
+    name, amount = read.counted
+    words, op, column = read.words, checked.op, checked.column
+    rows = {"where": action["where"]} if action.get("where") else {}
+    was = column.name if column is not None else "a count of rows"
+    instead = f"{name}, the number the lines write with the question's word, instead of {was}"
+    extreme = _extreme(words)
+    average = _AVERAGE.search(words) is not None and _TOTAL.search(words) is None
+    how_many = _HOW_MANY.search(words) is not None
+    if op == "count" and not _DISTINCT.search(words) and (amount or not how_many):
+        how = "avg" if average else extreme if extreme and not how_many else "sum"
+        return {"op": how, "column": name, **rows}, f"{how} of {instead}"
+    summed = op in ("sum", "avg", "min", "max") or (op == "group" and checked.agg is not None)
+    if summed and (column is None or column.name not in read.numbers_named):
+        return {**{k: v for k, v in action.items() if k != "after"}, "column": name}, instead
+    ranked = checked.by if op == "group" else column if op == "top" else None
+    if amount and ranked is not None and checked.agg is None and not checked.bucket and _MOST.search(words):
+        query = {"op": "group", "by": ranked.name, "agg": "sum", "column": name, "k": checked.k, **rows}
+        return query, f"groups of {ranked.name} by their total {name}, instead of by their lines"
     return None
 
 
@@ -512,7 +547,9 @@ def _read(question: str, table: dict[str, Any]) -> _Read:
     cols = table_columns(table)
     numbers = frozenset(_numbers_named(question, table))
     text = unquoted(question)
-    marked = [(f.name, f.number) for f in read_fields(table) if f.marked]
+    fields = read_fields(table)
+    marked = [(f.name, f.number) for f in fields if f.marked]
+    counted = [(f.name, f.template.startswith("N ")) for f in fields if f.counted]
     return _Read(
         _words(question, table),
         _listed(question),
@@ -522,6 +559,7 @@ def _read(question: str, table: dict[str, Any]) -> _Read:
         column_bounds(text, cols),
         cols,
         marked[0] if len(marked) == 1 else None,
+        counted[0] if len(counted) == 1 else None,
         table,
         question,
     )
