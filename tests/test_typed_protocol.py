@@ -730,3 +730,44 @@ def test_a_total_or_extreme_of_no_value_is_told_and_in_doubt(tmp_path: Path) -> 
     proc, told = asked(full, str(by_event[full]), "--strict")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["answer"] == str(by_event[full]) and "holds a value of" not in told
+
+
+def test_a_list_that_leaves_out_values_its_ranking_shows_is_refused_then_in_doubt(
+    tmp_path: Path, apache_log: Path
+) -> None:
+    """Asked for a list, a final naming some of the values its whole ranking shows and not the
+    others is refused once; given again it is taken, in doubt. A value the question itself sets
+    aside ("apart from GET") need not be listed."""
+    table = open_source(str(apache_log), cache_dir=str(tmp_path / "own")).profile.table
+    assert table is not None
+    with duckdb.connect(table["path"], read_only=True) as con:
+        methods = [
+            m for (m,) in con.execute("SELECT method FROM log GROUP BY 1 ORDER BY count(*) DESC").fetchall()
+        ]
+    assert len(methods) >= 3 and methods[0] == "GET"
+    others = methods[1:]
+    question = "Apart from GET, which request methods does this log hold? List them."
+    top = {"op": "top", "column": "method", "k": 10}
+
+    def replies(first: str, last: str) -> list[str]:
+        return [
+            json.dumps(top),
+            json.dumps({"op": "final", "answer": first}),
+            json.dumps({**top, "k": 9}),
+            json.dumps({"op": "final", "answer": last}),
+            json.dumps({"answer": last, "citations": ["F2"]}),
+        ]
+
+    with OpenAIStub(replies(others[0], ", ".join(others))) as stub:
+        proc = _ask(stub, apache_log, question, tmp_path, "--json", "--strict")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["answer"] == ", ".join(others) and doc["doubts"] == [], doc
+    refused = stub.requests[2]["body"]["messages"][-1]["content"]
+    assert "final refused: the question asks for a list, and your answer leaves out values" in refused
+
+    with OpenAIStub(replies(others[0], others[0])) as stub:
+        proc = _ask(stub, apache_log, question, tmp_path, "--json", "--strict")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1 and doc["status"] == "withheld", doc
+    assert doc["doubts"] == [f"kind: the answer lists 1 of the {len(others)} values its ranking shows"], doc

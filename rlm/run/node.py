@@ -43,7 +43,16 @@ from rlm.run.typed.describe import example_cells
 from rlm.run.typed.fields import sample_lines, with_quoted_fields
 from rlm.run.typed.matched import Matched, counted_filters, found_nothing, matched, shown_count
 from rlm.run.typed.measure import measure_left_out, with_asked_measure
-from rlm.run.typed.ranked import lone_value, measure_for_key, off_top, ranked_keys, ranked_measures, top_tied
+from rlm.run.typed.ranked import (
+    list_left_short,
+    lone_value,
+    measure_for_key,
+    off_top,
+    ranked_in_full,
+    ranked_keys,
+    ranked_measures,
+    top_tied,
+)
 from rlm.run.typed.seconds import in_seconds
 from rlm.run.typed.share import with_share
 from rlm.run.typed.spans import with_spans
@@ -129,6 +138,7 @@ class Node:
         # The (key, count or total) rows of the last typed query, if a ranking: a final giving a
         # row's count where the question asks which value is refused once too, then in doubt.
         self.measured: list[tuple[str, str]] = []
+        self.in_full = False  # whether that ranking shows every row its query found
 
     def last_observations(self, count: int) -> list[str]:
         """What the model saw last (the end of the conversation), for the synthesis."""
@@ -226,6 +236,7 @@ class Node:
             if len(keys := ranked_keys(ran, outcome.observation, table) if outcome.ok else []) > 1:
                 self.ranked = keys
             self.measured = ranked_measures(ran, outcome.observation, table) if outcome.ok else []
+            self.in_full = ranked_in_full(outcome.observation)
             if (
                 outcome.ok
                 and (lone := lone_value(self.question, ran, outcome.observation, table)) is not None
@@ -385,10 +396,7 @@ class Node:
                 return Outcome(refused, ok=False, repeated="final")
             if (refused_kind := self._wrong_kind(args["answer"])) is not None:
                 return Outcome(refused_kind, ok=False)
-            if self.protocol == "typed" and (
-                off := off_top(self.question, args["answer"], self.ranked)
-                or measure_for_key(self.question, args["answer"], self.measured)
-            ):
+            if self.protocol == "typed" and (off := self._below_the_ranking(args["answer"])):
                 self.left_out.append(kind_doubt(off))  # refused once already: taken, in doubt
             self.host.add_finding(args["answer"], "final_draft", self.id, step, topic="final_draft")
             return Outcome("final answer recorded", final=args["answer"])
@@ -410,13 +418,23 @@ class Node:
         counted = (
             measure_for_key(self.question, answer, self.measured) if not (wrong or timed or lower) else None
         )
-        if not (wrong or timed or lower or counted) and echoed(self.question, answer) is None:
+        short = (
+            list_left_short(self.question, answer, self.measured, self.in_full)
+            if not (wrong or timed or lower or counted)
+            else None
+        )
+        if not (wrong or timed or lower or counted or short) and echoed(self.question, answer) is None:
             return None
         self.kind_refused = self.look_again = True
         again = " Run one more action to find the value asked; a final after it is taken as it is."
         # The model's answer is not quoted back: a copied template would then be in its prompt.
         if timed is not None:
             return "final refused: your answer is a date or time, and the question asks about none." + again
+        if short is not None:
+            return (
+                "final refused: the question asks for a list, and your answer leaves out values your "
+                "ranking shows: list every one it asks for." + again
+            )
         if counted is not None:
             return (
                 "final refused: your answer is the count (or total) your ranking gives a row, and the "
@@ -435,6 +453,15 @@ class Node:
         where = columns_of_kind(asked.kind, self.table)
         look = f" The columns holding such values: {', '.join(where)}." if where else ""
         return f"final refused: the question asks for {asked.kind} ({asked.words!r}), and your answer holds none.{look}{again}"
+
+    def _below_the_ranking(self, answer: str) -> str | None:
+        """Why a final does not answer from the last ranking as the question asks, if it does not:
+        a lower row where the most is asked, a row's count where its value is, part of a list."""
+        return (
+            off_top(self.question, answer, self.ranked)
+            or measure_for_key(self.question, answer, self.measured)
+            or list_left_short(self.question, answer, self.measured, self.in_full)
+        )
 
     def _asker(self, step: int) -> Asker:
         return Asker(self.id, self.depth, self.scope, step)

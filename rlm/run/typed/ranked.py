@@ -15,7 +15,16 @@ from rlm.run.typed.check import Checked, Problem, check_action
 from rlm.run.typed.columns import table_columns
 from rlm.run.typed.compile import read_json
 
-__all__ = ["lone_value", "measure_for_key", "off_top", "ranked_keys", "ranked_measures", "top_tied"]
+__all__ = [
+    "list_left_short",
+    "lone_value",
+    "measure_for_key",
+    "off_top",
+    "ranked_keys",
+    "ranked_in_full",
+    "ranked_measures",
+    "top_tied",
+]
 
 # The question asks for one value that is the most: not a list, not a number of them ("top 3").
 _MOST = re.compile(r"\b(?:most|top|busiest|largest|highest|greatest|biggest|commonest)\b", re.I)
@@ -28,6 +37,13 @@ _RULE = re.compile(r"^-+(?:\+-+)*$")
 # a ranking's count or total is then no answer, however much it is a number.
 _WHICH = re.compile(r"\b(?:which|who)\b|\bwhat\s+(?!(?:is|was|are|were|'s)\b)\w", re.I)
 _HOW_MUCH = re.compile(r"\bhow (?:many|much|often)\b|\bnumber of\b|\bcounts?\b|\bfrequency\b|\btotal\b", re.I)
+# The question asks for a whole list (not a number of them: "the top 3").
+_A_LIST = re.compile(r"\blist\b|\bone (?:\w+ )?(?:per|a|on each) line\b|\bcomma[- ]separated\b", re.I)
+_SO_MANY = re.compile(
+    r"\b(?:top|first|last)\s+(?:\d+|two|three|four|five|six|seven|eight|nine|ten)\b|\b\d+\s+(?:most|least)\b",
+    re.I,
+)
+_CUT = re.compile(r"as many as the query's LIMIT")
 _ONE_NUMBER = re.compile(r"\s*(-?\d[\d,]*(?:\.\d+)?)\s*\.?\s*")
 
 
@@ -58,6 +74,25 @@ def ranked_measures(content: str | None, observation: str, table: dict[str, Any]
     if _ranking(content, table) is None:
         return []
     return [(cells[0], cells[-1]) for cells in _printed_rows(observation) if len(cells) >= 2]
+
+
+def ranked_in_full(observation: str) -> bool:
+    """Whether a printed ranking shows every row its query found (no LIMIT cut it)."""
+    return _CUT.search(observation) is None
+
+
+def list_left_short(question: str, answer: str, measured: list[tuple[str, str]], whole: bool) -> str | None:
+    """Why `answer` does not fit: the question asks for a list, the ranking it is read from shows
+    every value (`whole`), and the answer names some of them and leaves others out (not those
+    the question names itself: "besides GET"); None when it fits, or there is no such ranking.
+    A small model listed the rows below the first of a ranking and left one out."""
+    if not whole or len(measured) < 2 or not _A_LIST.search(question) or _SO_MANY.search(question):
+        return None
+    keys = [key for key, _ in measured if key and key.upper() != "NULL" and not _names(question, key)]
+    named = [key for key in keys if _names(answer, key)]
+    if not named or len(named) == len(keys):
+        return None
+    return f"the answer lists {len(named)} of the {len(keys)} values its ranking shows"
 
 
 def _as_number(text: str) -> float | None:
