@@ -12,6 +12,7 @@ import pytest
 from conftest import ask_typed_cli, latest_trace
 
 from rlm.run.typed.ranked import off_top
+from rlm.run.typed.steps import asks_in_two_steps, second_step
 
 TAXIS = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "seaborn" / "taxis.csv"
 QUESTION = "Which dropoff zone got the most trips among those ending in Brooklyn?"
@@ -67,3 +68,81 @@ def test_a_final_naming_a_lower_row_is_refused_once_then_taken_in_doubt(tmp_path
     assert doubts == [
         f"kind: the answer names row {row} of a ranking, most first, where the question asks for the most"
     ]
+
+
+@pytest.mark.parametrize(
+    "question, two",
+    [
+        ("Look up the busiest path among 404 replies. Which address asked for it most often?", True),
+        ("Find the host that logged the most warnings. What program wrote most of them?", True),
+        ("There is exactly one accepted key in this log. Which user did it log in?", True),
+        ("Identify the slowest job; how long did it take? Seconds.", False),  # one sentence
+        ("Hosts log disk warnings. Which host logged them most often?", False),  # context, not a step
+        ("Find the busiest hour. Answer as HH:00.", False),  # no question about what was found
+    ],
+)
+def test_a_question_in_two_steps_is_read_by_its_form(question: str, two: bool) -> None:
+    assert asks_in_two_steps(question) is two
+
+
+def _write_misses(path: Path) -> None:
+    """An access log in which one page is the most missed (404) and, of those who missed it, one
+    address missed it most; other pages and addresses around it."""
+    asked = [("/old/a.html", "10.9.0.7", 404)] * 4 + [("/old/a.html", "10.9.0.8", 404)] * 2
+    asked += [("/old/b.html", "10.9.0.8", 404)] * 3 + [("/index.html", f"10.9.1.{i}", 200) for i in range(30)]
+    lines = [
+        f'{ip} - - [17/May/2015:10:{i // 60:02d}:{i % 60:02d} +0000] "GET {page} HTTP/1.1" {status} 512 "-" "curl/7.1"'
+        for i, (page, ip, status) in enumerate(asked)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_a_final_after_the_first_of_two_steps_is_refused_once_then_in_doubt(tmp_path: Path) -> None:
+    """Through the CLI and the real worker: asked to find a page and then who missed it most, a
+    final after the ranking that found the page is refused once; a final after a query of that
+    page's rows is taken; one sent again after a query of the same step is in doubt."""
+    log = tmp_path / "access.log"
+    _write_misses(log)
+    page, address = "/old/a.html", "10.9.0.7"
+    question = "Look up the page that was missed most. Which address asked for it most often?"
+    find = {"op": "top", "column": "path", "k": 5, "where": [{"column": "status", "cmp": "=", "value": 404}]}
+    then = {
+        "op": "top",
+        "column": "ip",
+        "k": 5,
+        "where": [
+            {"column": "path", "cmp": "=", "value": page},
+            {"column": "status", "cmp": "=", "value": 404},
+        ],
+    }
+
+    def replies(second: dict, answer: str) -> list[str]:
+        final = json.dumps({"op": "final", "answer": answer})
+        return [json.dumps(find), json.dumps({"op": "final", "answer": page}), json.dumps(second), final,
+                json.dumps({"answer": answer, "citations": ["F1"]})]  # fmt: skip
+
+    proc, stub = ask_typed_cli(log, question, replies(then, address), cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{address}\n", proc.stderr
+    assert (
+        "final refused: the question asks in two steps" in stub.requests[2]["body"]["messages"][-1]["content"]
+    )
+    assert latest_trace(tmp_path)["synthesis"]["doubts"] == []
+
+    again = {**find, "k": 3}  # the first step again: still one step's answer
+    proc, stub = ask_typed_cli(log, question, replies(again, page), cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+    assert "the question asks in two steps" in proc.stderr
+
+
+def test_a_second_step_filters_on_a_found_value_or_lists_whole_rows() -> None:
+    found = {"/old/a.html", "10.9.0.7"}
+    on_found = {
+        "op": "top",
+        "column": "ip",
+        "where": [{"column": "path", "cmp": "=", "value": "/old/a.html"}],
+    }
+    assert second_step(json.dumps(on_found), found)
+    rows = {"op": "rows", "columns": ["path", "ip"], "order_by": "bytes", "take": "last", "k": 1}
+    assert second_step(json.dumps(rows), set())  # the row found and what it holds, at once
+    elsewhere = {"op": "top", "column": "ip", "where": [{"column": "status", "cmp": "=", "value": 404}]}
+    assert not second_step(json.dumps(elsewhere), found) and not second_step("not json", found)

@@ -56,6 +56,7 @@ from rlm.run.typed.ranked import (
 from rlm.run.typed.seconds import in_seconds
 from rlm.run.typed.share import with_share
 from rlm.run.typed.spans import with_spans
+from rlm.run.typed.steps import asks_in_two_steps, second_step
 from rlm.run.typed.window import with_line_zone
 from rlm.sandbox.client import WorkerLost
 from rlm.trace.schema import BridgeCallRecord, StopReason
@@ -139,6 +140,12 @@ class Node:
         # row's count where the question asks which value is refused once too, then in doubt.
         self.measured: list[tuple[str, str]] = []
         self.in_full = False  # whether that ranking shows every row its query found
+        # A question that asks in two steps (rlm.run.typed.steps) is answered by a query that
+        # filters on a value an earlier one found: a final before one is refused once too, then
+        # in doubt.
+        self.two_steps = asks_in_two_steps(question)
+        self.found: set[str] = set()  # the values earlier rankings found (their first cells)
+        self.stepped = False  # whether a query has filtered on one of them
 
     def last_observations(self, count: int) -> list[str]:
         """What the model saw last (the end of the conversation), for the synthesis."""
@@ -237,6 +244,8 @@ class Node:
                 self.ranked = keys
             self.measured = ranked_measures(ran, outcome.observation, table) if outcome.ok else []
             self.in_full = ranked_in_full(outcome.observation)
+            self.stepped = self.stepped or (outcome.ok and second_step(ran, self.found))
+            self.found |= {key for key, _ in self.measured}
             if (
                 outcome.ok
                 and (lone := lone_value(self.question, ran, outcome.observation, table)) is not None
@@ -396,7 +405,7 @@ class Node:
                 return Outcome(refused, ok=False, repeated="final")
             if (refused_kind := self._wrong_kind(args["answer"])) is not None:
                 return Outcome(refused_kind, ok=False)
-            if self.protocol == "typed" and (off := self._below_the_ranking(args["answer"])):
+            if self.protocol == "typed" and (off := self._answer_doubt(args["answer"])):
                 self.left_out.append(kind_doubt(off))  # refused once already: taken, in doubt
             self.host.add_finding(args["answer"], "final_draft", self.id, step, topic="final_draft")
             return Outcome("final answer recorded", final=args["answer"])
@@ -423,13 +432,22 @@ class Node:
             if not (wrong or timed or lower or counted)
             else None
         )
-        if not (wrong or timed or lower or counted or short) and echoed(self.question, answer) is None:
+        early = self._one_step_short() if not (wrong or timed or lower or counted or short) else None
+        if (
+            not (wrong or timed or lower or counted or short or early)
+            and echoed(self.question, answer) is None
+        ):
             return None
         self.kind_refused = self.look_again = True
         again = " Run one more action to find the value asked; a final after it is taken as it is."
         # The model's answer is not quoted back: a copied template would then be in its prompt.
         if timed is not None:
             return "final refused: your answer is a date or time, and the question asks about none." + again
+        if early is not None:
+            return (
+                "final refused: the question asks in two steps: first find the one value it names, then "
+                "run a query of that value's rows for what it asks about it." + again
+            )
         if short is not None:
             return (
                 "final refused: the question asks for a list, and your answer leaves out values your "
@@ -454,13 +472,25 @@ class Node:
         look = f" The columns holding such values: {', '.join(where)}." if where else ""
         return f"final refused: the question asks for {asked.kind} ({asked.words!r}), and your answer holds none.{look}{again}"
 
-    def _below_the_ranking(self, answer: str) -> str | None:
-        """Why a final does not answer from the last ranking as the question asks, if it does not:
-        a lower row where the most is asked, a row's count where its value is, part of a list."""
+    def _answer_doubt(self, answer: str) -> str | None:
+        """Why a final does not answer as the question asks, if it does not: a lower row of a
+        ranking where the most is asked, a row's count where its value is, part of a list, or
+        the first of two steps only."""
         return (
             off_top(self.question, answer, self.ranked)
             or measure_for_key(self.question, answer, self.measured)
             or list_left_short(self.question, answer, self.measured, self.in_full)
+            or self._one_step_short()
+        )
+
+    def _one_step_short(self) -> str | None:
+        """Why a final is early: the question asks in two steps, and no query filtered on a value
+        an earlier one found; None otherwise."""
+        if not self.two_steps or self.stepped:
+            return None
+        return (
+            "the question asks in two steps (find one value, then ask about it), and no query asked "
+            "about a value an earlier one found"
         )
 
     def _asker(self, step: int) -> Asker:

@@ -19,6 +19,7 @@ runs one query through the sandbox's `sql()`, a grep, a peek or a final.
     quoted      quoted_part, with_quoted, quoted_left_out: the line a question quotes, as a filter
                 on `line`;
                 with_question_conditions: both kinds added, as a run adds them
+    steps       asks_in_two_steps: a question that asks to find one thing, then about it
     fields      with_quoted_fields: the values a quoted line's placeholders stand for (`<host>`,
                 `N`), as columns read from the raw line
 

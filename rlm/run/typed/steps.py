@@ -1,0 +1,59 @@
+"""A question that asks in two steps: first find one thing, then something about it.
+
+"Find the client with the most errors. Which page did it ask for?" is answered by two queries:
+a ranking that finds the client, then a query of that client's rows. A small model runs the
+first and answers with what it found, the client where a page is asked, grounded all the same.
+What is read is the question's form, never its subject: a first sentence that tells the reader
+to find or look up one thing ("Find ...", "Look up ...", "Identify ...", "There is exactly one
+..."), and a last one that asks about it by a word that points back ("it", "its", "that",
+"they" ...). The second step is a query that filters on a value an earlier query found, or a query of
+whole rows (`rows`: the row found and what it holds beside, both steps at once): `second_step`.
+A final before one is refused once (rlm.run.node), and in doubt after.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rlm.run.typed.check import Problem
+from rlm.run.typed.compile import read_json
+
+__all__ = ["asks_in_two_steps", "second_step"]
+
+_SENTENCES = re.compile(r"(?<=[.?!])\s+")
+# A first sentence that sets the reader to find one thing.
+_FIND_FIRST = re.compile(
+    r"^\s*(?:first,?\s+)?(?:find|look\s+up|identify|determine|locate|take|pick|work\s+out)\b"
+    r"|^\s*there\s+(?:is|was)\s+(?:exactly\s+|only\s+|just\s+)?one\b",
+    re.IGNORECASE,
+)
+# A later sentence that asks about what was found, pointing back at it.
+_ASKS_BACK = re.compile(r"^\s*(?:what|which|how|who|when|where|did|does|do|was|were|is)\b", re.IGNORECASE)
+_POINTS_BACK = re.compile(
+    r"\b(?:it|its|that|this|they|their|them|those|these|he|she|his|her)\b", re.IGNORECASE
+)
+
+
+def asks_in_two_steps(question: str) -> bool:
+    """Whether the question's form asks to find one thing first and then about it."""
+    sentences = [s for s in _SENTENCES.split(question.strip()) if s]
+    if len(sentences) < 2 or not _FIND_FIRST.search(sentences[0]):
+        return False
+    return any(_ASKS_BACK.search(s) and _POINTS_BACK.search(s) for s in sentences[1:])
+
+
+def second_step(content: str | None, found: set[str]) -> bool:
+    """Whether the typed query in `content` asks about what an earlier one found: it filters on
+    one of the values `found`, or it lists whole rows (the one found, and what it holds)."""
+    try:
+        action: Any = read_json(content)
+    except Problem:
+        return False
+    if not isinstance(action, dict):
+        return False
+    if action.get("op") == "rows":
+        return True
+    where = action.get("where")
+    where = [where] if isinstance(where, dict) else where if isinstance(where, list) else []
+    return any(isinstance(f, dict) and str(f.get("value")) in found for f in where)
