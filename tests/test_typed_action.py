@@ -548,6 +548,29 @@ def test_a_number_in_a_text_filter_is_matched_whole(tables: dict) -> None:
     assert _rows(con, compile_sql(action, table)) == [(sum("/images/" in p.lower() for (p,) in paths),)]
 
 
+def test_a_glob_in_a_text_filter_fits_the_texts_it_stands_for(tables: dict) -> None:
+    """A `*` a model copies from a question's glob (`/presentations/*/images`, `Mozilla/5.0*`)
+    stands for any run of text, in `contains`, `starts_with` and `=`: counted against Python's
+    reading of the same column."""
+    table, con = tables["apache"]
+    paths = [p for (p,) in con.execute("SELECT path FROM log WHERE path IS NOT NULL").fetchall()]
+    agents = [a for (a,) in con.execute("SELECT agent FROM log WHERE agent IS NOT NULL").fetchall()]
+    cases = [
+        (
+            "path",
+            "contains",
+            "/presentations/*/images",
+            sum("/presentations/" in p.lower() and "/images" in p.lower() for p in paths),
+        ),
+        ("path", "starts_with", "/blog/*", sum(p.startswith("/blog/") for p in paths)),
+        ("agent", "=", "Mozilla/5.0*", sum(a.lower().startswith("mozilla/5.0") for a in agents)),
+    ]
+    for column, cmp, value, by_python in cases:
+        assert 0 < by_python < len(paths), (column, value)
+        action = {"op": "count", "where": [{"column": column, "cmp": cmp, "value": value}]}
+        assert _rows(con, compile_sql(action, table)) == [(by_python,)], (column, cmp, value)
+
+
 def test_a_quoted_part_is_added_only_where_the_query_has_no_text_filter_and_room() -> None:
     top = {"op": "top", "column": "ip", "where": [{"column": "status", "cmp": "=", "value": 404}]}
     assert with_quoted(top, "Googlebot")["where"][-1] == {

@@ -72,11 +72,20 @@ def condition_sql(f: Filter) -> str:
     """One filter as a condition of a WHERE clause."""
     expr = f.column.expr
     if f.cmp == "contains":
-        # A text written with placeholders (`rhost=<host> user=root`) holds each fixed part.
-        parts = literal_parts(str(f.value)) or [str(f.value)]
-        return " AND ".join(_contains_sql(expr, part) for part in parts)
+        # A text written with placeholders (`rhost=<host> user=root`), or a glob's `*`
+        # (`node-C*`), holds each fixed part.
+        parts = [
+            p for part in literal_parts(str(f.value)) or [str(f.value)] for p in part.split("*") if p.strip()
+        ]
+        return " AND ".join(_contains_sql(expr, part) for part in parts or [str(f.value)])
     if f.cmp == "starts_with":
-        return f"{f.cmp}(lower({expr}), lower({sql_string(str(f.value))}))"
+        head = str(f.value).split("*", 1)[0] or str(f.value)  # `node-C*`: what it starts with
+        return f"{f.cmp}(lower({expr}), lower({sql_string(head)}))"
+    if f.cmp in ("=", "!=") and isinstance(f.value, str) and "*" in f.value and f.value.strip("*"):
+        # A glob (`node-C*`) as the value of an equality: the texts it fits, `*` any run.
+        escaped = re.sub(r"([%_\\])", r"\\\1", f.value).replace("*", "%")
+        like = "NOT ILIKE" if f.cmp == "!=" else "ILIKE"
+        return f"{expr} {like} {sql_string(escaped)} ESCAPE '\\'"
     op = "<>" if f.cmp == "!=" else f.cmp
     if isinstance(f.value, ColumnRef):
         return f"{expr} {op} {f.value.column.expr}"
