@@ -340,6 +340,16 @@ def test_a_number_the_lines_write_with_the_word_asked_is_summed_ranked_and_extre
     (busiest, most), *_ = totals.most_common()
     assert query["op"] == "group" and query["agg"] == "sum" and (rows[0][0], rows[0][-1]) == (busiest, most)
 
+    # A number the question states in the word ("more than 50,000 bytes") bounds the count.
+    q = "How many transfers moved more than 50,000 bytes?"
+    query, change, rows = _moved(q, {"op": "count"}, table, path)
+    assert query["where"] == [{"column": "<bytes>", "cmp": ">", "value": 50000}], change
+    assert rows == [(sum(n > 50_000 for _, n in sizes),)]
+    n = sizes[0][1]
+    q = f"How many transfers went out with a {n} bytes payload?"
+    query, _, rows = _moved(q, {"op": "count"}, table, path)
+    assert query["where"] == [{"column": "<bytes>", "cmp": "=", "value": n}]
+    assert rows == [(sum(m == n for _, m in sizes),)]
     # A number written after its word (`session 1012`) is an id, not an amount: "how many
     # sessions" stays a count of lines.
     q = "How many sessions sent a keepalive?"

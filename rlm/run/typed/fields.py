@@ -63,6 +63,7 @@ __all__ = [
     "quoted_fields",
     "read_fields",
     "sample_lines",
+    "stated_amounts",
     "with_quoted_fields",
 ]
 
@@ -321,10 +322,28 @@ _FIGURE = r"(\d[\d,]*(?:\.\d+)?)"  # a number as lines write one: `2364`, `1,203
 _FIGURE_END = r"(?:[^\w.,]|$)"  # a number's end: not inside a longer token
 
 
+# A unit the question writes after a number it states ("longer than 20 seconds", "a 500 ms
+# timeout"): the lines' number written with it is then what the number is compared with.
+_STATED_AMOUNT = re.compile(
+    r"(?<![\w.])(?<!top )(?<!first )(?<!last )\d[\d,]*(?:\.\d+)?\s*([A-Za-z]{1,12})\b", re.I
+)
+_NOT_UNITS = frozenset("am pm st nd rd th decimal decimals digits places percent top".split())
+
+
+def stated_amounts(question: str) -> list[tuple[str, str]]:
+    """(number, unit) of each number the question writes with a unit after it (`20 seconds`)."""
+    return [
+        (m.group(0)[: m.start(1) - m.start(0)].strip().replace(",", ""), m.group(1))
+        for m in _STATED_AMOUNT.finditer(question)
+        if m.group(1).lower() not in _NOT_UNITS | _NOT_COUNTED
+    ]
+
+
 def _counted_words(question: str) -> list[str]:
-    """The words a question asks an amount of (_ASKING), each once, as written."""
+    """The words a question asks an amount of (_ASKING), or states one in (`20 seconds`), each
+    once, as written."""
     words = re.findall(r"[A-Za-z]{2,30}", question)
-    out: list[str] = []
+    out: list[str] = [unit for _, unit in stated_amounts(question)]
     for i, word in enumerate(words):
         if word.lower() not in _ASKING:
             continue

@@ -82,7 +82,7 @@ from rlm.run.typed.asked import (
 from rlm.run.typed.check import Checked, Problem, check_action, shown_value
 from rlm.run.typed.columns import DATE, NUMBER, TIME, TableColumns, table_columns
 from rlm.run.typed.compile import read_json
-from rlm.run.typed.fields import ADDRESS_TEMPLATE, SHAPE_TEMPLATES, read_fields
+from rlm.run.typed.fields import ADDRESS_TEMPLATE, SHAPE_TEMPLATES, read_fields, stated_amounts
 from rlm.run.typed.vocabulary import ASKS, DEFAULT_K, MAX_FILTERS, MAX_K
 from rlm.run.typed.window import table_window
 
@@ -317,6 +317,25 @@ def _onto_counted(action: dict[str, Any], checked: Checked, read: _Read) -> tupl
     extreme = _extreme(words)
     average = _AVERAGE.search(words) is not None and _TOTAL.search(words) is None
     how_many = _HOW_MANY.search(words) is not None
+    stated = _stated_with(name, read.question)
+    if op == "count" and stated is not None:
+        # "longer than 20 seconds": the rows whose number passes it, as the question states.
+        if len(checked.where) >= MAX_FILTERS:
+            return None
+        bound = _one_bound(words)
+        if bound is not None and bound[1] == stated:
+            cmp = bound[0]
+        elif re.search(
+            rf"\b(?:with|of|at)\s+(?:an?\s+)?{re.escape(_plain(stated))}\b", words.replace(",", "")
+        ):
+            cmp = "="  # "with a 500 ms timeout": that value (not "the last 10 minutes", a window)
+        else:
+            return None
+        added = {"column": name, "cmp": cmp, "value": int(stated) if stated.is_integer() else stated}
+        query = {k: v for k, v in action.items() if k != "asks"}
+        return {**query, "where": [*(action.get("where") or []), added]}, (
+            f"{name} {cmp} {added['value']} as the question states, added to where"
+        )
     if op == "count" and not _DISTINCT.search(words) and (amount or not how_many):
         how = "avg" if average else extreme if extreme and not how_many else "sum"
         return {"op": how, "column": name, **rows}, f"{how} of {instead}"
@@ -327,6 +346,22 @@ def _onto_counted(action: dict[str, Any], checked: Checked, read: _Read) -> tupl
     if amount and ranked is not None and checked.agg is None and not checked.bucket and _MOST.search(words):
         query = {"op": "group", "by": ranked.name, "agg": "sum", "column": name, "k": checked.k, **rows}
         return query, f"groups of {ranked.name} by their total {name}, instead of by their lines"
+    return None
+
+
+def _plain(number: float) -> str:
+    """A number as a question writes it: `20000`, `0.5` (never `2e+04`)."""
+    return str(int(number)) if number.is_integer() else repr(number)
+
+
+def _stated_with(name: str, question: str) -> float | None:
+    """The number the question states in the word a counted field is named by (`20 seconds` for
+    `<seconds>`, its singular or plural), if it states one."""
+    word = name.strip("<>").lower()
+    stem = word[:-1] if word.endswith("s") and len(word) > 3 else word
+    for number, unit in stated_amounts(question):
+        if unit.lower() in (word, stem, stem + "s", stem + "es"):
+            return as_number(number)
     return None
 
 
