@@ -275,8 +275,9 @@ def test_letters_glued_to_the_ellipsis_begin_the_value(tmp_path: Path) -> None:
 
 
 def test_a_key_is_read_where_a_word_begins_and_its_value_glued_to_it(tmp_path: Path) -> None:
-    """`user=` is not the end of `ruser=`: on the fixture's authentication lines (`ruser=
-    rhost=… user=root`) the value is the account, as Python reads it after a whole key."""
+    """`user=` is not the end of `ruser=`: on the fixture's authentication lines, an empty
+    `ruser=` before the remote host's key, the value is the account, as Python reads it after a
+    whole key."""
     auth = Path(__file__).resolve().parent.parent / "fixtures" / "auth.log"
     lines = auth.read_text().splitlines()
     accounts = Counter(m[1] for line in lines if (m := re.search(r"(?<![\w])user=(\S+)", line)))
@@ -322,7 +323,7 @@ def test_a_number_the_lines_write_with_the_word_asked_is_summed_ranked_and_extre
     table = open_source(str(path), cache_dir=str(tmp_path / "cache")).profile.table
     assert table is not None and "host" in [c[0] for c in table["columns"]]
 
-    q = "Altogether, how many bytes did the transfers move?"
+    q = "Altogether, what byte total did the transfers move?"
     query, change, rows = _moved(q, {"op": "count"}, table, path)
     assert query["op"] == "sum" and query["column"] == "<bytes>" and "instead of a count of rows" in change
     assert rows == [(sum(n for _, n in sizes),)]
@@ -362,7 +363,7 @@ def test_a_number_the_lines_write_with_the_word_asked_is_summed_ranked_and_extre
 
     total = sum(n for _, n in sizes)
     proc, stub = ask_typed_once(
-        path, "Altogether, how many bytes did the transfers move?", {"op": "count"}, str(total), cwd=tmp_path
+        path, "Altogether, what byte total did the transfers move?", {"op": "count"}, str(total), cwd=tmp_path
     )
     assert proc.returncode == 0 and proc.stdout == f"{total}\n", proc.stderr
     shown = stub.requests[1]["body"]["messages"][-1]["content"]

@@ -75,10 +75,10 @@ def test_a_final_naming_a_lower_row_is_refused_once_then_taken_in_doubt(tmp_path
     [
         ("Look up the busiest path among 404 replies. Which address asked for it most often?", True),
         ("Find the host that logged the most warnings. What program wrote most of them?", True),
-        ("There is exactly one accepted key in this log. Which user did it log in?", True),
+        ("There was only one reboot here. Which host went through it?", True),
         ("Identify the slowest job; how long did it take? Seconds.", False),  # one sentence
         ("Hosts log disk warnings. Which host logged them most often?", False),  # context, not a step
-        ("Find the busiest hour. Answer as HH:00.", False),  # no question about what was found
+        ("Find the quietest minute. Answer as HH:MM.", False),  # no question about what was found
     ],
 )
 def test_a_question_in_two_steps_is_read_by_its_form(question: str, two: bool) -> None:

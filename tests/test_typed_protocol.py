@@ -642,7 +642,7 @@ def test_a_ranking_that_found_no_row_or_no_one_most_is_told_and_in_doubt(
 def test_a_rankings_count_given_where_the_question_asks_which_value_is_refused_then_in_doubt(
     tmp_path: Path,
 ) -> None:
-    """Asked which process id has the most lines, a final giving the count beside the top id
+    """Asked which process id wrote the most lines, a final giving the count beside the top id
     (both numbers) is refused once, with what the row's value is; given again after one more
     action it is taken and in doubt (--strict withholds it); the id itself is taken as it is."""
     log = FIXTURES / "auth.log"

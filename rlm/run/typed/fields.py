@@ -26,7 +26,7 @@ figure after '>>>'`: rlm.run.typed.markers), that value is a field too, named by
 (`<uid>`), marked as asked for: a query of another column is moved onto it
 (rlm.run.typed.measure).
 
-Where the question asks an amount of a word ("how many bytes", "the total of the sizes", "the
+Where the question asks an amount of a word ("how many bytes", "the sum of the block sizes", "the
 most bytes": a word just after how many, total, average, largest ...) and the first lines write
 a number with that word, before it (`48213 bytes`) or after it (`size 67108864`, `time: 0.24`),
 that number is a field too, named by the word (`<bytes>`), `counted`: a count of lines, or a
@@ -308,7 +308,7 @@ def _shape_fields(
 
 
 # A word a question asks an amount of: up to two words after "how many", "the total", "the
-# largest" ..., the words between aside: `how many bytes of results`, `the total of the sizes`.
+# largest" ..., the words between aside: `how many bytes in all`, `the sum of the block sizes`.
 _ASKING = frozenset(
     "many total sum summing summed average mean largest smallest most fewest maximum minimum highest lowest".split()
 )
@@ -322,7 +322,7 @@ _FIGURE = r"(\d[\d,]*(?:\.\d+)?)"  # a number as lines write one: `2364`, `1,203
 _FIGURE_END = r"(?:[^\w.,]|$)"  # a number's end: not inside a longer token
 
 
-# A unit the question writes after a number it states ("longer than 20 seconds", "a 500 ms
+# A unit the question writes after a number it states ("over 90 seconds", "a 500 ms
 # timeout"): the lines' number written with it is then what the number is compared with.
 _STATED_AMOUNT = re.compile(
     r"(?<![\w.])(?<!top )(?<!first )(?<!last )\d[\d,]*(?:\.\d+)?\s*([A-Za-z]{1,12})\b", re.I

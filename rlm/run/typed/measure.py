@@ -301,7 +301,7 @@ def _onto_marked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple
 def _onto_counted(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[str, Any], str] | None:
     """The query of the number the lines write with the word the question asks an amount of
     (`2364 bytes`: rlm.run.typed.fields), where it reads another: a count of rows made the sum
-    of that number (how many bytes were sent is no count of lines), its average or extreme where
+    of that number (the bytes a host moved are no count of its lines), its average or extreme where
     asked; a total, an average or an extreme of another column moved onto it; and which value
     has the most of it, a group by that value totalling it. A number written after its word
     (`session 12`) is often an id: "how many sessions" stays a count of rows, and "the most
@@ -319,7 +319,7 @@ def _onto_counted(action: dict[str, Any], checked: Checked, read: _Read) -> tupl
     how_many = _HOW_MANY.search(words) is not None
     stated = _stated_with(name, read.question)
     if op == "count" and stated is not None:
-        # "longer than 20 seconds": the rows whose number passes it, as the question states.
+        # "over 90 seconds": the rows whose number passes it, as the question states.
         if len(checked.where) >= MAX_FILTERS:
             return None
         bound = _one_bound(words)

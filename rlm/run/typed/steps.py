@@ -1,10 +1,10 @@
 """A question that asks in two steps: first find one thing, then something about it.
 
-"Find the client with the most errors. Which page did it ask for?" is answered by two queries:
+"Find the client with the most errors. Which page was it after?" is answered by two queries:
 a ranking that finds the client, then a query of that client's rows. A small model runs the
 first and answers with what it found, the client where a page is asked, grounded all the same.
 What is read is the question's form, never its subject: a first sentence that tells the reader
-to find or look up one thing ("Find ...", "Look up ...", "Identify ...", "There is exactly one
+to find or look up one thing ("Find ...", "Look up ...", "Identify ...", "There was only one
 ..."), and a last one that asks about it by a word that points back ("it", "its", "that",
 "they" ...). The second step is a query that filters on a value an earlier query found, or a query of
 whole rows (`rows`: the row found and what it holds beside, both steps at once): `second_step`.
