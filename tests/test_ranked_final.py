@@ -78,7 +78,7 @@ def test_a_final_naming_a_lower_row_is_refused_once_then_taken_in_doubt(tmp_path
         ("There was only one reboot here. Which host went through it?", True),
         ("Identify the slowest job; how long did it take? Seconds.", False),  # one sentence
         ("Hosts log disk warnings. Which host logged them most often?", False),  # context, not a step
-        ("Find the quietest minute. Answer as HH:MM.", False),  # no question about what was found
+        ("Find the quietest minute. Reply in the form 10:05.", False),  # no question about what was found
     ],
 )
 def test_a_question_in_two_steps_is_read_by_its_form(question: str, two: bool) -> None:

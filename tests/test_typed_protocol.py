@@ -652,7 +652,7 @@ def test_a_rankings_count_given_where_the_question_asks_which_value_is_refused_t
         ranked = con.execute("SELECT pid, count(*) FROM log GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 2").fetchall()
     (pid, lines), (_, second) = ranked
     assert lines > second and lines != pid
-    question = "Which pid wrote the most lines of this log? Just the number."
+    question = "Which pid wrote the most lines here? The pid alone."
     top = {"op": "top", "column": "pid", "k": 5}
 
     def replies(*answers: int) -> list[str]:

@@ -72,7 +72,7 @@ def condition_sql(f: Filter) -> str:
     """One filter as a condition of a WHERE clause."""
     expr = f.column.expr
     if f.cmp == "contains":
-        # A text written with placeholders (`from <ip> port <n>`), or a glob's `*`
+        # A text written with placeholders (`closed by <ip> [preauth]`), or a glob's `*`
         # (`node-C*`), holds each fixed part.
         parts = [
             p for part in literal_parts(str(f.value)) or [str(f.value)] for p in part.split("*") if p.strip()

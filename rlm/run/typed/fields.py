@@ -308,7 +308,7 @@ def _shape_fields(
 
 
 # A word a question asks an amount of: up to two words after "how many", "the total", "the
-# largest" ..., the words between aside: `how many bytes in all`, `the sum of the block sizes`.
+# largest" ..., the words between aside: `how many kilobytes altogether`, `the sum of the block sizes`.
 _ASKING = frozenset(
     "many total sum summing summed average mean largest smallest most fewest maximum minimum highest lowest".split()
 )
