@@ -187,7 +187,7 @@ def test_the_cli_answers_from_the_marked_value_where_the_model_ranked_another_co
     # A total of the process ids, refused as it would run, is first moved onto the marked value.
     took = [_number(m[1]) for m in map(_TOOK.search, lines) if m]
     largest = str(max(took))
-    question = "What is the largest 'took:' value? Just the number."
+    question = "What is the largest 'took:' value? The number alone."
     proc, stub = ask_typed_once(path, question, {"op": "sum", "column": "pid"}, largest, cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout == f"{largest}\n", proc.stderr
     shown = stub.requests[1]["body"]["messages"][-1]["content"]
@@ -313,10 +313,11 @@ def _write_transfers(path: Path, lines: int = 2500) -> list[str]:
 
 
 def test_a_number_the_lines_write_with_the_word_asked_is_summed_ranked_and_extreme(tmp_path: Path) -> None:
-    """`how many bytes` of a log that writes `(48213 bytes)` asks for the sum of those numbers,
-    not for a count of lines; the largest for `the largest ... bytes`; which host has the most
-    bytes is a group totalling them. Each against Python's reading of the raw lines, and through
-    the CLI the count sent is run as the sum."""
+    """Asked the bytes a log moved, where its lines write `(48213 bytes)`: the sum of those
+    numbers, not a count of lines; the largest for `the largest byte count`; the host moving the
+    most bytes from a group totalling them; a count bounded by a number the question states in
+    bytes. Each against Python's reading of the raw lines, and through the CLI the count sent is
+    run as the sum."""
     path = tmp_path / "xfer.log"
     lines = _write_transfers(path)
     sizes = [(line.split()[3], int(m[1])) for line in lines if (m := re.search(r"\((\d+) bytes\)", line))]
