@@ -324,7 +324,7 @@ def test_a_number_the_lines_write_with_the_word_asked_is_summed_ranked_and_extre
     table = open_source(str(path), cache_dir=str(tmp_path / "cache")).profile.table
     assert table is not None and "host" in [c[0] for c in table["columns"]]
 
-    q = "Altogether, what byte total did the transfers move?"
+    q = "What total of bytes did the transfers move, altogether?"
     query, change, rows = _moved(q, {"op": "count"}, table, path)
     assert query["op"] == "sum" and query["column"] == "<bytes>" and "instead of a count of rows" in change
     assert rows == [(sum(n for _, n in sizes),)]
@@ -364,7 +364,11 @@ def test_a_number_the_lines_write_with_the_word_asked_is_summed_ranked_and_extre
 
     total = sum(n for _, n in sizes)
     proc, stub = ask_typed_once(
-        path, "Altogether, what byte total did the transfers move?", {"op": "count"}, str(total), cwd=tmp_path
+        path,
+        "What total of bytes did the transfers move, altogether?",
+        {"op": "count"},
+        str(total),
+        cwd=tmp_path,
     )
     assert proc.returncode == 0 and proc.stdout == f"{total}\n", proc.stderr
     shown = stub.requests[1]["body"]["messages"][-1]["content"]

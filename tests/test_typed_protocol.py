@@ -678,9 +678,10 @@ def test_a_rankings_count_given_where_the_question_asks_which_value_is_refused_t
         proc = _ask(stub, log, question, tmp_path, "--json", "--strict")
     doc = json.loads(proc.stdout)
     assert proc.returncode == 1 and doc["answer"] is None and doc["status"] == "withheld"
-    assert doc["doubts"] == [
+    assert (
         "kind: the answer is what a ranking counts for its row 1, not the row's value, where the question asks which"
-    ], doc
+        in doc["doubts"]
+    ), doc
 
     # Where the question asks how many, the count is the answer: nothing refused.
     how_many = "How many lines did the busiest pid write? Just the number."
