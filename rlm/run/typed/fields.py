@@ -325,9 +325,13 @@ _FIGURE_END = r"(?:[^\w.,]|$)"  # a number's end: not inside a longer token
 # A unit the question writes after a number it states ("over 90 seconds", "a 500 ms
 # timeout"): the lines' number written with it is then what the number is compared with.
 _STATED_AMOUNT = re.compile(
-    r"(?<![\w.])(?<!top )(?<!first )(?<!last )\d[\d,]*(?:\.\d+)?\s*([A-Za-z]{1,12})\b", re.I
+    r"(?<![\w.])(?<!top )(?<!first )(?<!last )\d[\d,]*(?:\.\d+)?\s*([A-Za-z]{2,12})\b", re.I
 )
-_NOT_UNITS = frozenset("am pm st nd rd th decimal decimals digits places percent top".split())
+# Words after a number that are no unit of an amount: a date's month, an ordinal, a rounding.
+_NOT_UNITS = frozenset(
+    "am pm st nd rd th decimal decimals digits places percent top jan feb mar apr may jun jul aug sep sept oct "
+    "nov dec january february march april june july august september october november december".split()
+)
 
 
 def stated_amounts(question: str) -> list[tuple[str, str]]:
