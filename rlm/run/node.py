@@ -14,6 +14,7 @@ import functools
 import json
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rlm.errors import RlmError
@@ -406,7 +407,7 @@ class Node:
             if (refused_kind := self._wrong_kind(args["answer"])) is not None:
                 return Outcome(refused_kind, ok=False)
             if self.protocol == "typed" and (off := self._answer_doubt(args["answer"])):
-                self.left_out.append(kind_doubt(off))  # refused once already: taken, in doubt
+                self.left_out.append(kind_doubt(off[1]))  # refused once already: taken, in doubt
             self.host.add_finding(args["answer"], "final_draft", self.id, step, topic="final_draft")
             return Outcome("final answer recorded", final=args["answer"])
         self.look_again = False  # an action after a refused final: a final may follow it
@@ -423,46 +424,16 @@ class Node:
         asked = self.asked
         wrong = misfit(asked, answer) if asked is not None else None
         timed = unasked_time(self.question, answer) if wrong is None else None
-        lower = off_top(self.question, answer, self.ranked) if wrong is None and timed is None else None
-        counted = (
-            measure_for_key(self.question, answer, self.measured) if not (wrong or timed or lower) else None
-        )
-        short = (
-            list_left_short(self.question, answer, self.measured, self.in_full)
-            if not (wrong or timed or lower or counted)
-            else None
-        )
-        early = self._one_step_short() if not (wrong or timed or lower or counted or short) else None
-        if (
-            not (wrong or timed or lower or counted or short or early)
-            and echoed(self.question, answer) is None
-        ):
+        off = self._answer_doubt(answer) if wrong is None and timed is None else None
+        if wrong is None and timed is None and off is None and echoed(self.question, answer) is None:
             return None
         self.kind_refused = self.look_again = True
         again = " Run one more action to find the value asked; a final after it is taken as it is."
         # The model's answer is not quoted back: a copied template would then be in its prompt.
         if timed is not None:
             return "final refused: your answer is a date or time, and the question asks about none." + again
-        if early is not None:
-            return (
-                "final refused: the question asks in two steps: first find the one value it names, then "
-                "run a query of that value's rows for what it asks about it." + again
-            )
-        if short is not None:
-            return (
-                "final refused: the question asks for a list, and your answer leaves out values your "
-                "ranking shows: list every one it asks for." + again
-            )
-        if counted is not None:
-            return (
-                "final refused: your answer is the count (or total) your ranking gives a row, and the "
-                "question asks which value: that is the row's first column." + again
-            )
-        if lower is not None:
-            return (
-                "final refused: the question asks for the most, and your answer is not the first row of "
-                "your ranking (the first row is the most)." + again
-            )
+        if off is not None:
+            return _REFUSED[off[0]] + again
         if asked is None or wrong is None:
             return (
                 "final refused: your answer is a value the question itself states, not one it asks for."
@@ -472,16 +443,17 @@ class Node:
         look = f" The columns holding such values: {', '.join(where)}." if where else ""
         return f"final refused: the question asks for {asked.kind} ({asked.words!r}), and your answer holds none.{look}{again}"
 
-    def _answer_doubt(self, answer: str) -> str | None:
-        """Why a final does not answer as the question asks, if it does not: a lower row of a
-        ranking where the most is asked, a row's count where its value is, part of a list, or
-        the first of two steps only."""
-        return (
-            off_top(self.question, answer, self.ranked)
-            or measure_for_key(self.question, answer, self.measured)
-            or list_left_short(self.question, answer, self.measured, self.in_full)
-            or self._one_step_short()
+    def _answer_doubt(self, answer: str) -> tuple[str, str] | None:
+        """(which, why) a final does not answer as the question asks, if it does not (_REFUSED
+        names each): a lower row of a ranking where the most is asked, a row's count where its
+        value is, part of a list, or the first of two steps only."""
+        checks: tuple[tuple[str, Callable[[], str | None]], ...] = (
+            ("lower", lambda: off_top(self.question, answer, self.ranked)),
+            ("counted", lambda: measure_for_key(self.question, answer, self.measured)),
+            ("short", lambda: list_left_short(self.question, answer, self.measured, self.in_full)),
+            ("early", self._one_step_short),
         )
+        return next(((which, why) for which, check in checks if (why := check()) is not None), None)
 
     def _one_step_short(self) -> str | None:
         """Why a final is early: the question asks in two steps, and no query filtered on a value
@@ -531,6 +503,19 @@ class Node:
             raise
         self.host.record_bridge_call({**record, "result": result})
         return result
+
+
+# What a typed final is refused with, by why it does not answer as asked (Node._answer_doubt).
+_REFUSED = {
+    "lower": "final refused: the question asks for the most, and your answer is not the first row of "
+    "your ranking (the first row is the most).",
+    "counted": "final refused: your answer is the count (or total) your ranking gives a row, and the "
+    "question asks which value: that is the row's first column.",
+    "short": "final refused: the question asks for a list, and your answer leaves out values your "
+    "ranking shows: list every one it asks for.",
+    "early": "final refused: the question asks in two steps: first find the one value it names, then "
+    "run a query of that value's rows for what it asks about it.",
+}
 
 
 def _answers(action: Action) -> bool:
