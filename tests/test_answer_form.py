@@ -4,6 +4,7 @@ server, the user sees the answer in the asked form and a line on stderr saying s
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from collections import Counter
@@ -214,3 +215,42 @@ def test_a_plain_call_answer_with_a_port_is_printed_as_the_address_asked(tmp_pat
     )
     assert proc.returncode == 0 and proc.stdout == f"{ip}\n", proc.stderr
     assert f"(the IP address alone): '/{ip}:443' as the model wrote it" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "expected"),
+    [
+        ("What is the mean fare? Rounded to 2 decimals.", "13.091380597014925", "13.09"),
+        ("Give the share to two decimal places.", "33.33333%", "33.33%"),
+        ("Round the average to 1 decimal.", "-2.25", "-2.3"),  # half away from zero
+        ("What is it, rounded to the nearest whole number?", "41.5", "42"),
+        ("Round to 3 decimals.", "12.5", None),  # fewer decimals than asked: as written
+        ("What is the mean fare?", "13.091380597014925", None),  # no rounding asked
+        ("Round to 2 decimals.", "about 13.0913", None),  # not one number alone
+    ],
+)
+def test_a_number_is_rounded_to_the_decimals_the_question_asks(
+    question: str, answer: str, expected: str | None
+) -> None:
+    formed = in_asked_form(question, answer)
+    assert (formed.answer if formed else None) == expected
+
+
+def test_the_cli_prints_an_average_rounded_as_asked_and_says_so(tmp_path: Path) -> None:
+    """Through the CLI and the real worker: the model's final copies the query's average with
+    every digit; the printed answer is rounded to the two decimals asked, and stderr says so."""
+    taxis = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "seaborn" / "taxis.csv"
+    with taxis.open(newline="") as fh:
+        fares = [float(row["fare"]) for row in csv.DictReader(fh) if row["fare"]]
+    average = sum(fares) / len(fares)
+    replies = [
+        json.dumps({"op": "avg", "column": "fare"}),
+        json.dumps({"op": "final", "answer": repr(average)}),
+        json.dumps({"answer": repr(average), "citations": ["F1"]}),
+    ]
+    proc, _ = ask_typed_cli(
+        taxis, "What is the mean fare of all trips? Rounded to 2 decimals.", replies, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"{average:.2f}\n"
+    assert "the answer is written in the form the question asks (rounded to 2 decimals)" in proc.stderr

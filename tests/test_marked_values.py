@@ -373,3 +373,26 @@ def test_a_number_the_lines_write_with_the_word_asked_is_summed_ranked_and_extre
     assert proc.returncode == 0 and proc.stdout == f"{total}\n", proc.stderr
     shown = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "sum <bytes>\n" in shown and f"{total}" in shown, shown
+
+
+def test_a_value_the_question_quotes_is_not_moved_onto_a_word_it_asks_of(tmp_path: Path) -> None:
+    """Asked the average run time over quoted lines `finished in N s`, a query of N stays on N
+    although the lines also write `queue time: M`: the question's own placeholder is what it asks
+    about, not the number written with its word `time`."""
+    path = tmp_path / "jobs.log"
+    rng = random.Random(17)
+    lines = [
+        f"Jun  2 10:{i // 60:02d}:{i % 60:02d} node{i % 3} runner[{90 + i % 4}]: job {i} finished in "
+        f"{rng.randint(1, 300)} s (queue time: {rng.randint(1, 60)})"
+        for i in range(600)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    table = open_source(str(path), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None
+    q = "Over the 'finished in N s' lines, what is the average run time? Two decimals."
+    fielded = _fielded(table, q, path)
+    assert {f.name for f in read_fields(fielded)} >= {"N", "<time>"}
+    assert with_asked_measure(q, json.dumps({"op": "avg", "column": "N"}), fielded) is None
+    # Nor is a count of rows made the average of that other number.
+    moved = with_asked_measure(q, json.dumps({"op": "count"}), fielded)
+    assert moved is None or "<time>" not in json.dumps(moved[0]), moved

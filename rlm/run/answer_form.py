@@ -8,6 +8,11 @@ the answer is rewritten only when it is exactly one date or time that holds ever
 form asks for (nothing is invented: an hour is never given minutes it did not have), and the
 run says so where the user sees it.
 
+A question that asks for a number rounded to some decimals ("rounded to 2 decimals", "3
+decimal places", "the nearest whole number") gets that number so rounded (half away from zero),
+where the answer is exactly one number written with more decimals than asked: a synthesis
+copies the query's `0.7954582484725047` as often as it rounds it.
+
 A question that asks for a list "one per line" is read by a script line by line; a synthesis
 often writes the items on one line, separated by commas. Such an answer is put one item per
 line, and the run says so.
@@ -18,6 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import ROUND_HALF_UP, Decimal
 
 __all__ = ["Formed", "asked_parts", "in_asked_form"]
 
@@ -166,14 +172,44 @@ def _one_per_line(question: str, answer: str) -> Formed | None:
     return Formed("\n".join(items), "one per line", text)
 
 
+_DIGIT_WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+# The decimals a question asks a number rounded to.
+_ROUNDED = re.compile(
+    r"\bround(?:ed|ing)?\b[^.?!\d]{0,30}?\bto\s+(\d|zero|one|two|three|four|five|six)\s+"
+    r"(?:decimal(?:\s+(?:places?|digits?))?s?|d\.?p\.?|places?|digits?\s+after)"
+    r"|\b(\d|one|two|three|four|five|six)\s+decimal\s+(?:places?|digits?)\b"
+    r"|\bround(?:ed|ing)?\b[^.?!\d]{0,30}?\bto\s+the\s+nearest\s+(whole\s+number|integer)\b",
+    re.IGNORECASE,
+)
+_ONE_NUMBER = re.compile(r"\s*(-?\d+\.\d+)\s*(%?)\s*")
+
+
+def _rounded(question: str, answer: str) -> Formed | None:
+    """One number written with more decimals than the question asks it rounded to, so rounded."""
+    asked = _ROUNDED.search(question)
+    number = _ONE_NUMBER.fullmatch(answer)
+    if asked is None or number is None:
+        return None
+    said = asked.group(1) or asked.group(2)
+    places = 0 if said is None else int(said) if said.isdigit() else _DIGIT_WORDS[said.lower()]
+    digits, percent = number.groups()
+    if len(digits.split(".")[1]) <= places:
+        return None
+    value = Decimal(digits).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+    form = f"rounded to {places} decimal{'s' if places != 1 else ''}"
+    return Formed(f"{value}{percent}", form, answer.strip())
+
+
 def in_asked_form(question: str, answer: str | None) -> Formed | None:
-    """The answer written in the form the question states: one date/time form, or one item per
-    line. None when the question states none (or several date forms), the answer is not one
+    """The answer written in the form the question states: one date/time form, one item per line,
+    or a number rounded to the decimals asked. None when the question states none (or several date forms), the answer is not one
     date or time (a list on one line), lacks a part the form asks for, or is already in that form."""
     if not answer:
         return None
     if (lines := _one_per_line(question, answer)) is not None:
         return lines
+    if (rounded := _rounded(question, answer)) is not None:
+        return rounded
     form = _stated_form(question)
     pattern = _strftime(form) if form is not None else None
     try:

@@ -307,9 +307,15 @@ def _onto_counted(action: dict[str, Any], checked: Checked, read: _Read) -> tupl
     (`session 12`) is often an id: "how many sessions" stays a count of rows, and "the most
     sessions" a ranking by lines. None where the query reads it, or no form of the question
     says what to compute of it."""
-    if read.counted is None or _named(checked, read.counted[0]):
+    if read.counted is None:
         return None
     name, amount = read.counted
+    # A number the question itself quotes or marks (`finished in N s`: N) is what it asks about:
+    # the number written with one of its words is not put in its place, nor read instead.
+    if any(c.quoted is not None and c.kind == NUMBER and c.name != name for c in read.cols.columns):
+        return None
+    if _named(checked, name):
+        return None
     words, op, column = read.words, checked.op, checked.column
     rows = {"where": action["where"]} if action.get("where") else {}
     was = column.name if column is not None else "a count of rows"
