@@ -224,6 +224,7 @@ def test_a_plain_call_answer_with_a_port_is_printed_as_the_address_asked(tmp_pat
         ("Give the share to two decimal places.", "33.33333%", "33.33%"),
         ("Round the average to 1 decimal.", "-2.25", "-2.3"),  # half away from zero
         ("What is it, rounded to the nearest whole number?", "41.5", "42"),
+        ("The mean, two decimals.", "7.123", "7.12"),
         ("Round to 3 decimals.", "12.5", None),  # fewer decimals than asked: as written
         ("What is the mean fare?", "13.091380597014925", None),  # no rounding asked
         ("Round to 2 decimals.", "about 13.0913", None),  # not one number alone

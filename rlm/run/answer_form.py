@@ -177,7 +177,7 @@ _DIGIT_WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5,
 _ROUNDED = re.compile(
     r"\bround(?:ed|ing)?\b[^.?!\d]{0,30}?\bto\s+(\d|zero|one|two|three|four|five|six)\s+"
     r"(?:decimal(?:\s+(?:places?|digits?))?s?|d\.?p\.?|places?|digits?\s+after)"
-    r"|\b(\d|one|two|three|four|five|six)\s+decimal\s+(?:places?|digits?)\b"
+    r"|\b(\d|one|two|three|four|five|six)\s+(?:decimal\s+(?:places?|digits?)|decimals)\b"
     r"|\bround(?:ed|ing)?\b[^.?!\d]{0,30}?\bto\s+the\s+nearest\s+(whole\s+number|integer)\b",
     re.IGNORECASE,
 )
