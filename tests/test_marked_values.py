@@ -396,3 +396,25 @@ def test_a_value_the_question_quotes_is_not_moved_onto_a_word_it_asks_of(tmp_pat
     # Nor is a count of rows made the average of that other number.
     moved = with_asked_measure(q, json.dumps({"op": "count"}), fielded)
     assert moved is None or "<time>" not in json.dumps(moved[0]), moved
+
+
+def test_the_word_after_the_one_asked_of_picks_the_number_a_line_writes_twice(tmp_path: Path) -> None:
+    """Lines that write `N bytes (x KB) sent, M bytes received`: asked the bytes received, the sum
+    is of M, not of the N the line writes first; asked the bytes sent, of N."""
+    path = tmp_path / "proxy.log"
+    rng = random.Random(23)
+    pairs = [(rng.randint(0, 9000), rng.randint(0, 9000)) for _ in range(400)]
+    lines = []
+    for i, (sent, got) in enumerate(pairs):
+        clock = f"[10.30 16:{i // 60 % 60:02d}:{i % 60:02d}] app{i % 4}.exe - relay.example.net:443"
+        lines.append(f"{clock} open through proxy relay.example.net:5070 HTTPS")
+        lines.append(
+            f"{clock} close, {sent} bytes ({sent / 1024:.2f} KB) sent, {got} bytes received, lifetime 00:01"
+        )
+    path.write_text("\n".join(lines) + "\n")
+    table = open_source(str(path), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None and table["format"] != "csv"
+    for asked, total in (("received", sum(g for _, g in pairs)), ("sent", sum(s for s, _ in pairs))):
+        q = f"Over the close lines, how many bytes {asked} altogether?"
+        query, _, rows = _moved(q, {"op": "count"}, table, path)
+        assert query["op"] == "sum" and rows == [(total,)], (asked, query)

@@ -362,6 +362,14 @@ def _counted_words(question: str) -> list[str]:
     return out
 
 
+def _next_word(question: str, word: str) -> str | None:
+    """The word the question writes right after `word` (`received` of "bytes received"), where
+    it may name what sets the number apart: not a word between ("of", "in", "the")."""
+    found = re.search(rf"\b{re.escape(word)}\s+([A-Za-z]{{3,30}})\b", question)
+    after = found.group(1) if found else None
+    return after if after and after.lower() not in _NOT_COUNTED | _BETWEEN | _ASKING else None
+
+
 def _counted_fields(
     question: str, names: list[str], taken: list[QuotedField], sample: Sample
 ) -> list[QuotedField]:
@@ -377,19 +385,32 @@ def _counted_fields(
         if known & set(forms):
             continue
         spelled = "(?:" + "|".join(re.escape(f) for f in forms) + ")"
-        # The word as a key (`time: 0.24`) first; else the number a word of its own (after a
-        # space or a bracket, not the tail of `blk_-123`) before the word or after it, whichever
-        # fits more of the first lines.
+        # The number before the word and the question's next word, as the lines write both
+        # (`502 bytes received`, not the `1203 bytes (1.17 KB) sent` before it on the line)
+        # first; then the word as a key (`time: 0.24`); else the number a word of its own (after
+        # a space or a bracket, not the tail of `blk_-123`) before the word or after it,
+        # whichever fits more of the first lines.
+        then = _next_word(question, word)
         read = [
             (pattern, template, *_values_read(pattern, [1], sample.lines))
             for pattern, template in (
+                *(
+                    [
+                        (
+                            rf"(?i)(?:^|[\s(\[]){_FIGURE}\s*{spelled}(?:s|es)?{_ASIDES}{re.escape(then)}\b",
+                            f"N {word} {then}",
+                        )
+                    ]
+                    if then
+                    else []
+                ),
                 (rf"(?i)(?:^|[^\w]){spelled}(?:s|es)?\s*[:=]\s*{_FIGURE}{_FIGURE_END}", f"{word}: N"),
                 (rf"(?i)(?:^|[\s(\[]){_FIGURE}\s*{spelled}(?:s|es)?\b", f"N {word}"),
                 (rf"(?i)(?:^|[^\w]){spelled}(?:s|es)?\s+{_FIGURE}{_FIGURE_END}", f"{word} N"),
             )
         ]
-        keyed = read[0] if read[0][2] > 0 else None
-        pattern, template, fits, found = keyed or max(read[1:], key=lambda r: r[2])
+        first = next((r for r in read[: len(read) - 2] if r[2] > 0), None)
+        pattern, template, fits, found = first or max(read[-2:], key=lambda r: r[2])
         if fits > 0:
             name = f"<{word.lower()}>"
             out.append(QuotedField(name, template, pattern, 1, True, _typical(found[1]), counted=True))
