@@ -461,44 +461,48 @@ def test_a_count_that_kept_no_row_or_every_row_is_told_and_in_doubt(tmp_path: Pa
     assert "Note: no row matched" not in stub.requests[2]["body"]["messages"][-1]["content"]
 
 
-def test_a_distinct_count_of_none_is_told_and_in_doubt(tmp_path: Path) -> None:
-    """A distinct count of a column no row the query kept fills (the users of a kind of sshd line
-    that names none) is 0 for want of values, not an answer: told, and in doubt; a distinct count
-    of the same column over lines that fill it is neither."""
+def _auth_by_event(tmp_path: Path, aggregate: str) -> tuple[Path, dict[str, Any]]:
+    """A copy of the fixture's sshd log, and `aggregate` of each of its events, by DuckDB."""
     log = tmp_path / "auth.log"
     log.write_bytes((FIXTURES / "auth.log").read_bytes())
     table = open_source(str(log), cache_dir=str(tmp_path / "own")).profile.table
     assert table is not None
     with duckdb.connect(table["path"], read_only=True) as con:
-        by_event = dict(
-            con.execute(
-                "SELECT event, count(DISTINCT user) FROM log WHERE event IS NOT NULL GROUP BY 1"
-            ).fetchall()
-        )
+        query = f"SELECT event, {aggregate} FROM log WHERE event IS NOT NULL GROUP BY 1"
+        return log, dict(con.execute(query).fetchall())
+
+
+def _asked_of_event(
+    tmp_path: Path, log: Path, question: str, op: str, column: str, event: str, answer: str, *options: str
+) -> tuple[Any, str]:
+    """The CLI asked `question`, the model sending `op` of `column` over one event's lines and
+    then `answer`: the process, and what the model was shown after its query."""
+    action = {"op": op, "column": column, "where": [{"column": "event", "cmp": "=", "value": event}]}
+    replies = [
+        json.dumps(action),
+        json.dumps({"op": "final", "answer": answer}),
+        json.dumps({"answer": answer, "citations": ["F1"]}),
+    ]
+    with OpenAIStub(replies) as stub:
+        proc = _ask(stub, log, question, tmp_path, "--json", *options)
+    return proc, stub.requests[1]["body"]["messages"][-1]["content"]
+
+
+def test_a_distinct_count_of_none_is_told_and_in_doubt(tmp_path: Path) -> None:
+    """A distinct count of a column no row the query kept fills (the users of a kind of sshd line
+    that names none) is 0 for want of values, not an answer: told, and in doubt; a distinct count
+    of the same column over lines that fill it is neither."""
+    log, by_event = _auth_by_event(tmp_path, "count(DISTINCT user)")
     empty = min(e for e, n in by_event.items() if n == 0)
     full = min(e for e, n in by_event.items() if n > 1)
     question = "How many different accounts show up there? The number alone."
-
-    def asked(event: str, answer: int) -> tuple[dict[str, Any], str]:
-        action = {
-            "op": "count_distinct",
-            "column": "user",
-            "where": [{"column": "event", "cmp": "=", "value": event}],
-        }
-        replies = [
-            json.dumps(action),
-            json.dumps({"op": "final", "answer": str(answer)}),
-            json.dumps({"answer": str(answer), "citations": ["F1"]}),
-        ]
-        with OpenAIStub(replies) as stub:
-            proc = _ask(stub, log, question, tmp_path, "--json")
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout), stub.requests[1]["body"]["messages"][-1]["content"]
-
-    doc, told = asked(empty, 0)
+    proc, told = _asked_of_event(tmp_path, log, question, "count_distinct", "user", empty, "0")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
     assert doc["doubts"] == ["rows: counted no value of user (no row it kept holds one)"], doc
     assert "Note: no row the query kept holds a value of user." in told
-    doc, told = asked(full, by_event[full])
+    proc, told = _asked_of_event(tmp_path, log, question, "count_distinct", "user", full, str(by_event[full]))
+    doc = json.loads(proc.stdout)
     assert doc["answer"] == str(by_event[full]) and doc["doubts"] == [], doc
     assert "holds a value of" not in told
 
@@ -696,39 +700,18 @@ def test_a_rankings_count_given_where_the_question_asks_which_value_is_refused_t
 def test_a_total_or_extreme_of_no_value_is_told_and_in_doubt(tmp_path: Path) -> None:
     """The largest source port of a kind of sshd line that writes none is NULL, not an answer:
     told, and in doubt (--strict withholds it); of lines that write one it is neither."""
-    log = tmp_path / "auth.log"
-    log.write_bytes((FIXTURES / "auth.log").read_bytes())
-    table = open_source(str(log), cache_dir=str(tmp_path / "own")).profile.table
-    assert table is not None
-    with duckdb.connect(table["path"], read_only=True) as con:
-        by_event = dict(
-            con.execute("SELECT event, max(src_port) FROM log WHERE event IS NOT NULL GROUP BY 1").fetchall()
-        )
+    log, by_event = _auth_by_event(tmp_path, "max(src_port)")
     empty = min(e for e, n in by_event.items() if n is None)
     full = min(e for e, n in by_event.items() if n is not None)
     question = "What is the highest source port there? The number alone."
-
-    def asked(event: str, answer: str, *options: str) -> tuple[Any, str]:
-        action = {
-            "op": "max",
-            "column": "src_port",
-            "where": [{"column": "event", "cmp": "=", "value": event}],
-        }
-        replies = [
-            json.dumps(action),
-            json.dumps({"op": "final", "answer": answer}),
-            json.dumps({"answer": answer, "citations": ["F1"]}),
-        ]
-        with OpenAIStub(replies) as stub:
-            proc = _ask(stub, log, question, tmp_path, "--json", *options)
-        return proc, stub.requests[1]["body"]["messages"][-1]["content"]
-
-    proc, told = asked(empty, "NULL", "--strict")
+    proc, told = _asked_of_event(tmp_path, log, question, "max", "src_port", empty, "NULL", "--strict")
     doc = json.loads(proc.stdout)
     assert proc.returncode == 1 and doc["answer"] is None and doc["status"] == "withheld"
     assert doc["doubts"] == ["rows: computed the max of no value of src_port (no row it kept holds one)"], doc
     assert "Note: no row the query kept holds a value of src_port: its max is of nothing." in told
-    proc, told = asked(full, str(by_event[full]), "--strict")
+    proc, told = _asked_of_event(
+        tmp_path, log, question, "max", "src_port", full, str(by_event[full]), "--strict"
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["answer"] == str(by_event[full]) and "holds a value of" not in told
 
