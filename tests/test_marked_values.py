@@ -19,7 +19,7 @@ from conftest import ask_typed_once
 
 from rlm.input.source import open_source
 from rlm.run.typed import compile_sql, describe_actions
-from rlm.run.typed.fields import read_fields, sample_lines, with_quoted_fields
+from rlm.run.typed.fields import Sample, read_fields, sample_lines, with_quoted_fields
 from rlm.run.typed.markers import question_markers
 from rlm.run.typed.measure import with_asked_measure
 
@@ -358,6 +358,10 @@ def test_a_number_the_lines_write_with_the_word_asked_is_summed_ranked_and_extre
     fielded = _fielded(table, q, path)
     assert [f.template for f in read_fields(fielded)] == ["sessions N"]
     assert with_asked_measure(q, json.dumps({"op": "count"}), fielded) is None
+    # A little word between is no amount's word, whatever number the lines write after it.
+    retried = Sample([f"May  6 00:00:0{i} north xferd[1]: retry from 3 peers" for i in range(5)], whole=True)
+    q = "Which host had the most retries from 3 peers?"
+    assert "<from>" not in json.dumps(with_quoted_fields(table, q, lambda: retried).get("quoted_fields"))
     # A word the lines never write with a number gives no column: the count stays a count.
     fielded = _fielded(table, "How many transfers went to the east host?", path)
     assert "<transfers>" not in json.dumps(fielded.get("quoted_fields"))

@@ -314,8 +314,11 @@ _ASKING = frozenset(
 )
 _BETWEEN = frozenset("how many the of all its their number amount count value values up".split())
 # Not words of an amount: "how many times", "the most lines" count lines, whatever a line writes.
+# Nor the little words between ("from", "with"): `from 10.0.0.1` is no amount of "from".
 _NOT_COUNTED = frozenset(
-    "a an in on per for and or to is was were are did do does times lines rows entries records occurrences".split()
+    "a an in on per for and or to is was were are did do does times lines rows entries records occurrences "
+    "from by with at into onto than via over under after before since until between during within without "
+    "which what who that this these those it its they them their there here any each every one".split()
 )
 _AFTER_ASKING = 2
 _FIGURE = r"(\d[\d,]*(?:\.\d+)?)"  # a number as lines write one: `2364`, `1,203`, `0.5`
