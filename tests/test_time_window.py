@@ -1,12 +1,14 @@
 """The time window a question states, added to a typed query that has none (rlm.run.typed.window):
 both sides of a range or a whole day, in the forms questions write dates and clocks, on each
-kind of time column; one side alone, a zone left unsaid on a zoned column, or two time columns,
-never."""
+kind of time column, a whole month, and two clocks on a date and a time-of-day column; one side
+alone, a zone left unsaid on a zoned column, or two time columns, never. The hour of the day."""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
+from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -19,14 +21,19 @@ from conftest import ask_typed_once, latest_trace
 from rlm.input.logformats import assumed_year
 from rlm.input.source import open_source
 from rlm.run.typed import compile_sql
+from rlm.run.typed.check import Problem, check_action
+from rlm.run.typed.columns import table_columns
 from rlm.run.typed.fields import Sample, sample_lines
 from rlm.run.typed.measure import with_asked_measure
+from rlm.run.typed.schema import action_schema
 from rlm.run.typed.window import LINE_ZONE_KEY, with_line_zone, with_window
 
 ROOT = Path(__file__).resolve().parent.parent
 ACCESS = ROOT / "fixtures" / "access.log"
 LINUX = ROOT / "fixtures" / "data" / "loghub" / "Linux_2k.log"
 TAXIS = ROOT / "fixtures" / "data" / "seaborn" / "taxis.csv"
+ZOOKEEPER = ROOT / "fixtures" / "data" / "loghub" / "Zookeeper_2k.log_structured.csv"
+WINDOWS = ROOT / "fixtures" / "data" / "loghub" / "Windows_2k.log_structured.csv"
 COUNT: dict[str, Any] = {"op": "count"}
 
 
@@ -34,7 +41,7 @@ COUNT: dict[str, Any] = {"op": "count"}
 def tables(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[Path, dict[str, Any]]]:
     cache = tmp_path_factory.mktemp("window-cache")
     out = {}
-    for path in (ACCESS, LINUX, TAXIS):
+    for path in (ACCESS, LINUX, TAXIS, ZOOKEEPER, WINDOWS):
         table = open_source(str(path), cache_dir=str(cache)).profile.table
         assert table is not None
         out[path] = table
@@ -223,3 +230,111 @@ def test_a_window_the_query_writes_otherwise_is_replaced_by_the_stated_one(
     other_day = {"column": "ts", "cmp": "<", "value": "2026-01-02 00:00:00"}
     two_days = {"op": "count", "where": [{**sent["where"][0]}, other_day]}
     assert with_asked_measure(question, json.dumps(two_days), table) is None
+
+
+def _csv_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_whole_month_named_is_that_month(tables: dict[Path, dict[str, Any]]) -> None:
+    """ "in <month> <year>" on a CSV's date column, and "during <month>" with no year on a syslog
+    (the year its table gives): from the month's first day to the next one's; the counts are
+    Python's. A month with a day after it is a day, not a month."""
+    zoo = tables[ZOOKEEPER]
+    months = Counter(r["Date"][:7] for r in _csv_rows(ZOOKEEPER))
+    assert len(months) > 1
+    first = min(months)  # a month that is not all of the file's rows
+    name = datetime.strptime(first, "%Y-%m").strftime("%B %Y")
+    windowed = with_window(f"Count the log rows written in {name}.", COUNT, zoo)
+    assert windowed is not None and _count(windowed[0], zoo) == months[first] < sum(months.values())
+    linux = tables[LINUX]
+    by_month = Counter(d.split()[0] for d, _ in _syslog_times())
+    june = with_window("Lines logged during June: how many?", COUNT, linux)
+    assert june is not None and _count(june[0], linux) == by_month["Jun"] < sum(by_month.values())
+    assert with_window("How many lines in June 20?", COUNT, linux) != june
+
+
+def _windows_clocks() -> tuple[str, str, str, int]:
+    """A date of the Windows CSV, two clocks on it a quarter and three quarters through its rows,
+    and the rows from the first clock to the second, both taken in, counted here."""
+    rows = _csv_rows(WINDOWS)
+    day = Counter(r["Date"] for r in rows).most_common(1)[0][0]
+    clocks = sorted(r["Time"] for r in rows if r["Date"] == day)
+    low, high = clocks[len(clocks) // 4][:5], clocks[3 * len(clocks) // 4][:5]  # minutes
+    want = sum(1 for r in rows if r["Date"] == day and low <= r["Time"][:5] <= high)
+    assert 0 < want < len(clocks)
+    return day, low, high, want
+
+
+def test_two_clocks_on_a_day_filter_a_date_column_and_a_time_of_day_column(
+    tables: dict[Path, dict[str, Any]],
+) -> None:
+    """A CSV with a `Date` and a `Time` of day: a range of two clocks on one date is the date and
+    the clocks, the last minute taken in whole; the model's own `!=` on both ends (a range it
+    could not write) is replaced by it. The counts are Python's."""
+    table = tables[WINDOWS]
+    day, low, high, want = _windows_clocks()
+    question = f"On {day}, how many rows have a Time from {low} through {high}?"
+    windowed = with_window(question, COUNT, table)
+    assert windowed is not None and _count(windowed[0], table) == want
+    assert windowed[1] == [f"Date = '{day}'", f"Time >= '{low}'", f"Time <= '{high}'"]
+    ends = [{"column": "Time", "cmp": "!=", "value": v} for v in (low, high)]
+    sent = {"op": "count", "where": [{"column": "Date", "cmp": "=", "value": day}, *ends]}
+    changed = with_asked_measure(question, json.dumps(sent), table)
+    assert changed is not None and _count(changed[0], table) == want != _count(sent, table)
+    other = {**sent, "where": [*sent["where"][:1], {"column": "Time", "cmp": "!=", "value": "00:00:01"}]}
+    assert with_asked_measure(question, json.dumps(other), table) is None  # `!=` of its own
+
+
+def test_a_time_of_day_column_is_compared_in_order(tables: dict[Path, dict[str, Any]]) -> None:
+    """The schema offers < <= > >= on a time-of-day column; a clock written without its leading
+    zero or its seconds compares as the times do, `<=` taking its last minute in whole."""
+    table = tables[WINDOWS]
+    ordered = [
+        b["properties"]
+        for b in action_schema(table)["anyOf"]
+        if b["properties"].get("op") == {"const": "count"}
+    ][0]["where"]["items"]["anyOf"]
+    assert any(
+        "Time" in b["properties"]["column"].get("enum", []) and ">=" in b["properties"]["cmp"]["enum"]
+        for b in ordered
+    )
+    rows = _csv_rows(WINDOWS)
+    action = {"op": "count", "where": [{"column": "Time", "cmp": "<=", "value": "4:31"}]}
+    assert _count(action, table) == sum(1 for r in rows if r["Time"][:5] <= "04:31")
+    with pytest.raises(Problem, match="times of day"):
+        check_action(
+            {"op": "count", "where": [{"column": "Time", "cmp": ">", "value": "noon"}]}, table_columns(table)
+        )
+
+
+def test_the_hour_of_the_day_is_every_days_hour_together(tables: dict[Path, dict[str, Any]]) -> None:
+    """A group per hour where the question asks for the hour of the day counts each hour 0-23
+    over every day; the busiest is Python's, and a group per hour is left as sent where the
+    question asks for the busiest hour as a period."""
+    table = tables[ACCESS]
+    hours = Counter(t.hour for t in _access_times())
+    assert len({t.date() for t in _access_times()}) > 1
+    sent = {"op": "group", "by": "ts", "bucket": "hour", "k": 1}
+    question = "Across the log, at which hour of the day (0-23) do most requests arrive?"
+    changed = with_asked_measure(question, json.dumps(sent), table)
+    assert changed is not None and changed[0]["bucket"] == "hour_of_day"
+    with duckdb.connect(table["path"], read_only=True) as con:
+        con.execute("SET TimeZone = 'UTC'")
+        rows = con.execute(compile_sql(changed[0], table)).fetchall()
+    assert rows == [hours.most_common(1)[0]] and hours.most_common(2)[1][1] < rows[0][1]
+    assert with_asked_measure("Which hour had the most requests?", json.dumps(sent), table) is None
+
+
+def test_the_cli_writes_the_range_the_model_could_not(tmp_path: Path) -> None:
+    """Through the CLI and the real worker: a count sent with `!=` on both clocks of a range runs
+    as the range, the model is told, and the right count is printed."""
+    day, low, high, want = _windows_clocks()
+    question = f"How many rows are dated {day} with a Time from {low} through {high}? Just the number."
+    ends = [{"column": "Time", "cmp": "!=", "value": v} for v in (low, high)]
+    sent = {"op": "count", "where": [{"column": "Date", "cmp": "=", "value": day}, *ends]}
+    proc, stub = ask_typed_once(WINDOWS, question, sent, str(want), cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
+    shown = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert f"Time >= '{low}'" in shown and str(want) in shown

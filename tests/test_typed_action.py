@@ -139,7 +139,7 @@ def test_the_schema_names_exactly_the_tables_columns(tables: dict, name: str) ->
     else:
         times = [n for n, t in table["columns"] if t.startswith("TIMESTAMP")]
         assert len(groups) == 2 and groups[1]["by"]["enum"] == times
-        assert groups[1]["bucket"]["enum"] == ["minute", "hour", "day", "month"]
+        assert groups[1]["bucket"]["enum"] == ["minute", "hour", "day", "month", "hour_of_day"]
 
 
 # Number columns of the fixtures' tables that name or code each row: never a total's column.

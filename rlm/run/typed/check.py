@@ -255,6 +255,9 @@ def _moment(value: Any, column: Column) -> Moment:
     return Moment(when.strftime("%Y-%m-%d %H:%M:%S") + fraction, unit)
 
 
+_CLOCK_VALUE = re.compile(r"(\d{1,2}):([0-5]\d)(?::([0-5]\d)(\.\d+)?)?")
+
+
 def _held(value: Any, column: Column) -> Any:
     """`value` as one of the values a column holds whole, or the problem naming those it holds."""
     assert column.values is not None
@@ -269,6 +272,22 @@ def _held(value: Any, column: Column) -> Any:
     shown = ", ".join(shown_value(v) for v in column.values[:_MAX_SHOWN_VALUES])
     more = ", …" if len(column.values) > _MAX_SHOWN_VALUES else ""
     raise Problem(f"no line has {column.name} {shown_value(value)}; {column.name} holds only: {shown}{more}")
+
+
+def _clock_text(value: Any, column: Column, cmp: str) -> str:
+    """A time of day as the clock column's text compares (`2:05` -> `02:05`). A bound that takes
+    in its minute or second (`<= 02:59`, `> 02:59`) reaches its last instant: the column's text
+    writes seconds, and fractions, that a shorter text would sort before."""
+    m = _CLOCK_VALUE.fullmatch(str(value).strip()) if isinstance(value, str) else None
+    if m is None or int(m.group(1)) > 23:
+        raise Problem(
+            f"'{column.name}' holds times of day ({column.type}); give one like \"14:05:00\", "
+            f"not {shown_value(value)}"
+        )
+    text = f"{int(m.group(1)):02d}:{m.group(2)}" + (f":{m.group(3)}{m.group(4) or ''}" if m.group(3) else "")
+    if cmp in ("<=", ">") and not m.group(4):
+        text += (":59" if not m.group(3) else "") + ".999999"
+    return text
 
 
 def _value(value: Any, column: Column, cmp: str) -> Any:
@@ -288,6 +307,8 @@ def _value(value: Any, column: Column, cmp: str) -> Any:
             value = value.strip().lower() == "true"
         if not isinstance(value, bool):
             raise Problem(f"'{column.name}' is true/false; give true or false, not {shown_value(value)}")
+    elif column.clock:
+        value = _clock_text(value, column, cmp)
     elif cmp not in EQUALITY and column.kind == TEXT:
         raise Problem(f"'{column.name}' is text; compare it with =, !=, contains or starts_with")
     elif column.kind == NUMBER:
@@ -413,7 +434,8 @@ def _busiest(column: Column) -> None:
     example = f'{{"op": "group", "by": "{column.name}", "bucket": "hour"}}'
     raise Problem(
         f"top of '{column.name}' would count lines per exact time, to the second; for the busiest "
-        f"minute, hour, day or month count lines per period: {example} (bucket minute|hour|day|month)"
+        f"minute, hour, day or month count lines per period: {example} "
+        "(bucket minute|hour|day|month, or hour_of_day for the hour 0-23 over every day)"
     )
 
 

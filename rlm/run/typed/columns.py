@@ -86,6 +86,12 @@ class Column:
         return not words or words[-1].lower() not in _CODES
 
     @property
+    def clock(self) -> bool:
+        """A time of day with no date, offered as its text (`20:11:08`): compared with < <= > >=
+        as that text, which is written zero-padded and so sorts as the times do."""
+        return self.kind == TEXT and _base_type(self.type) in _CLOCK_TYPES
+
+    @property
     def zoned(self) -> bool:
         """A timestamp with a time zone (shown, and compared, in UTC)."""
         return _base_type(self.type) in _ZONED_TYPES
@@ -112,6 +118,10 @@ class TableColumns:
     def names(self, *kinds: str) -> list[str]:
         """The names of the columns of these kinds (all columns with none given)."""
         return [c.name for c in self.columns if not kinds or c.kind in kinds]
+
+    def ordered(self) -> list[str]:
+        """The names of the columns < <= > >= compare: numbers, times, dates and times of day."""
+        return [c.name for c in self.columns if c.kind in (NUMBER, TIME, DATE) or c.clock]
 
 
 def _base_type(duckdb_type: str) -> str:

@@ -185,6 +185,11 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
         return stated
     if (window := _window_as_stated(action, checked, read)) is not None:
         return window
+    if checked.op == "group" and checked.bucket == "hour" and _HOUR_OF_DAY.search(words):
+        return {
+            **action,
+            "bucket": "hour_of_day",
+        }, "bucket hour_of_day (the hour 0-23, every day together) instead of hour"
     if (unbounded := _bounds_left_out(action, checked, read)) is not None:
         return unbounded
     if checked.op == "top" and fewest and column is not None and checked.after is None:
@@ -503,30 +508,37 @@ def _window_as_stated(
     are the window already."""
     times = [f for f in checked.where if f.column.kind in (TIME, DATE)]
     written = {
-        id(f): str(getattr(f.value, "text", f.value)) for f in times
+        id(f): str(getattr(f.value, "text", f.value)) for f in checked.where
     }  # a Moment: as the model wrote it
     days = {date.fromisoformat(written[id(f)][:10]) for f in times if _ISO_DAY.match(written[id(f)])}
     # Two clocks and no date: on the one date the query's own filters are on.
     if read.table is None:
         return None
-    stated = table_window(read.question, read.table, days.pop() if len(days) == 1 else None)
-    if stated is None:
+    window = table_window(read.question, read.table, days.pop() if len(days) == 1 else None)
+    if window is None:
         return None
-    name, window = stated
-    on_time = [f for f in times if f.column.name == name]
-    if not on_time or any(f.cmp not in (*_LOWER, *_UPPER, "=") for f in on_time):
-        return None
-    added = [{"column": name, "cmp": cmp, "value": value} for cmp, value in window]
+    names = {name for name, _, _ in window}
+    on_time = [f for f in checked.where if f.column.name in names]
+    added = [{"column": name, "cmp": cmp, "value": value} for name, cmp, value in window]
     try:  # compared as the table reads them: a zone written or not, the same time
         as_read = check_action({"op": "count", "where": added}, read.cols).where
     except Problem:
         return None
+    # `!=` on an end of the stated range is that range misread (both ends "!=" came back for a
+    # "between"); `!=` on another time is a condition of its own, and the query is left alone.
+    ends = {f.value for f in as_read} | {value for _, _, value in window}
+    if not on_time or any(
+        f.cmp not in (*_LOWER, *_UPPER, "=")
+        and not (f.cmp == "!=" and (f.value in ends or written[id(f)] in ends))
+        for f in on_time
+    ):
+        return None
     if {(f.cmp, f.value) for f in on_time} == {(f.cmp, f.value) for f in as_read}:
         return None
-    where = [w for w in action.get("where") or [] if not (isinstance(w, dict) and w.get("column") == name)]
+    where = [w for w in action.get("where") or [] if not (isinstance(w, dict) and w.get("column") in names)]
     if len(where) + len(window) > MAX_FILTERS:
         return None
-    told = " and ".join(f"{name} {cmp} {value!r}" for cmp, value in window)
+    told = " and ".join(f"{name} {cmp} {value!r}" for name, cmp, value in window)
     sent = " and ".join(f"{f.column.name} {f.cmp} {written[id(f)]!r}" for f in on_time)
     return {**action, "where": [*where, *added]}, f"{told} as the question states, instead of {sent}"
 
@@ -625,6 +637,8 @@ def with_asked_measure(
     return _measured(sent, _read(question, table)) if sent is not None else None
 
 
+# The hour of the day asked, not each day's hours apart: "which hour of the day", "(0-23)".
+_HOUR_OF_DAY = re.compile(r"\bhours?\s+of\s+(?:the\s+|a\s+)?day\b|(?<![\d:])0?0\s*(?:-|–|to)\s*23\b", re.I)
 _DISTINCT = re.compile(r"\b(?:distinct|unique|different)\b", re.I)
 _NUMBER = r"(-?\d[\d,]*(?:\.\d+)?)"
 _COMPARED = re.compile(

@@ -89,7 +89,7 @@ def _filter(cols: TableColumns) -> dict[str, Any]:
                 )
             )
     open_ones = [c.name for c in cols.columns if c.values is None]
-    ordered = cols.names(NUMBER, TIME, DATE)
+    ordered = cols.ordered()
     for names, cmps, val in (
         (open_ones, EQUALITY, value),
         (ordered, ORDERING, value),

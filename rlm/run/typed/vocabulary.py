@@ -44,8 +44,9 @@ OPS = (*SQL_OPS, "grep", "peek", "final")
 # "size "), not the whole text; at most MAX_AFTER characters of it.
 MAX_AFTER = 60
 AGGREGATES = ("sum", "avg", "min", "max")  # what `group` computes of `column` beside the count
-BUCKETS = ("minute", "hour", "day", "month")  # the time buckets `group` counts per
-DAY_BUCKETS = BUCKETS[2:]  # those of a DATE column
+# The time buckets `group` counts per: a period, or the hour of the day (0-23) every day together.
+BUCKETS = ("minute", "hour", "day", "month", "hour_of_day")
+DAY_BUCKETS = ("day", "month")  # those of a DATE column
 EQUALITY = ("=", "!=")
 ORDERING = ("<", "<=", ">", ">=")
 TEXT_MATCH = ("contains", "starts_with")  # case-insensitive, text columns only

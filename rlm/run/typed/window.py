@@ -8,7 +8,9 @@ development sets' recorded first replies, 7 more of them then held the answer, n
 - a range: "between A and B", "from A to (until, through) B", where A and B are both clocks on
   the one date the question states, or both dates; B is taken in (`<=` at its own precision:
   `14:59` holds every second of that minute) unless the question says it is exclusive;
-- a whole day: a date stated after "on" or "during" and no clock.
+- a whole day: a date stated after "on" or "during" and no clock;
+- a whole month: a month named after "in", "during" or "for" ("in August 2015", "during Mar"),
+  where the question writes no day and no clock; without a year, the table's year.
 
 A date is read as questions write one: `2015-05-17`, `17/May/2015`, `May 17, 2015`,
 `17 May 2015`; without a year (`Nov 9`), the year the table gives its times (a syslog's lines
@@ -50,6 +52,13 @@ _DATES = (
         re.compile(rf"(?<![\d/])(\d{{1,2}})(?:st|nd|rd|th)?\s+{_MONTH}(?:,?\s+(\d{{4}}))?(?!\d|:\d|/)", re.I),
         ("d", "mon", "y"),
     ),
+)
+# A month named as a whole, in full or by its three letters ("Sept" too): "in August 2015".
+_WHOLE_MONTH = re.compile(
+    r"\b(?:in|during|for)\s+(?:the\s+month\s+of\s+)?(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may"
+    r"|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b\.?"
+    r"(?![\s,]*\d{1,2}\b)(?:,?\s+(\d{4})\b)?",
+    re.I,
 )
 _CLOCK = re.compile(r"(?<![\d:.])(\d{1,2}):(\d{2})(?::(\d{2}))?(?![\d:])")
 _RANGE = re.compile(
@@ -186,6 +195,8 @@ def stated_window(
     if m is not None:
         return None if column.kind == DATE and _CLOCK.search(text) else _range(text, m, year, zone, day)
     days = _dates(text, year)
+    if not days and not _CLOCK.search(text):
+        return _month(text, year, zone)
     if len(days) != 1 or _CLOCK.search(text) or not _WHOLE_DAY.search(text[: days[0][0]]):
         return None
     day = days[0][2]
@@ -195,6 +206,21 @@ def stated_window(
         (">=", _moment(day, None, zone)),
         ("<", _moment(date.fromordinal(day.toordinal() + 1), None, zone)),
     ]
+
+
+def _month(text: str, year: int | None, zone: str) -> list[tuple[str, str]] | None:
+    """The filters of the one whole month the text names ("in August 2015"): from its first day
+    to the next month's first, left out; None where it names none, two, or no year is known."""
+    months = {(m.group(1)[:3].lower(), m.group(2)) for m in _WHOLE_MONTH.finditer(text)}
+    if len(months) != 1:
+        return None
+    name, written_year = months.pop()
+    y = int(written_year) if written_year else year
+    if y is None:
+        return None
+    first = date(y, _MONTHS.index(name) + 1, 1)
+    after = date(y + 1, 1, 1) if first.month == 12 else date(y, first.month + 1, 1)
+    return [(">=", _moment(first, None, zone)), ("<", _moment(after, None, zone))]
 
 
 def _times(checked: Checked) -> bool:
@@ -216,30 +242,31 @@ def with_window(
         checked = check_action(action, cols)
     except Problem:
         return None
-    stated = table_window(question, table)
-    if checked.args is not None or stated is None or _times(checked):
+    window = table_window(question, table)
+    if checked.args is not None or window is None or _times(checked):
         return None
-    name, window = stated
     where = list(action.get("where") or [])
     if len(where) + len(window) > MAX_FILTERS:
         return None
-    added = [{"column": name, "cmp": cmp, "value": value} for cmp, value in window]
+    added = [{"column": name, "cmp": cmp, "value": value} for name, cmp, value in window]
     amended = {**action, "where": [*where, *added]}
     try:
         check_action(amended, cols)
     except Problem:
         return None
-    return amended, [f"{name} {cmp} {value!r}" for cmp, value in window]
+    return amended, [f"{name} {cmp} {value!r}" for name, cmp, value in window]
 
 
 def table_window(
     question: str, table: dict[str, Any], day: date | None = None
-) -> tuple[str, list[tuple[str, str]]] | None:
-    """The table's one time column and (cmp, value) of each filter of the window the question
-    states on it (stated_window, with the year and the lines' zone the table gives, and `day`
-    for two clocks without a date); None where the table has no one time column, or the question
-    states no window plainly."""
-    times = [c for c in table_columns(table).columns if c.kind in (TIME, DATE) and c.quoted is None]
+) -> list[tuple[str, str, str]] | None:
+    """(column, cmp, value) of each filter of the window the question states on the table's one
+    time column (stated_window, with the year and the lines' zone the table gives, and `day` for
+    two clocks without a date), or on its one date column and its one time-of-day column (a
+    CSV's `Date` and `Time`: _day_and_clocks); None where the table has no such columns, or the
+    question states no window plainly."""
+    cols = table_columns(table).columns
+    times = [c for c in cols if c.kind in (TIME, DATE) and c.quoted is None]
     if len(times) != 1:
         return None
     zone = table.get(LINE_ZONE_KEY)
@@ -247,4 +274,32 @@ def table_window(
     window = stated_window(
         question, times[0], year, zone if isinstance(zone, str) and _zone(zone) else None, day
     )
-    return (times[0].name, window) if window else None
+    if window:
+        return [(times[0].name, cmp, value) for cmp, value in window]
+    clocks = [c for c in cols if c.clock]
+    if times[0].kind == DATE and len(clocks) == 1:
+        return _day_and_clocks(question, times[0].name, clocks[0].name, year, day)
+    return None
+
+
+def _day_and_clocks(
+    question: str, day_column: str, clock_column: str, year: int | None, day: date | None
+) -> list[tuple[str, str, str]] | None:
+    """A range of two clocks on one day ("on 2016-09-29, between 02:00 and 02:59:59") as filters
+    on a date column and a time-of-day column: that day, and the clocks, the end taken in at its
+    own precision unless said to be left out (rlm.run.typed.check reads `<=` so)."""
+    text = _unquoted(question)
+    if any(_EXAMPLE.search(text[: c.start()]) for c in _CLOCK.finditer(text)):
+        return None
+    m = _RANGE.search(text)
+    window = _range(text, m, year, "", day) if m is not None else None
+    if window is None:
+        return None
+    (low_cmp, low), (high_cmp, high) = window
+    if low[:10] != high[:10] or len(low) <= 10:
+        return None  # two days, or days without clocks: not one day's clocks
+    return [
+        (day_column, "=", low[:10]),
+        (clock_column, low_cmp, low[11:]),
+        (clock_column, high_cmp, high[11:]),
+    ]
