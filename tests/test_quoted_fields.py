@@ -345,3 +345,29 @@ def test_the_cli_answers_which_ip_from_the_addresses_in_the_lines(tmp_path: Path
     assert '"<ip>"' in json.dumps(stub.requests[0]["body"]["response_format"]["json_schema"]["schema"])
     shown = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "top <ip> instead of a count of rows" in shown and busiest in shown
+
+
+def test_a_placeholder_a_quote_writes_twice_is_two_columns_named_by_their_words(tmp_path: Path) -> None:
+    """`copied N chunks in N ms`: two `N`, each a column named by the word beside it (its unit
+    after it, else the word before it). Through the CLI, the average of the second is what
+    Python finds on the raw lines; one column `N` held only the first."""
+    log = tmp_path / "copier.log"
+    lines = [
+        f"2026-03-0{1 + i % 3} 10:{i % 60:02d}:00 worker-{i % 4} copied {3 + i % 7} chunks in {40 + (i * 37) % 500} ms"
+        if i % 5
+        else f"2026-03-0{1 + i % 3} 10:{i % 60:02d}:00 worker-{i % 4} idle"
+        for i in range(400)
+    ]
+    log.write_text("\n".join(lines) + "\n")
+    quote = "copied N chunks in N ms"
+    sample = Sample(lines, whole=True)
+    assert [f.name for f in quoted_fields(f"'{quote}'", ["line"], sample)] == ["copied N", "N ms"]
+    assert [f.name for f in quoted_fields("'moved N of N'", ["line"])] == ["moved N", "of N"]
+    spent = [int(m[2]) for m in (re.search(r"copied (\d+) chunks in (\d+) ms", x) for x in lines) if m]
+    want = round(statistics.mean(spent), 2)
+    question = f"On average, how long does a '{quote}' copy take, in ms? Round to 2 decimals."
+    proc, stub = _ask_typed(log, question, {"op": "avg", "column": "N ms"}, str(want), tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
+    assert '"N ms"' in json.dumps(stub.requests[0]["body"]["response_format"]["json_schema"]["schema"])
+    shown = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert str(want)[:5] in shown, shown[-600:]

@@ -13,7 +13,9 @@ text (rlm.run.typed.quoted) with a placeholder that has a name (`<...>` with a w
 lone capital, NUM ...); `...` fits any text and names nothing. A field is a number (TRY_CAST:
 NULL where the text is not one) when every value it reads in the first lines of the input is
 one; where none of those lines fits, when its placeholder is not in angle brackets (`N`). A
-name the table already has, or one taken by an earlier placeholder, is not offered twice.
+placeholder one text writes twice (`variable N took N ms`) is named each time with the word
+beside it (`variable N`, `N ms`). A name the table already has, or one taken by an earlier
+text's placeholder, is not offered twice.
 
 Where the question asks for an IP address (rlm.run.answer_kind) and the table has no column of
 them, the last address written in each raw line is a field too, `<ip>`: the address a message
@@ -43,6 +45,7 @@ column of it would be empty on every line: none is offered.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -186,7 +189,36 @@ def _pattern(template: str) -> tuple[str, list[tuple[str, int]]] | None:
     if not any(name.strip("<> ") for name, _ in names):
         return None
     pieces.append(_literal(template[end:].lstrip() if skip_space else template[end:]))
-    return "(?i)" + "".join(pieces), names
+    return "(?i)" + "".join(pieces), _told_apart(template, names, marks)
+
+
+def _told_apart(
+    template: str, names: list[tuple[str, int]], marks: list[re.Match[str]]
+) -> list[tuple[str, int]]:
+    """The names of a text's placeholders, each written more than once (`variable N took N ms`)
+    named with the word the text writes next to it: its unit after it (`N ms`), else the word
+    before it that names it (`variable N`), else the one after. One column named `N` held the
+    first alone, and the second was the one asked."""
+    named = [m for m in marks if not _UNNAMED.fullmatch(m.group())]
+    seen = Counter(name for name, _ in names)
+    out = []
+    for (name, group), mark in zip(names, named, strict=True):
+        if seen[name] > 1:
+            after = re.match(r"[^\w%]*?(\w+|%)", template[mark.end() :])
+            before = re.search(r"(\w+)\W*?$", template[: mark.start()])
+            if after and (_UNIT_WORD.fullmatch(after[1]) or not before):
+                name = f"{name} {after[1]}"
+            elif before:
+                name = f"{before[1]} {name}"
+        out.append((name, group))
+    return out
+
+
+# A unit a log writes after its number: the number's name where a text writes two of one kind.
+_UNIT_WORD = re.compile(
+    r"%|[kmgt]?i?b|bytes?|[mnµu]?s|secs?|seconds?|millis(?:econds?)?|minutes?|mins?|hours?|hrs?|days?|ms",
+    re.I,
+)
 
 
 def _values_read(pattern: str, groups: list[int], sample: Sequence[str]) -> tuple[int, dict[int, list[str]]]:
