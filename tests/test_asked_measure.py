@@ -624,3 +624,37 @@ def test_a_number_column_named_by_its_words_is_the_value_whose_largest_is_asked(
         assert changed[0]["order_by"] == "connections.idle" and changed[0]["columns"][0] == "requests.current"
         first = _run(changed[0], table)[0]
         assert first[2] == most and first[1] in currents
+
+
+def test_the_cli_withholds_distinct_whole_lines_where_values_inside_them_are_asked(tmp_path: Path) -> None:
+    """Each line writes its own time: a count of distinct whole lines is nearly the count of the
+    lines, not of the codes written inside them. The model is told of `after`, and --strict
+    withholds the answer; where the question asks for distinct lines, nothing is told."""
+    log = tmp_path / "jobs.log"
+    log.write_text(
+        "".join(
+            f"2026-03-01 10:{i // 60:02d}:{i % 60:02d} job-{i} ended with code=E{100 + i % 6}\n"
+            for i in range(240)
+        )
+    )
+    action = {
+        "op": "count_distinct",
+        "column": "line",
+        "where": [{"column": "line", "cmp": "contains", "value": "ended"}],
+    }
+    proc, stub = ask_typed_once(
+        log, "How many different codes do the jobs end with?", action, "240", cwd=tmp_path
+    )
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "240" in told and "not whole lines" in told and '"after" reads the value' in told
+    assert (
+        measure_left_out("How many distinct lines end a job?", json.dumps(action), _table(log, tmp_path))
+        == []
+    )
+
+
+def _table(path: Path, cache: Path) -> dict[str, Any]:
+    table = open_source(str(path), cache_dir=str(cache / "cache")).profile.table
+    assert table is not None
+    return table

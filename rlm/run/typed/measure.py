@@ -639,6 +639,12 @@ def with_asked_measure(
 
 # The hour of the day asked, not each day's hours apart: "which hour of the day", "(0-23)".
 _HOUR_OF_DAY = re.compile(r"\bhours?\s+of\s+(?:the\s+|a\s+)?day\b|(?<![\d:])0?0\s*(?:-|–|to)\s*23\b", re.I)
+# Whole lines asked for as the values: "distinct lines", "the most repeated message".
+_WHOLE_LINES = re.compile(
+    r"\b(?:distinct|unique|different|identical|duplicate[sd]?|repeated)\s+(?:\w+\s+)?(?:lines?|messages?|entries|rows?)\b"
+    r"|\b(?:lines?|messages?|entries|rows?)\s+(?:that\s+are\s+|are\s+)?(?:repeated|duplicated|identical)",
+    re.I,
+)
 _DISTINCT = re.compile(r"\b(?:distinct|unique|different)\b", re.I)
 _NUMBER = r"(-?\d[\d,]*(?:\.\d+)?)"
 _COMPARED = re.compile(
@@ -671,6 +677,12 @@ def _told_only(checked: Checked, read: _Read) -> list[str]:
         )
         if wanted is not None:
             found.append(f"{wanted}, not a count of rows")
+    whole = checked.column if checked.op in ("count_distinct", "top") and checked.after is None else None
+    if whole is not None and whole.name == "line" and not _WHOLE_LINES.search(unquoted(read.question)):
+        found.append(
+            "values written inside the lines, not whole lines (each line's own time and ids set it "
+            'apart): "after" reads the value written just after a text'
+        )
     compared = {n.replace(",", "") for m in _COMPARED.finditer(words) for n in m.groups() if n}
     texts = {
         str(f.value).strip().replace(",", "") for f in checked.where if f.cmp in ("contains", "starts_with")
