@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import statistics
 from collections import Counter
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from rlm.run.typed import compile_sql
 from rlm.run.typed.measure import measure_left_out, with_asked_measure
 
 TAXIS = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "seaborn" / "taxis.csv"
+ACCESS = Path(__file__).resolve().parent.parent / "fixtures" / "access.log"
 
 
 @pytest.fixture(scope="module")
@@ -658,3 +660,20 @@ def _table(path: Path, cache: Path) -> dict[str, Any]:
     table = open_source(str(path), cache_dir=str(cache / "cache")).profile.table
     assert table is not None
     return table
+
+
+def test_the_cli_counts_the_sizes_other_than_the_one_stated(tmp_path: Path) -> None:
+    """ "other than N" is `!= N`: the model's `> N` is changed, the model told, and the count is
+    Python's over the raw lines."""
+    sizes = [
+        int(m[1]) for m in (re.search(r'" \d{3} (\d+) "', x) for x in ACCESS.read_text().splitlines()) if m
+    ]
+    common = Counter(sizes).most_common(1)[0][0]
+    want = sum(1 for s in sizes if s != common)
+    assert 0 < want != sum(1 for s in sizes if s > common)
+    sent = {"op": "count", "where": [{"column": "bytes", "cmp": ">", "value": common}]}
+    question = f"How many responses had a body size other than {common} bytes?"
+    proc, stub = ask_typed_once(ACCESS, question, sent, str(want), cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert f"bytes != {common} as the question states, instead of >" in told and str(want) in told

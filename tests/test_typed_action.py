@@ -1303,3 +1303,21 @@ def test_the_cli_runs_a_comparison_of_two_columns_in_the_worker(tmp_path: Path) 
     proc, stub = ask_typed_once(FILES["csv"], question, action, str(want), cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
     assert str(want) in stub.requests[1]["body"]["messages"][-1]["content"]
+
+
+def test_a_value_joined_by_or_is_no_plain_condition(tables: dict) -> None:
+    """Beside another value of its column ("404 or 304"), a value is a condition of two values:
+    told, never added as one `=`. Beside a word that is no value of it ("valid or invalid"),
+    the question keeps both ways, and names no condition at all."""
+    table, _ = tables["apache"]
+    plain = {"op": "count_distinct", "column": "ip"}
+    both = "How many different ip values are there on lines with 404 or 304?"
+    assert with_conditions(both, json.dumps(plain), table) is None
+    assert left_out(both, json.dumps(plain), table) != []
+    assert (
+        with_conditions("How many different ip values on lines with 404?", json.dumps(plain), table)
+        is not None
+    )
+    either = "How many different ip values sent HEAD or other requests?"
+    assert left_out(either, json.dumps(plain), table) == []
+    assert with_conditions(either, json.dumps(plain), table) is None

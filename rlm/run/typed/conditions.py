@@ -9,7 +9,8 @@ What is checked depends on the table alone, never on the question's wording: a v
 column whose whole set of values the table lists (a status, a level, a kind, a region) that
 the question states as a word, in a query that neither filters on that column nor names the
 value in any filter, nor ranks or groups by that column (there the question may name the
-values it compares).
+values it compares). A value the question joins by "or" to a word that is no value of its
+column ("valid or invalid users") is one of two ways it keeps both of: no condition.
 
 A time the question states (a date, a clock) is a condition too where the table has a time
 column and the query neither filters, groups nor orders on one: it is told and in doubt. It is
@@ -97,8 +98,8 @@ def with_conditions(
     names that it leaves out, and those conditions (`column = value`); None when there is none,
     or when any of them is not plain enough to add unasked: its value is listed by two columns
     and no word of the question names one of them (_named_column: a pickup or a dropoff
-    borough), a negation comes just before it ("other than Queens"), or the filters would be
-    more than an action takes."""
+    borough), a negation comes just before it ("other than Queens"), "or" joins another value
+    of its column to it ("ERROR or WARN"), or the filters would be more than an action takes."""
     cols = table_columns(table)
     try:
         action = read_json(content)
@@ -115,6 +116,8 @@ def with_conditions(
         listing = [c for c in cols.columns if c.values and any(_spoken(str(v)) == said for v in c.values)]
         named = _named_column(question, text, listing) if len(listing) > 1 else column
         if named is None or negated(question, text) or named.name in _filtered(where, chosen):
+            return None
+        if _one_of_several(question, text, named):
             return None
         chosen.append((named, next(v for v in named.values or () if _spoken(str(v)) == said)))
     where += [{"column": column.name, "cmp": "=", "value": value} for column, value in chosen]
@@ -181,7 +184,12 @@ def _missing(question: str, checked: Checked, cols: TableColumns) -> list[tuple[
             continue
         for value in column.values:
             text = str(value)
-            if _condition_like(text) and _spoken(text) not in filter_text and _states(question, text):
+            if (
+                _condition_like(text)
+                and _spoken(text) not in filter_text
+                and _states(question, text)
+                and not _either(question, text, column)
+            ):
                 found.append((text, column, value))
     # The longest first, and none inside one kept: "Central Asia" names a sub-region, not Asia.
     kept: list[tuple[str, Column, Any]] = []
@@ -191,6 +199,31 @@ def _missing(question: str, checked: Checked, cols: TableColumns) -> list[tuple[
         ):
             kept.append((text, column, value))
     return kept
+
+
+def _or_joined(question: str, text: str) -> list[str]:
+    """The words the question joins to a statement of `text` by "or" ("valid or invalid users":
+    `valid`; "ERROR or WARN": `WARN`), as it would say them."""
+    word = r"(\w[\w-]*)"
+    the = r"(?:an?\s+|the\s+)?"
+    joined = rf"{word}\s+(?:or|and/or|nor)\s+{the}{_stated(text)}|{_stated(text)}\s+(?:or|and/or|nor)\s+{the}{word}"
+    return [_spoken(m.group(1) or m.group(2)) for m in re.finditer(joined, question, re.IGNORECASE)]
+
+
+def _either(question: str, text: str, column: Column) -> bool:
+    """Whether the question states `text` only as one of two ways a thing may be, the other no
+    value of its column ("valid or invalid users", "failed or not"): it keeps both, and names no
+    condition."""
+    others = _or_joined(question, text)
+    values = {_spoken(str(v)) for v in column.values or ()}
+    return bool(others) and not values & set(others)
+
+
+def _one_of_several(question: str, text: str, column: Column) -> bool:
+    """Whether the question states `text` beside another of its column's values by "or" ("ERROR
+    or WARN lines"): a condition on both, which one `=` filter is not."""
+    values = {_spoken(str(v)) for v in column.values or ()}
+    return bool(values & set(_or_joined(question, text)))
 
 
 def _holds_to(quote: str, checked: Checked) -> bool:

@@ -469,7 +469,8 @@ def _listing(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dic
 
 def _stated_bounds(action: dict[str, Any], checked: Checked, words: str) -> tuple[dict[str, Any], str] | None:
     """The model's filters with the comparison the question states for each bound's number
-    (`>= N` for "N or more" where the model wrote `> N`), and what changed; None when every
+    (`>= N` for "N or more" where the model wrote `> N`; `!= N` for "other than N" where it wrote
+    `> N` or `= N`), and what changed; None when every
     bound already compares as stated, or the question states a number two ways."""
     stated: dict[float, set[str]] = {}
     for pattern, cmp in STATED:
@@ -481,9 +482,11 @@ def _stated_bounds(action: dict[str, Any], checked: Checked, words: str) -> tupl
     bounds = _LOWER | _UPPER
     wanted = {}
     for i, f in enumerate(checked.where):
-        value = as_number(f.value) if f.column.kind == NUMBER and f.cmp in bounds else None
+        value = as_number(f.value) if f.column.kind == NUMBER and f.cmp in {*bounds, "="} else None
         cmps = stated.get(value) if value is not None else None
-        if cmps is not None and len(cmps) == 1 and (cmp := next(iter(cmps))) != f.cmp:
+        # An `=` is changed only to the `!=` stated: "at least 3" may be written as its rows' `= 3`.
+        turned = f.cmp != "=" or cmps == {"!="}
+        if cmps is not None and len(cmps) == 1 and (cmp := next(iter(cmps))) != f.cmp and turned:
             wanted[i] = cmp
     where = action.get("where")
     if not wanted or not isinstance(where, list) or len(where) != len(checked.where):
@@ -677,7 +680,8 @@ def _told_only(checked: Checked, read: _Read) -> list[str]:
         )
         if wanted is not None:
             found.append(f"{wanted}, not a count of rows")
-    whole = checked.column if checked.op in ("count_distinct", "top") and checked.after is None else None
+    # (A top of whole lines, each on one, is in doubt by its rows: rlm.run.typed.matched.)
+    whole = checked.column if checked.op == "count_distinct" and checked.after is None else None
     if whole is not None and whole.name == "line" and not _WHOLE_LINES.search(unquoted(read.question)):
         found.append(
             "values written inside the lines, not whole lines (each line's own time and ids set it "
