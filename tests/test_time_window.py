@@ -338,3 +338,25 @@ def test_the_cli_writes_the_range_the_model_could_not(tmp_path: Path) -> None:
     assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
     shown = stub.requests[1]["body"]["messages"][-1]["content"]
     assert f"Time >= '{low}'" in shown and str(want) in shown
+
+
+def test_the_cli_counts_per_the_period_the_answers_form_asks_for(tmp_path: Path) -> None:
+    """A form with minutes (`YYYY-MM-DD HH:MM`) asks for a minute: a group per hour is counted per
+    minute, the model told, and the busiest minute Python finds is printed. A group per the
+    period the form asks for, or a form with no period (seconds), is left as sent."""
+    minutes = Counter(t.strftime("%Y-%m-%d %H:%M") for t in _access_times())
+    (busiest, n), (_, second) = minutes.most_common(2)
+    assert n > second
+    question = "In which minute did the log record the most requests? Give it as YYYY-MM-DD HH:MM."
+    per_hour = {"op": "group", "by": "ts", "bucket": "hour", "k": 1}
+    proc, stub = ask_typed_once(ACCESS, question, per_hour, busiest, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{busiest}\n", proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "bucket minute, the period the answer's form asks for, instead of hour" in told
+    assert f"{busiest} | {n}" in told
+    table = open_source(str(ACCESS), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None
+    per_minute = {**per_hour, "bucket": "minute"}
+    assert with_asked_measure(question, json.dumps(per_minute), table) is None
+    seconds = "Which second was busiest? Answer as HH:MM:SS."
+    assert with_asked_measure(seconds, json.dumps(per_hour), table) is None

@@ -69,6 +69,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
+from rlm.run.answer_form import asked_parts
 from rlm.run.typed.asked import (
     STATED,
     as_number,
@@ -185,6 +186,11 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
         return stated
     if (window := _window_as_stated(action, checked, read)) is not None:
         return window
+    if (bucket := _bucket_as_asked(checked, read.question)) is not None:
+        return {
+            **action,
+            "bucket": bucket,
+        }, f"bucket {bucket}, the period the answer's form asks for, instead of {checked.bucket}"
     if checked.op == "group" and checked.bucket == "hour" and _HOUR_OF_DAY.search(words):
         return {
             **action,
@@ -640,6 +646,20 @@ def with_asked_measure(
     return _measured(sent, _read(question, table)) if sent is not None else None
 
 
+def _bucket_as_asked(checked: Checked, question: str) -> str | None:
+    """The period of the time form the question asks its answer in (`HH:MM`: minute, `YYYY-MM-DD
+    HH`: hour, `Mon D`: day), where a group per period of a time column counts per another one;
+    None where it asks none, a second (no period), or the group already counts per it."""
+    asked = asked_parts(question)
+    if checked.op != "group" or checked.bucket not in _PERIODS or checked.by is None or asked is None:
+        return None
+    if checked.by.kind != TIME or "second" in asked[1]:
+        return None
+    finest = next((p for p in _PERIODS if p in asked[1]), None)
+    return finest if finest is not None and finest != checked.bucket else None
+
+
+_PERIODS = ("minute", "hour", "day", "month")  # the buckets that are periods, the finest first
 # The hour of the day asked, not each day's hours apart: "which hour of the day", "(0-23)".
 _HOUR_OF_DAY = re.compile(r"\bhours?\s+of\s+(?:the\s+|a\s+)?day\b|(?<![\d:])0?0\s*(?:-|–|to)\s*23\b", re.I)
 # Whole lines asked for as the values: "distinct lines", "the most repeated message".
