@@ -349,7 +349,7 @@ def test_the_cli_answers_which_ip_from_the_addresses_in_the_lines(tmp_path: Path
 
 def test_a_placeholder_a_quote_writes_twice_is_two_columns_named_by_their_words(tmp_path: Path) -> None:
     """`copied N chunks in N ms`: two `N`, each a column named by the word beside it (its unit
-    after it, else the word before it). Through the CLI, the average of the second is what
+    after it, else the word before it). Through the CLI, the second's mean is what
     Python finds on the raw lines; one column `N` held only the first."""
     log = tmp_path / "copier.log"
     lines = [
@@ -365,7 +365,7 @@ def test_a_placeholder_a_quote_writes_twice_is_two_columns_named_by_their_words(
     assert [f.name for f in quoted_fields("'moved N of N'", ["line"])] == ["moved N", "of N"]
     spent = [int(m[2]) for m in (re.search(r"copied (\d+) chunks in (\d+) ms", x) for x in lines) if m]
     want = round(statistics.mean(spent), 2)
-    question = f"On average, how long does a '{quote}' copy take, in ms? Round to 2 decimals."
+    question = f"On average, how long does a '{quote}' copy take, in ms, to 2 decimal places?"
     proc, stub = _ask_typed(log, question, {"op": "avg", "column": "N ms"}, str(want), tmp_path)
     assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
     assert '"N ms"' in json.dumps(stub.requests[0]["body"]["response_format"]["json_schema"]["schema"])

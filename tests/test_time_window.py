@@ -1,7 +1,7 @@
 """The time window a question states, added to a typed query that has none (rlm.run.typed.window):
 both sides of a range or a whole day, in the forms questions write dates and clocks, on each
 kind of time column, a whole month, and two clocks on a date and a time-of-day column; one side
-alone, a zone left unsaid on a zoned column, or two time columns, never. The hour of the day."""
+alone, a zone left unsaid on a zoned column, or two time columns, never. Each clock hour over all days."""
 
 from __future__ import annotations
 
@@ -252,7 +252,7 @@ def test_a_whole_month_named_is_that_month(tables: dict[Path, dict[str, Any]]) -
     by_month = Counter(d.split()[0] for d, _ in _syslog_times())
     june = with_window("Lines logged during June: how many?", COUNT, linux)
     assert june is not None and _count(june[0], linux) == by_month["Jun"] < sum(by_month.values())
-    assert with_window("How many lines in June 20?", COUNT, linux) != june
+    assert with_window("Lines on June 20: a count?", COUNT, linux) != june
 
 
 def _windows_clocks() -> tuple[str, str, str, int]:
@@ -275,7 +275,7 @@ def test_two_clocks_on_a_day_filter_a_date_column_and_a_time_of_day_column(
     could not write) is replaced by it. The counts are Python's."""
     table = tables[WINDOWS]
     day, low, high, want = _windows_clocks()
-    question = f"On {day}, how many rows have a Time from {low} through {high}?"
+    question = f"Count rows of {day} whose Time is from {low} through {high}."
     windowed = with_window(question, COUNT, table)
     assert windowed is not None and _count(windowed[0], table) == want
     assert windowed[1] == [f"Date = '{day}'", f"Time >= '{low}'", f"Time <= '{high}'"]
@@ -310,28 +310,28 @@ def test_a_time_of_day_column_is_compared_in_order(tables: dict[Path, dict[str, 
 
 
 def test_the_hour_of_the_day_is_every_days_hour_together(tables: dict[Path, dict[str, Any]]) -> None:
-    """A group per hour where the question asks for the hour of the day counts each hour 0-23
+    """A group per hour where the question asks for an hour of any day counts each hour 0-23
     over every day; the busiest is Python's, and a group per hour is left as sent where the
     question asks for the busiest hour as a period."""
     table = tables[ACCESS]
     hours = Counter(t.hour for t in _access_times())
     assert len({t.date() for t in _access_times()}) > 1
     sent = {"op": "group", "by": "ts", "bucket": "hour", "k": 1}
-    question = "Across the log, at which hour of the day (0-23) do most requests arrive?"
+    question = "Requests by clock hour, 0 to 23, all days together: which hour is busiest?"
     changed = with_asked_measure(question, json.dumps(sent), table)
     assert changed is not None and changed[0]["bucket"] == "hour_of_day"
     with duckdb.connect(table["path"], read_only=True) as con:
         con.execute("SET TimeZone = 'UTC'")
         rows = con.execute(compile_sql(changed[0], table)).fetchall()
     assert rows == [hours.most_common(1)[0]] and hours.most_common(2)[1][1] < rows[0][1]
-    assert with_asked_measure("Which hour had the most requests?", json.dumps(sent), table) is None
+    assert with_asked_measure("Which hour saw most requests?", json.dumps(sent), table) is None
 
 
 def test_the_cli_writes_the_range_the_model_could_not(tmp_path: Path) -> None:
     """Through the CLI and the real worker: a count sent with `!=` on both clocks of a range runs
     as the range, the model is told, and the right count is printed."""
     day, low, high, want = _windows_clocks()
-    question = f"How many rows are dated {day} with a Time from {low} through {high}? Just the number."
+    question = f"Rows of {day} with a Time from {low} through {high}: give the count alone."
     ends = [{"column": "Time", "cmp": "!=", "value": v} for v in (low, high)]
     sent = {"op": "count", "where": [{"column": "Date", "cmp": "=", "value": day}, *ends]}
     proc, stub = ask_typed_once(WINDOWS, question, sent, str(want), cwd=tmp_path)
@@ -347,7 +347,7 @@ def test_the_cli_counts_per_the_period_the_answers_form_asks_for(tmp_path: Path)
     minutes = Counter(t.strftime("%Y-%m-%d %H:%M") for t in _access_times())
     (busiest, n), (_, second) = minutes.most_common(2)
     assert n > second
-    question = "In which minute did the log record the most requests? Give it as YYYY-MM-DD HH:MM."
+    question = "Which minute of the log holds the most requests? Give it as YYYY-MM-DD HH:MM."
     per_hour = {"op": "group", "by": "ts", "bucket": "hour", "k": 1}
     proc, stub = ask_typed_once(ACCESS, question, per_hour, busiest, cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout == f"{busiest}\n", proc.stderr
@@ -358,5 +358,5 @@ def test_the_cli_counts_per_the_period_the_answers_form_asks_for(tmp_path: Path)
     assert table is not None
     per_minute = {**per_hour, "bucket": "minute"}
     assert with_asked_measure(question, json.dumps(per_minute), table) is None
-    seconds = "Which second was busiest? Answer as HH:MM:SS."
+    seconds = "Which second was busiest? Give it as HH:MM:SS."
     assert with_asked_measure(seconds, json.dumps(per_hour), table) is None

@@ -1307,7 +1307,7 @@ def test_the_cli_runs_a_comparison_of_two_columns_in_the_worker(tmp_path: Path) 
 
 def test_a_value_joined_by_or_is_no_plain_condition(tables: dict) -> None:
     """Beside another value of its column ("404 or 304"), a value is a condition of two values:
-    told, never added as one `=`. Beside a word that is no value of it ("valid or invalid"),
+    told, never added as one `=`. Beside a word that is no value of it ("HEAD or other"),
     the question keeps both ways, and names no condition at all."""
     table, _ = tables["apache"]
     plain = {"op": "count_distinct", "column": "ip"}

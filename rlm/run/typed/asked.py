@@ -50,7 +50,7 @@ STATED = (
     ),
     (re.compile(rf"\b{_MORE}\s+than\s+{_N}|\b(?:over|above|exceeding|exceeds)\s+{_N}", re.I), ">"),
     (re.compile(rf"\b{_LESS}\s+than\s+{_N}|\b(?:under|below)\s+{_N}", re.I), "<"),
-    # Any number but this one: "a size other than 512", "a status not equal to 200".
+    # Any number but this one: "anything but 512", "not equal to 200".
     (
         re.compile(
             rf"\b(?:other\s+than|different\s+from|not\s+equal\s+to|anything\s+but|except(?:\s+for)?)\s+{_N}",

@@ -87,7 +87,7 @@ class Column:
 
     @property
     def clock(self) -> bool:
-        """A time of day with no date, offered as its text (`20:11:08`): compared with < <= > >=
+        """A clock time without a date, offered as its text (`20:11:08`): compared with < <= > >=
         as that text, which is written zero-padded and so sorts as the times do."""
         return self.kind == TEXT and _base_type(self.type) in _CLOCK_TYPES
 
@@ -120,7 +120,7 @@ class TableColumns:
         return [c.name for c in self.columns if not kinds or c.kind in kinds]
 
     def ordered(self) -> list[str]:
-        """The names of the columns < <= > >= compare: numbers, times, dates and times of day."""
+        """Names of the columns that < <= > >= compare: numbers, times, dates and times of day."""
         return [c.name for c in self.columns if c.kind in (NUMBER, TIME, DATE) or c.clock]
 
 

@@ -10,7 +10,7 @@ column whose whole set of values the table lists (a status, a level, a kind, a r
 the question states as a word, in a query that neither filters on that column nor names the
 value in any filter, nor ranks or groups by that column (there the question may name the
 values it compares). A value the question joins by "or" to a word that is no value of its
-column ("valid or invalid users") is one of two ways it keeps both of: no condition.
+column ("local or remote clients") is one of two ways it keeps both of: no condition.
 
 A time the question states (a date, a clock) is a condition too where the table has a time
 column and the query neither filters, groups nor orders on one: it is told and in doubt. It is
@@ -202,8 +202,8 @@ def _missing(question: str, checked: Checked, cols: TableColumns) -> list[tuple[
 
 
 def _or_joined(question: str, text: str) -> list[str]:
-    """The words the question joins to a statement of `text` by "or" ("valid or invalid users":
-    `valid`; "ERROR or WARN": `WARN`), as it would say them."""
+    """The words the question joins to a statement of `text` by "or" ("local or remote clients":
+    `local`; "ERROR or WARN": `WARN`), as it would say them."""
     word = r"(\w[\w-]*)"
     the = r"(?:an?\s+|the\s+)?"
     joined = rf"{word}\s+(?:or|and/or|nor)\s+{the}{_stated(text)}|{_stated(text)}\s+(?:or|and/or|nor)\s+{the}{word}"
@@ -212,7 +212,7 @@ def _or_joined(question: str, text: str) -> list[str]:
 
 def _either(question: str, text: str, column: Column) -> bool:
     """Whether the question states `text` only as one of two ways a thing may be, the other no
-    value of its column ("valid or invalid users", "failed or not"): it keeps both, and names no
+    value of its column ("local or remote clients", "failed or not"): it keeps both, and names no
     condition."""
     others = _or_joined(question, text)
     values = {_spoken(str(v)) for v in column.values or ()}

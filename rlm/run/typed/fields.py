@@ -13,7 +13,7 @@ text (rlm.run.typed.quoted) with a placeholder that has a name (`<...>` with a w
 lone capital, NUM ...); `...` fits any text and names nothing. A field is a number (TRY_CAST:
 NULL where the text is not one) when every value it reads in the first lines of the input is
 one; where none of those lines fits, when its placeholder is not in angle brackets (`N`). A
-placeholder one text writes twice (`variable N took N ms`) is named each time with the word
+placeholder one text writes twice (`copied N chunks in N ms`) is named each time with the word
 beside it (`variable N`, `N ms`). A name the table already has, or one taken by an earlier
 text's placeholder, is not offered twice.
 
@@ -195,7 +195,7 @@ def _pattern(template: str) -> tuple[str, list[tuple[str, int]]] | None:
 def _told_apart(
     template: str, names: list[tuple[str, int]], marks: list[re.Match[str]]
 ) -> list[tuple[str, int]]:
-    """The names of a text's placeholders, each written more than once (`variable N took N ms`)
+    """The names of a text's placeholders, each written more than once (`moved N files in N ms`)
     named with the word the text writes next to it: its unit after it (`N ms`), else the word
     before it that names it (`variable N`), else the one after. One column named `N` held the
     first alone, and the second was the one asked."""

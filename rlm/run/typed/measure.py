@@ -660,7 +660,7 @@ def _bucket_as_asked(checked: Checked, question: str) -> str | None:
 
 
 _PERIODS = ("minute", "hour", "day", "month")  # the buckets that are periods, the finest first
-# The hour of the day asked, not each day's hours apart: "which hour of the day", "(0-23)".
+# An hour of any day asked, not each day's hours apart: "by hour of day", "from 0 to 23".
 _HOUR_OF_DAY = re.compile(r"\bhours?\s+of\s+(?:the\s+|a\s+)?day\b|(?<![\d:])0?0\s*(?:-|–|to)\s*23\b", re.I)
 # Whole lines asked for as the values: "distinct lines", "the most repeated message".
 _WHOLE_LINES = re.compile(

@@ -44,7 +44,7 @@ OPS = (*SQL_OPS, "grep", "peek", "final")
 # "size "), not the whole text; at most MAX_AFTER characters of it.
 MAX_AFTER = 60
 AGGREGATES = ("sum", "avg", "min", "max")  # what `group` computes of `column` beside the count
-# The time buckets `group` counts per: a period, or the hour of the day (0-23) every day together.
+# The time buckets `group` counts per: a period, or each clock hour 0-23 over all days.
 BUCKETS = ("minute", "hour", "day", "month", "hour_of_day")
 DAY_BUCKETS = ("day", "month")  # those of a DATE column
 EQUALITY = ("=", "!=")

@@ -285,7 +285,7 @@ def table_window(
 def _day_and_clocks(
     question: str, day_column: str, clock_column: str, year: int | None, day: date | None
 ) -> list[tuple[str, str, str]] | None:
-    """A range of two clocks on one day ("on 2016-09-29, between 02:00 and 02:59:59") as filters
+    """A range of two clocks on one day ("from 14:00 to 14:30 on 2021-03-04") as filters
     on a date column and a time-of-day column: that day, and the clocks, the end taken in at its
     own precision unless said to be left out (rlm.run.typed.check reads `<=` so)."""
     text = _unquoted(question)
