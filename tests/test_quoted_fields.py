@@ -365,7 +365,7 @@ def test_a_placeholder_a_quote_writes_twice_is_two_columns_named_by_their_words(
     assert [f.name for f in quoted_fields("'moved N of N'", ["line"])] == ["moved N", "of N"]
     spent = [int(m[2]) for m in (re.search(r"copied (\d+) chunks in (\d+) ms", x) for x in lines) if m]
     want = round(statistics.mean(spent), 2)
-    question = f"On average, how long does a '{quote}' copy take, in ms, to 2 decimal places?"
+    question = f"On average, how long does a '{quote}' copy take, in ms? Two decimals."
     proc, stub = _ask_typed(log, question, {"op": "avg", "column": "N ms"}, str(want), tmp_path)
     assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
     assert '"N ms"' in json.dumps(stub.requests[0]["body"]["response_format"]["json_schema"]["schema"])

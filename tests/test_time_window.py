@@ -309,7 +309,9 @@ def test_a_time_of_day_column_is_compared_in_order(tables: dict[Path, dict[str, 
         )
 
 
-def test_the_hour_of_the_day_is_every_days_hour_together(tables: dict[Path, dict[str, Any]]) -> None:
+def test_a_clock_hour_over_all_days_groups_every_days_hour_together(
+    tables: dict[Path, dict[str, Any]],
+) -> None:
     """A group per hour where the question asks for an hour of any day counts each hour 0-23
     over every day; the busiest is Python's, and a group per hour is left as sent where the
     question asks for the busiest hour as a period."""

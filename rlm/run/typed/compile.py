@@ -223,7 +223,7 @@ def _after_sql(action: Checked, column: Column) -> str:
 def _group_sql(action: Checked) -> str:
     by = action.by
     assert by is not None
-    if action.bucket == "hour_of_day":  # 0-23, in the sql() connection's UTC as the periods are
+    if action.bucket == "hour_of_day":  # 0-23; read in the sql() connection's UTC, as periods are
         key = f"hour({by.expr}) AS hour_of_day"
     elif action.bucket:
         # Shown at the bucket's own precision ("2015-05-17 20:00" for an hour), in the sql()
