@@ -672,7 +672,7 @@ def test_the_cli_counts_the_sizes_other_than_the_one_stated(tmp_path: Path) -> N
     want = sum(1 for s in sizes if s != common)
     assert 0 < want != sum(1 for s in sizes if s > common)
     sent = {"op": "count", "where": [{"column": "bytes", "cmp": ">", "value": common}]}
-    question = f"Count the responses whose body was different from {common} bytes."
+    question = f"How many responses sent anything but {common} bytes of body?"
     proc, stub = ask_typed_once(ACCESS, question, sent, str(want), cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
     told = stub.requests[1]["body"]["messages"][-1]["content"]

@@ -60,7 +60,9 @@ _WHOLE_MONTH = re.compile(
     r"(?![\s,]*\d{1,2}\b)(?:,?\s+(\d{4})\b)?",
     re.I,
 )
-_CLOCK = re.compile(r"(?<![\d:.])(\d{1,2}):(\d{2})(?::(\d{2}))?(?![\d:])")
+_CLOCK = re.compile(
+    r"(?<![\d:.])(\d{1,2}):(\d{2})(?::(\d{2}))?(?!\d|:\d)"
+)  # a colon after it may end a phrase
 _RANGE = re.compile(
     r"\bbetween\s+(\S.*?)\s+and\s+(\S+(?:\s+\S+){0,2})|\bfrom\s+(\S.*?)\s+(?:to|until|till|through)\s+(\S+(?:\s+\S+){0,2})",
     re.I,
