@@ -84,7 +84,7 @@ from rlm.run.typed.check import Checked, Problem, check_action, shown_value
 from rlm.run.typed.columns import DATE, NUMBER, TIME, TableColumns, table_columns
 from rlm.run.typed.compile import read_json
 from rlm.run.typed.fields import ADDRESS_TEMPLATE, SHAPE_TEMPLATES, read_fields, stated_amounts
-from rlm.run.typed.vocabulary import ASKS, DEFAULT_K, MAX_FILTERS, MAX_K
+from rlm.run.typed.vocabulary import ASKS, DEFAULT_K, MAX_FILTERS, MAX_K, PERIODS
 from rlm.run.typed.window import table_window
 
 __all__ = ["measure_left_out", "with_asked_measure"]
@@ -651,15 +651,14 @@ def _bucket_as_asked(checked: Checked, question: str) -> str | None:
     HH`: hour, `Mon D`: day), where a group per period of a time column counts per another one;
     None where it asks none, a second (no period), or the group already counts per it."""
     asked = asked_parts(question)
-    if checked.op != "group" or checked.bucket not in _PERIODS or checked.by is None or asked is None:
+    if checked.op != "group" or checked.bucket not in PERIODS or checked.by is None or asked is None:
         return None
     if checked.by.kind != TIME or "second" in asked[1]:
         return None
-    finest = next((p for p in _PERIODS if p in asked[1]), None)
+    finest = next((p for p in PERIODS if p in asked[1]), None)
     return finest if finest is not None and finest != checked.bucket else None
 
 
-_PERIODS = ("minute", "hour", "day", "month")  # the buckets that are periods, the finest first
 # An hour of any day asked, not each day's hours apart: "by hour of day", "from 0 to 23".
 _HOUR_OF_DAY = re.compile(r"\bhours?\s+of\s+(?:the\s+|a\s+)?day\b|(?<![\d:])0?0\s*(?:-|–|to)\s*23\b", re.I)
 # Whole lines asked for as the values: "distinct lines", "the most repeated message".

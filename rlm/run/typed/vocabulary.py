@@ -29,6 +29,7 @@ __all__ = [
     "OPS",
     "ORDERING",
     "ORDERS",
+    "PERIODS",
     "REQUIRED",
     "SQL_OPS",
     "TAKES",
@@ -44,8 +45,9 @@ OPS = (*SQL_OPS, "grep", "peek", "final")
 # "size "), not the whole text; at most MAX_AFTER characters of it.
 MAX_AFTER = 60
 AGGREGATES = ("sum", "avg", "min", "max")  # what `group` computes of `column` beside the count
-# The time buckets `group` counts per: a period, or each clock hour 0-23 over all days.
-BUCKETS = ("minute", "hour", "day", "month", "hour_of_day")
+# The time buckets `group` counts per: a period (the finest first), or each clock hour 0-23 over all days.
+PERIODS = ("minute", "hour", "day", "month")
+BUCKETS = (*PERIODS, "hour_of_day")
 DAY_BUCKETS = ("day", "month")  # those of a DATE column
 EQUALITY = ("=", "!=")
 ORDERING = ("<", "<=", ">", ">=")
