@@ -363,6 +363,8 @@ def test_a_placeholder_a_quote_writes_twice_is_two_columns_named_by_their_words(
     sample = Sample(lines, whole=True)
     assert [f.name for f in quoted_fields(f"'{quote}'", ["line"], sample)] == ["copied N", "N ms"]
     assert [f.name for f in quoted_fields("'moved N of N'", ["line"])] == ["moved N", "of N"]
+    # Beside each other, each named by the text's own words, never by the other placeholder.
+    assert [f.name for f in quoted_fields("'ended at N: N: done'", ["line"])] == ["at N", "N done"]
     spent = [int(m[2]) for m in (re.search(r"copied (\d+) chunks in (\d+) ms", x) for x in lines) if m]
     want = round(statistics.mean(spent), 2)
     question = f"On average, how long does a '{quote}' copy take, in ms? Two decimals."

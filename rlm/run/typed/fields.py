@@ -197,19 +197,25 @@ def _told_apart(
 ) -> list[tuple[str, int]]:
     """The names of a text's placeholders, each written more than once (`moved N files in N ms`)
     named with the word the text writes next to it: its unit after it (`N ms`), else the word
-    before it that names it (`variable N`), else the one after. One column named `N` held the
-    first alone, and the second was the one asked."""
+    before it that names it (`variable N`), else the one after, a name taken going to the next.
+    One column named `N` held the first alone, and the second was the one asked."""
     named = [m for m in marks if not _UNNAMED.fullmatch(m.group())]
     seen = Counter(name for name, _ in names)
-    out = []
+    # The text's own words: a placeholder beside another (`from N: N:`) is named by neither.
+    blank = PLACEHOLDER.sub(lambda m: " " * len(m.group()), template)
+    out: list[tuple[str, int]] = []
     for (name, group), mark in zip(names, named, strict=True):
         if seen[name] > 1:
-            after = re.match(r"[^\w%]*?(\w+|%)", template[mark.end() :])
-            before = re.search(r"(\w+)\W*?$", template[: mark.start()])
-            if after and (_UNIT_WORD.fullmatch(after[1]) or not before):
-                name = f"{name} {after[1]}"
-            elif before:
-                name = f"{before[1]} {name}"
+            after = re.match(r"[^\w%]*?(\w+|%)", blank[mark.end() :])
+            before = re.search(r"(\w+)\W*?$", blank[: mark.start()])
+            unit = [f"{name} {after[1]}"] if after and _UNIT_WORD.fullmatch(after[1]) else []
+            words = [
+                *unit,
+                *([f"{before[1]} {name}"] if before else []),
+                *([f"{name} {after[1]}"] if after else []),
+            ]
+            taken = {n for n, _ in out}
+            name = next((n for n in words if n not in taken), f"{name} ({len(out) + 1})")
         out.append((name, group))
     return out
 
