@@ -677,3 +677,32 @@ def test_the_cli_counts_the_sizes_other_than_the_one_stated(tmp_path: Path) -> N
     assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
     told = stub.requests[1]["body"]["messages"][-1]["content"]
     assert f"bytes != {common} as the question states, instead of >" in told and str(want) in told
+
+
+def test_the_cli_holds_a_text_the_question_says_a_message_begins_with_to_its_start(tmp_path: Path) -> None:
+    """ "whose message begins with 'X'": a model's `contains 'X'` also counts the lines that
+    repeat X further on; it is made `starts_with`, the model told, and the count is Python's."""
+    log = tmp_path / "backup.log"
+    lines = []
+    for i in range(300):
+        text = (
+            f"Backup failed for disk {i % 7}"
+            if i % 3 == 0
+            else f"summary: Backup failed for disk {i % 7} earlier"
+            if i % 3 == 1
+            else f"Backup done for disk {i % 7}"
+        )
+        lines.append(f"Mar  4 10:{i // 60:02d}:{i % 60:02d} store backupd[{400 + i % 9}]: {text}")
+    log.write_text("\n".join(lines) + "\n")
+    want = sum(1 for x in lines if x.split("]: ", 1)[1].startswith("Backup failed"))
+    contained = sum(1 for x in lines if "Backup failed" in x)
+    assert 0 < want < contained
+    table = _table(log, tmp_path)
+    column = "message" if ["message", "VARCHAR"] in table["columns"] else "line"
+    sent = {"op": "count", "where": [{"column": column, "cmp": "contains", "value": "Backup failed"}]}
+    question = "How many lines have a message that begins with 'Backup failed'?"
+    proc, stub = ask_typed_once(log, question, sent, str(want), cwd=tmp_path)
+    assert column == "message" and proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "message starts_with 'Backup failed' as the question states, instead of contains" in told
+    assert with_asked_measure("How many lines mention 'Backup failed'?", json.dumps(sent), table) is None

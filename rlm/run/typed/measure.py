@@ -186,6 +186,8 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
         return stated
     if (window := _window_as_stated(action, checked, read)) is not None:
         return window
+    if (starts := _starts_as_stated(action, checked, read.question)) is not None:
+        return starts
     if (bucket := _bucket_as_asked(checked, read.question)) is not None:
         return {
             **action,
@@ -644,6 +646,33 @@ def with_asked_measure(
     changed (`avg instead of sum`); None when it already does, or they do not say."""
     sent = _checked(content, table)
     return _measured(sent, _read(question, table)) if sent is not None else None
+
+
+def _starts_as_stated(
+    action: dict[str, Any], checked: Checked, question: str
+) -> tuple[dict[str, Any], str] | None:
+    """A `contains` filter whose text the question says a value begins with ("whose message
+    begins with 'Failed password'") made `starts_with`: a line that holds the text further on
+    (a summary that repeats it) is not one the question counts. None where there is none."""
+    where = action.get("where")
+    if not isinstance(where, list) or len(where) != len(checked.where):
+        return None
+    changed = []
+    for i, f in enumerate(checked.where):
+        text = str(f.value)
+        said = rf"\b(?:begins?|began|starts?|started|beginning|starting)\s+with\s+['\"“]?{re.escape(text)}"
+        if f.cmp == "contains" and text.strip() and re.search(said, question, re.IGNORECASE):
+            changed.append(i)
+    if not changed:
+        return None
+    fixed = [
+        {**w, "cmp": "starts_with"} if i in changed and isinstance(w, dict) else w
+        for i, w in enumerate(where)
+    ]
+    said = "; ".join(
+        f"{checked.where[i].column.name} starts_with {str(checked.where[i].value)!r}" for i in changed
+    )
+    return {**action, "where": fixed}, f"{said} as the question states, instead of contains"
 
 
 def _bucket_as_asked(checked: Checked, question: str) -> str | None:
