@@ -680,7 +680,7 @@ def test_the_cli_counts_the_sizes_other_than_the_one_stated(tmp_path: Path) -> N
 
 
 def test_the_cli_holds_a_text_the_question_says_a_message_begins_with_to_its_start(tmp_path: Path) -> None:
-    """ "whose message begins with 'X'": a model's `contains 'X'` also counts the lines that
+    """A message said to start with 'X': a model's `contains 'X'` also counts the lines that
     repeat X further on; it is made `starts_with`, the model told, and the count is Python's."""
     log = tmp_path / "backup.log"
     lines = []
@@ -700,9 +700,11 @@ def test_the_cli_holds_a_text_the_question_says_a_message_begins_with_to_its_sta
     table = _table(log, tmp_path)
     column = "message" if ["message", "VARCHAR"] in table["columns"] else "line"
     sent = {"op": "count", "where": [{"column": column, "cmp": "contains", "value": "Backup failed"}]}
-    question = "How many lines have a message that begins with 'Backup failed'?"
+    question = "Count the entries whose message text begins with 'Backup failed'."
     proc, stub = ask_typed_once(log, question, sent, str(want), cwd=tmp_path)
     assert column == "message" and proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
     told = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "message starts_with 'Backup failed' as the question states, instead of contains" in told
-    assert with_asked_measure("How many lines mention 'Backup failed'?", json.dumps(sent), table) is None
+    assert (
+        with_asked_measure("Which entries talk of 'Backup failed'? A count.", json.dumps(sent), table) is None
+    )

@@ -651,8 +651,8 @@ def with_asked_measure(
 def _starts_as_stated(
     action: dict[str, Any], checked: Checked, question: str
 ) -> tuple[dict[str, Any], str] | None:
-    """A `contains` filter whose text the question says a value begins with ("whose message
-    begins with 'Failed password'") made `starts_with`: a line that holds the text further on
+    """A `contains` filter whose text the question says a value begins with ("the text starts
+    with 'Backup'") made `starts_with`: a line that holds the text further on
     (a summary that repeats it) is not one the question counts. None where there is none."""
     where = action.get("where")
     if not isinstance(where, list) or len(where) != len(checked.where):
