@@ -349,7 +349,7 @@ def test_the_cli_counts_per_the_period_the_answers_form_asks_for(tmp_path: Path)
     minutes = Counter(t.strftime("%Y-%m-%d %H:%M") for t in _access_times())
     (busiest, n), (_, second) = minutes.most_common(2)
     assert n > second
-    question = "Which minute of the log holds the most requests? Give it as YYYY-MM-DD HH:MM."
+    question = "Which minute of the log holds most requests? Reply as YYYY-MM-DD HH:MM."
     per_hour = {"op": "group", "by": "ts", "bucket": "hour", "k": 1}
     proc, stub = ask_typed_once(ACCESS, question, per_hour, busiest, cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout == f"{busiest}\n", proc.stderr
