@@ -373,3 +373,26 @@ def test_a_placeholder_a_quote_writes_twice_is_two_columns_named_by_their_words(
     assert '"N ms"' in json.dumps(stub.requests[0]["body"]["response_format"]["json_schema"]["schema"])
     shown = stub.requests[1]["body"]["messages"][-1]["content"]
     assert str(want)[:5] in shown, shown[-600:]
+
+
+def test_an_address_read_from_any_line_keeps_the_quoted_lines_condition(tmp_path: Path) -> None:
+    """`<ip>`, the last address of each line, is no field of the quoted text: a top of it over
+    every line ranks the addresses of lines the question does not quote. Through the CLI the
+    quote's `line contains` is added, and the top address of the quoted lines is Python's."""
+    log = tmp_path / "sockets.log"
+    lines = []
+    for i in range(240):
+        opened = i % 4 == 0
+        peer = ("10.0.0.5" if i % 3 else "10.0.0.6") if opened else f"10.0.0.{9 if i % 3 else 5}"
+        verb = "Opened stream link with" if opened else "Dropped stream link with"
+        lines.append(f"2026-04-02 09:{i // 60:02d}:{i % 60:02d} relay INFO {verb} /{peer}:{5000 + i}")
+    log.write_text("\n".join(lines) + "\n")
+    opened = Counter(re.search(r"Opened stream link with /([\d.]+):", x)[1] for x in lines if "Opened" in x)  # type: ignore[index]
+    every = Counter(re.search(r"/([\d.]+):", x)[1] for x in lines)  # type: ignore[index]
+    (top, n), (_, second) = opened.most_common(2)
+    assert n > second and top != every.most_common(1)[0][0]
+    question = "Which peer address shows up in the most 'Opened stream link with' lines? The IP alone."
+    proc, stub = _ask_typed(log, question, {"op": "top", "column": "<ip>", "k": 1}, top, tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{top}\n", proc.stderr
+    shown = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "line contains 'Opened stream link with'" in shown and f"{top} | {n}" in shown

@@ -500,10 +500,16 @@ def with_quoted_fields(
     return {**table, FIELDS_KEY: [f.as_json() for f in fields]} if fields else table
 
 
-def names_a_field(action: dict[str, Any], table: dict[str, Any]) -> bool:
+def names_a_field(action: dict[str, Any], table: dict[str, Any], *, quoted_only: bool = False) -> bool:
     """Whether a typed action names a quoted field anywhere: its query is then of the lines the
-    quoted text fits, as if it filtered on them."""
-    fields = {f.name for f in read_fields(table)}
+    quoted text fits, as if it filtered on them. `quoted_only`: a field of a text the question
+    quotes, not one read from any line (the last address, a value of a fixed shape, a number
+    written with a word): a query of those is of every line, and the quote still holds it."""
+    fields = {
+        f.name
+        for f in read_fields(table)
+        if not quoted_only or (f.template not in (ADDRESS_TEMPLATE, *SHAPE_TEMPLATES) and not f.counted)
+    }
     if not fields:
         return False
     where = action.get("where") or []

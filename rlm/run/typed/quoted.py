@@ -150,7 +150,7 @@ def with_question_conditions(
     except Problem:
         return None
     # The quote first: a value it says is then not added as well (rlm.run.typed.conditions).
-    part = quoted_part(question, table) if not names_a_field(action, table) else None
+    part = quoted_part(question, table) if not names_a_field(action, table, quoted_only=True) else None
     quoted = with_quoted(action, part) if part is not None else None
     query, added = action, list[str]()
     if part is not None and quoted is not None and holds_text(part):
@@ -184,7 +184,11 @@ def quoted_left_out(
         return []
     out = []
     part = quoted_part(question, table)
-    if part is not None and not _filters_text(_where(action), part) and not names_a_field(action, table):
+    if (
+        part is not None
+        and not _filters_text(_where(action), part)
+        and not names_a_field(action, table, quoted_only=True)
+    ):
         out += [f"line contains {part!r}"] if holds_text(part) else []
     name = named_part(question, table)
     if name is not None and _with_named(action, name) is not None and holds_text(name, True):
