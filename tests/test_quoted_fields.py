@@ -391,7 +391,9 @@ def test_an_address_read_from_any_line_keeps_the_quoted_lines_condition(tmp_path
     every = Counter(re.search(r"/([\d.]+):", x)[1] for x in lines)  # type: ignore[index]
     (top, n), (_, second) = opened.most_common(2)
     assert n > second and top != every.most_common(1)[0][0]
-    question = "Which peer address shows up in the most 'Opened stream link with' lines? The IP alone."
+    question = (
+        "Which peer address is named by the greatest number of 'Opened stream link with' lines? The IP alone."
+    )
     proc, stub = _ask_typed(log, question, {"op": "top", "column": "<ip>", "k": 1}, top, tmp_path)
     assert proc.returncode == 0 and proc.stdout == f"{top}\n", proc.stderr
     shown = stub.requests[1]["body"]["messages"][-1]["content"]
