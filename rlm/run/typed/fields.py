@@ -14,7 +14,7 @@ lone capital, NUM ...); `...` fits any text and names nothing. A field is a numb
 NULL where the text is not one) when every value it reads in the first lines of the input is
 one; where none of those lines fits, when its placeholder is not in angle brackets (`N`). A
 placeholder one text writes twice (`copied N chunks in N ms`) is named each time with the word
-beside it (`variable N`, `N ms`). A name the table already has, or one taken by an earlier
+beside it (`copied N`, `N ms`). A name the table already has, or one taken by an earlier
 text's placeholder, is not offered twice.
 
 Where the question asks for an IP address (rlm.run.answer_kind) and the table has no column of
@@ -197,7 +197,7 @@ def _told_apart(
 ) -> list[tuple[str, int]]:
     """The names of a text's placeholders, each written more than once (`moved N files in N ms`)
     named with the word the text writes next to it: its unit after it (`N ms`), else the word
-    before it that names it (`variable N`), else the one after, a name taken going to the next.
+    before it that names it (`moved N`), else the one after, a name taken going to the next.
     One column named `N` held the first alone, and the second was the one asked."""
     named = [m for m in marks if not _UNNAMED.fullmatch(m.group())]
     seen = Counter(name for name, _ in names)

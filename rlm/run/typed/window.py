@@ -9,7 +9,7 @@ development sets' recorded first replies, 7 more of them then held the answer, n
   the one date the question states, or both dates; B is taken in (`<=` at its own precision:
   `14:59` holds every second of that minute) unless the question says it is exclusive;
 - a whole day: a date stated after "on" or "during" and no clock;
-- a whole month: a month named after "in", "during" or "for" ("in August 2015", "during Mar"),
+- a whole month: a month named after "in", "during" or "for" ("in March 2016", "during Jun"),
   where the question writes no day and no clock; without a year, the table's year.
 
 A date is read as questions write one: `2015-05-17`, `17/May/2015`, `May 17, 2015`,
@@ -53,16 +53,15 @@ _DATES = (
         ("d", "mon", "y"),
     ),
 )
-# A month named as a whole, in full or by its three letters ("Sept" too): "in August 2015".
+# A month named as a whole, in full or by its three letters ("Sept" too): "in March 2016".
 _WHOLE_MONTH = re.compile(
     r"\b(?:in|during|for)\s+(?:the\s+month\s+of\s+)?(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may"
     r"|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b\.?"
     r"(?![\s,]*\d{1,2}\b)(?:,?\s+(\d{4})\b)?",
     re.I,
 )
-_CLOCK = re.compile(
-    r"(?<![\d:.])(\d{1,2}):(\d{2})(?::(\d{2}))?(?!\d|:\d)"
-)  # a colon after it may end a phrase
+# A clock: `14:30`, `14:30:05`; a colon after it may end a phrase ("through 14:30: give ...").
+_CLOCK = re.compile(r"(?<![\d:.])(\d{1,2}):(\d{2})(?::(\d{2}))?(?!\d|:\d)")
 _RANGE = re.compile(
     r"\bbetween\s+(\S.*?)\s+and\s+(\S+(?:\s+\S+){0,2})|\bfrom\s+(\S.*?)\s+(?:to|until|till|through)\s+(\S+(?:\s+\S+){0,2})",
     re.I,
@@ -211,7 +210,7 @@ def stated_window(
 
 
 def _month(text: str, year: int | None, zone: str) -> list[tuple[str, str]] | None:
-    """The filters of the one whole month the text names ("in August 2015"): from its first day
+    """The filters of the one whole month the text names ("in March 2016"): from its first day
     to the next month's first, left out; None where it names none, two, or no year is known."""
     months = {(m.group(1)[:3].lower(), m.group(2)) for m in _WHOLE_MONTH.finditer(text)}
     if len(months) != 1:
