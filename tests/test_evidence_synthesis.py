@@ -181,6 +181,14 @@ def test_the_one_row_footer_of_a_query_echo_holds_no_answer() -> None:
     }
     assert ground("1", limited).grounded is False and ground("7", limited).grounded is True
     assert ground("1", {"F1": "count\n-----\n1\n(1 row)"}).grounded is True
+    # A memory is shown on one line: its footer holds no 1 either, its LIMIT note neither.
+    remembered = "`result = sql('SELECT count(*) …')` gave: count ------ 429227 (1 row)"
+    assert ground("1", {"M3": remembered}).grounded is False
+    noted = (
+        "host | count LabSZ | 7 (1 row; as many as the query's LIMIT 1: count them with count(*) or no LIMIT)"
+    )
+    assert ground("1", {"M1": noted}).grounded is False and ground("7", {"M1": noted}).grounded is True
+    assert ground("1", {"M2": "count ----- 1 (1 row)"}).grounded is True
     assert ground("3", {"F1": "a\n-\nx\ny\nz\n(3 rows)"}).grounded is True
 
 
@@ -206,3 +214,33 @@ def test_a_synthesis_that_turns_the_investigations_no_into_yes_is_not_used(tmp_p
     synthesis = latest_trace(tmp_path)["synthesis"]
     assert synthesis["answer"] == "No" and synthesis["source"] == "draft", synthesis
     assert "turned over" in synthesis["error"]
+
+
+def test_a_remembered_one_row_count_does_not_ground_an_answer_of_1_through_the_cli(tmp_path: Path) -> None:
+    """Two runs of one question, memory on: the first count's finding is remembered, and on the
+    second run it is shown on one line, `… (1 row)`. A model's answer of 1, where the count is
+    another number, stays ungrounded, and --strict withholds it both times."""
+    from conftest import run_cli
+    from openai_stub import OpenAIStub
+
+    log = FIXTURES / "access.log"
+    count = sum(1 for line in log.read_text().splitlines() if '" 404 ' in line)
+    assert count not in (0, 1)
+    action = {"op": "count", "where": [{"column": "status", "cmp": "=", "value": 404}]}
+    replies = [
+        json.dumps(action),
+        json.dumps({"op": "final", "answer": "1"}),
+        json.dumps({"answer": "1", "citations": ["F1"]}),
+    ]
+    question = "How many requests were answered with a 404 status?"
+    for run in range(2):
+        with OpenAIStub(list(replies)) as stub:
+            proc = run_cli(
+                ["ask", str(log), question, "-m", "openai/stub", "--api-base", stub.api_base, "--protocol", "typed",
+                 "--strict", "--json"],
+                cwd=tmp_path,
+            )  # fmt: skip
+        doc = json.loads(proc.stdout)
+        assert proc.returncode == 1 and doc["answer"] is None and doc["grounded"] is False, (run, proc.stderr)
+    memory = json.loads(proc.stdout)["findings"]
+    assert any(f["kind"] == "memory" and "(1 row)" in f["text"] for f in memory), memory

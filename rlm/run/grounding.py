@@ -163,8 +163,10 @@ def _held(value: _Value, entry: _Holds, asked: _Holds | None = None) -> bool:
 
 # The line a query's echo ends with when it returned one row (rlm.sandbox.worker.sql_result):
 # its 1 is the shape of every single-value result, never evidence of an answer of 1 (a model
-# answered 1 where its count said 0, and the footer held it).
-_ONE_ROW = re.compile(r"^\(1 row(?:;[^\n]*)?\)$", re.M)
+# answered 1 where its count said 0, and the footer held it). Anywhere in a text, not only on a
+# line of its own: a memory is shown on one line, and its footer had grounded an answer of 1.
+# The LIMIT note after it holds parentheses of its own (`count(*)`).
+_ONE_ROW = re.compile(r"\(1 row(?:;(?:[^()\n]|\([^()\n]*\))*)?\)")
 
 
 def _holds(text: str) -> _Holds:
