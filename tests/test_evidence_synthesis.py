@@ -232,7 +232,7 @@ def test_a_remembered_one_row_count_does_not_ground_an_answer_of_1_through_the_c
         json.dumps({"op": "final", "answer": "1"}),
         json.dumps({"answer": "1", "citations": ["F1"]}),
     ]
-    question = "How many requests were answered with a 404 status?"
+    question = "For how many requests did the server send status 404?"
     for run in range(2):
         with OpenAIStub(list(replies)) as stub:
             proc = run_cli(
