@@ -189,12 +189,14 @@ def open_models(
         yield root, sub
 
 
-# From this size on, an input's first profile and table take seconds, which litellm's import
-# (5-6 s of CPU, litellm 1.106) can overlap where the build leaves a processor idle; on two
-# cores it does not (1 GB CSV, 4 pairs: 0.995 of the wall time of importing it afterwards).
-# Below it the import in a thread of its own only competes with the run for the GIL: measured
-# on a 0.3 MB log, as fast and 0.3 s more CPU.
-_OVERLAP_IMPORT_BYTES = 64 << 20
+# From this size on, litellm's import (seconds of CPU, all of it holding the GIL) runs in a thread
+# of its own beside the input's profile, table and summary, whose DuckDB and numpy work leave the
+# GIL: the model's first request comes sooner. Medians of the first request, 6 runs each arm in
+# turn (2 cores, a test run beside the 50 MB pairs), import in a thread from 64 MB -> from 1 MB:
+# 8 MB CSV 3.19 -> 2.82 s, 8 MB access log 3.00 -> 2.89 s, 50 MB CSV 4.11 -> 3.49 s, 50 MB access
+# log 3.74 -> 3.47 s. Below it the thread only competes with the run for the GIL: measured on a
+# 0.3 MB log, as fast and 0.3 s more CPU.
+_OVERLAP_IMPORT_BYTES = 1 << 20
 
 
 def _profile_takes_seconds(input_arg: str | Sequence[str]) -> bool:
