@@ -97,8 +97,13 @@ _MOST = re.compile(r"\b(?:most|largest|highest|greatest|biggest)\b", re.I)
 # What follows a superlative when it ranks a count ("the largest number of requests"), or
 # another measure ("the highest average"), rather than a value.
 _OF_COUNT = r"(?!\s+(?:number|count|amount|share|frequency|average|mean|total|sum)\b)"
-_LARGEST = re.compile(rf"\b(?:largest|biggest|highest|greatest|longest|maximum|max)\b{_OF_COUNT}", re.I)
-_SMALLEST = re.compile(rf"\b(?:smallest|lowest|shortest|minimum|min)\b{_OF_COUNT}", re.I)
+_LARGEST_WORD = r"\b(?:largest|biggest|highest|greatest|longest|maximum|max)\b"
+_SMALLEST_WORD = r"\b(?:smallest|lowest|shortest|minimum|min)\b"
+_LARGEST = re.compile(_LARGEST_WORD + _OF_COUNT, re.I)
+_SMALLEST = re.compile(_SMALLEST_WORD + _OF_COUNT, re.I)
+# A superlative before "number of" too: one total is never the highest of anything, so where a
+# query sums one value with no group, "the highest number of <value>" asks for that value's max.
+_LARGEST_OF_ANY, _SMALLEST_OF_ANY = re.compile(_LARGEST_WORD, re.I), re.compile(_SMALLEST_WORD, re.I)
 _LOWER, _UPPER = frozenset({">", ">="}), frozenset({"<", "<="})
 _LIST = re.compile(r"\blist\b|\bone (?:\w+ )?(?:per|a|on each) line\b|\beach on (?:a|its own) line\b", re.I)
 _EVERY = re.compile(r"\b(?:every|all)\b", re.I)
@@ -210,8 +215,12 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
         return {"op": extreme, "column": column.name, **rows}, f"{extreme} instead of top (the most common)"
     # The extreme of the value the model summed, unless the question names another number's.
     others = numbers_named - {column.name} if column is not None else numbers_named
-    if checked.op == "sum" and extreme and _TOTAL.search(words) is None and not others:
-        return {**action, "op": extreme}, f"{extreme} instead of sum"
+    # Where a "which" asks for another column, the highest is of its groups, not of one value.
+    own = read.asked_column is None or (column is not None and read.asked_column == column.name)
+    summed = _extreme(words, of_number=True) if own else extreme
+    unadded = _TOTAL.search(words) is None and _ADD_UP.search(words) is None
+    if checked.op == "sum" and summed and unadded and not others:
+        return {**action, "op": summed}, f"{summed} instead of sum"
     # A count of the rows where a number passes a bound, where the largest of that number is asked:
     # a lower bound leaves the max as it is (an upper one the min), so the model's rows are kept.
     bounded = [f for f in checked.where if f.column.kind == NUMBER and f.cmp in _LOWER | _UPPER]
@@ -384,10 +393,14 @@ def _stated_with(name: str, question: str) -> float | None:
     return None
 
 
-def _extreme(words: str) -> str | None:
+def _extreme(words: str, *, of_number: bool = False) -> str | None:
     """`max` where the question's words ask for the largest of a value (not of a number of
-    lines, nor of an average), `min` for the smallest; None where they ask for neither, or both."""
-    largest, smallest = _LARGEST.search(words), _SMALLEST.search(words)
+    lines, nor of an average), `min` for the smallest; None where they ask for neither, or both.
+    `of_number`: a superlative before "number of" counts too (the extreme of a value summed)."""
+    if of_number:
+        largest, smallest = _LARGEST_OF_ANY.search(words), _SMALLEST_OF_ANY.search(words)
+    else:
+        largest, smallest = _LARGEST.search(words), _SMALLEST.search(words)
     average = _AVERAGE.search(words) is not None and _TOTAL.search(words) is None
     if len(_ANY_EXTREME.findall(words)) != 1 or (largest is None) == (smallest is None) or average:
         return None
