@@ -15,6 +15,10 @@ def status_counts() -> Counter[str]:
     return Counter(line.split()[8] for line in ACCESS.read_text().splitlines())
 
 
+def path_counts() -> Counter[str]:
+    return Counter(line.split()[6] for line in ACCESS.read_text().splitlines())
+
+
 def test_multi_line_results_and_grep_lines_become_findings_and_a_rerun_supersedes(tmp_path: Path) -> None:
     table = (
         "from collections import Counter\n"
@@ -389,6 +393,39 @@ def test_items_of_a_list_the_synthesis_cut_short_are_printed_whole(tmp_path: Pat
     assert trace["synthesis"]["grounded"] is True
 
 
+def test_items_the_draft_itself_cut_short_are_printed_as_the_rows_hold_them(tmp_path: Path) -> None:
+    """The model's own final drops each path's '/', and the synthesis copies it: each item is
+    printed as the query's rows hold it, the answer grounded on them."""
+    query = 'result = sql("SELECT path, count(*) AS n FROM log GROUP BY 1 ORDER BY n DESC, 1 LIMIT 2")\nprint(result)'
+    top = sorted(path_counts().items(), key=lambda pn: (-pn[1], pn[0]))[:2]
+    top = [p for p, _ in top]
+    shortened = ", ".join(p.lstrip("/") for p in top)
+    out, trace = _synthesis_rewrites(tmp_path, query, f"final({shortened!r})", shortened)
+    assert out == ", ".join(top) + "\n"
+    assert trace["synthesis"]["grounded"] is True
+    # The same where the final is the model's own action, the synthesis's reply used.
+    reply = {"answer": shortened, "explanation": "From the query.", "citations": ["F1"], "confidence": "high"}
+    steps = [{"tool": "execute", "args": {"code": query}}, {"tool": "final", "args": {"answer": shortened}}]
+    model = write_script(tmp_path / "final.json", [*steps, json.dumps(reply)])
+    proc = run_cli(["ask", str(ACCESS), "q", "-m", model], cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == ", ".join(top) + "\n", proc.stderr
+    assert latest_trace(tmp_path)["synthesis"]["source"] == "synthesis"
+
+
+def test_a_value_held_only_with_more_punctuation_is_given_whole_and_a_number_never() -> None:
+    from rlm.run.synthesis import held_whole
+
+    rows = "path | n\n/misc/a.txt | 2\n/b/ | 1\n-12 | 3\n7% | 4"
+    assert held_whole("misc/a.txt, b", rows) == "/misc/a.txt, /b/"
+    assert held_whole("misc/a.txt\nb", rows) == "/misc/a.txt\n/b/"
+    # A number's sign or unit is another value; a sentence is not an item; an item held as it is stands.
+    assert held_whole("12", rows) == "12" and held_whole("7", rows) == "7"
+    assert held_whole("the file misc/a.txt", rows) == "the file misc/a.txt"
+    assert held_whole("a.txt", rows + "\na.txt | 1") == "a.txt"
+    # Two words of the findings would fit: which one is not known, the item stands.
+    assert held_whole("a.css", "/a.css 1\n./a.css 2") == "a.css"
+
+
 def test_a_figure_the_synthesis_corrected_is_not_turned_back_into_the_draft() -> None:
     from rlm.run.synthesis import kept_exact
 
@@ -403,9 +440,10 @@ def test_the_value_a_sentence_draft_names_is_kept_exact() -> None:
     table = "path | n\n/favicon.ico | 148\n/reset.css | 106"
     draft = "The path '/favicon.ico' was requested most often, 148 times."
     assert kept_exact("favicon.ico", draft, table) == "/favicon.ico"
-    # The answer as the findings hold it on its own word stands, and so does one the draft lacks.
+    # The answer as the findings hold it on its own word stands; one the draft lacks is given as
+    # the findings hold it (rlm.run.synthesis.held_whole).
     assert kept_exact("favicon.ico", draft, table + "\nfavicon.ico | 3") == "favicon.ico"
-    assert kept_exact("reset.css", draft, table) == "reset.css"
+    assert kept_exact("reset.css", draft, table) == "/reset.css"
     # Two words of the draft would fit: which one was meant is not known, the answer stands.
     assert kept_exact("a.css", "Either /a.css or ./a.css.", "/a.css 1\n./a.css 2") == "a.css"
     # Each item of a list on one line, on its own; an item the findings hold as it is stands.

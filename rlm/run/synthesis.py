@@ -95,12 +95,17 @@ def checked_confidence(stated: str | None, reason: str, grounding: Grounding) ->
 
 def _fallback(draft: str | None, findings: list[Finding], error: str | None) -> Synthesis:
     if draft and _usable(draft):
-        return Synthesis(draft.strip(), "draft", error=error)
+        return Synthesis(held_whole(draft.strip(), _findings_text(findings)), "draft", error=error)
     useful = [f for f in findings if f.kind != "final_draft"]
     if useful:
         text = "\n".join(f"- {f.text} [{f.id}]" for f in useful[-12:])
         return Synthesis(None, "findings", error=error, established=text)
     return Synthesis(None, "none", error=error)
+
+
+def _findings_text(findings: list[Finding], observations: list[str] | None = None) -> str:
+    """The findings and observations as one text, each finding whole: what values are looked up in."""
+    return "\n".join([*(f.full or f.text for f in findings), *(observations or [])])
 
 
 # A template a model copied instead of answering: "<the answer ...>", "[insert the IP here]".
@@ -206,10 +211,10 @@ def kept_exact(answer: str, draft: str | None, findings_text: str) -> str:
     draft is a sentence, the one word of it that is the answer with punctuation is.
     """
     if not draft:
-        return answer
+        return held_whole(answer, findings_text)
     exact, given = draft.strip(), answer.strip()
     if not exact or exact == given:
-        return answer
+        return held_whole(answer, findings_text)
     # Only punctuation lost ('/' of a path, quotes): '35' for a draft of '350' is another value.
     lost = exact.replace(given, "", 1) if given else exact
     if (
@@ -223,7 +228,7 @@ def kept_exact(answer: str, draft: str | None, findings_text: str) -> str:
     # value as one of its words: the one word that is the answer plus punctuation alone, held
     # by a finding where the answer on its own is not. So for each item of a list written on
     # one line ("misc/a.txt, b/" for a draft naming "/misc/a.txt, /b/"), each on its own.
-    words = {w.strip("'\"`()[]").rstrip(".,;:!?").strip("'\"`") for w in exact.split()}
+    words = {_bare(w) for w in exact.split()}
     pieces = re.split(r"(,\s*|;\s*|\n)", given)
     mended = [_fuller(piece, words, findings_text) if k % 2 == 0 else piece for k, piece in enumerate(pieces)]
     if mended != pieces:
@@ -234,13 +239,35 @@ def kept_exact(answer: str, draft: str | None, findings_text: str) -> str:
     items = [p.strip().strip("'\"") for p in re.split(apart, given.strip("[]() ")) if p.strip()]
     if len(lines) > 1 and sorted(items) == sorted(lines) and all(ln in findings_text for ln in lines):
         return "\n".join(lines)
-    return answer
+    return held_whole(answer, findings_text)
+
+
+def _bare(word: str) -> str:
+    """A word as a value: without the quotes and brackets around it, nor a sentence's stop after."""
+    return word.strip("'\"`()[]").rstrip(".,;:!?").strip("'\"`")
+
+
+def held_whole(answer: str, findings_text: str) -> str:
+    """Each item of `answer` (one line, or a list on one line) that a finding holds only with more
+    punctuation, as the finding holds it: the draft itself may have dropped a path's leading '/'
+    ("misc/a.txt" where the rows say "/misc/a.txt"). An item is changed only where one word of
+    the findings is it plus punctuation alone and no word of them is the item as written; a
+    number never is (its sign or unit is another value, and numbers are compared by value)."""
+    words = {_bare(w) for w in findings_text.split()}
+    pieces = re.split(r"(,\s*|;\s*|\n)", answer)
+    mended = [_fuller(piece, words, findings_text) if k % 2 == 0 else piece for k, piece in enumerate(pieces)]
+    return "".join(mended) if mended != pieces else answer
 
 
 def _fuller(given: str, words: set[str], findings_text: str) -> str:
     """The one word of a draft that is `given` plus punctuation alone, held by a finding where
     `given` on its own is not; else `given`."""
-    if not given or re.search(r"\s", given) or re.search(rf"(?<!\S){re.escape(given)}(?!\S)", findings_text):
+    if (
+        not re.search(r"\w", given)
+        or re.search(r"\s", given)
+        or _FIGURE.fullmatch(given)
+        or re.search(rf"(?<!\S){re.escape(given)}(?!\S)", findings_text)
+    ):
         return given
     fuller = {
         w
@@ -450,9 +477,7 @@ def synthesize(
             result.reply, result.prompt_tokens_est, result.payload = reply, est, payload
             return result
         if answer and _usable(answer):
-            answer = kept_exact(
-                answer, draft, "\n".join([*(f.full or f.text for f in findings), *(observations or [])])
-            )
+            answer = kept_exact(answer, draft, _findings_text(findings, observations))
             stated, reason = _confidence(reply.content)
             grounding = ground(answer, _evidence_shown(block.shown, findings), question)
             confidence, reason = checked_confidence(stated, reason, grounding)
