@@ -247,7 +247,7 @@ def test_fields_are_offered_by_the_schema_told_and_shown_in_examples_no_copy_dou
         is None
     )
     added = with_question_conditions(question, json.dumps({"op": "count"}), table, lambda *_: True)
-    assert added is not None and added[1] == ["line contains 'session opened for user'"]
+    assert added is not None and added[1] == ["line contains 'session opened for user' as written"]
     # Nothing quoted, nothing read: the table as it was, and the input is not sampled.
     untouched = with_quoted_fields(tables[LINUX], "which host logs most?", lambda: pytest.fail("sampled"))
     assert untouched is tables[LINUX]

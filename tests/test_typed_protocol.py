@@ -265,7 +265,10 @@ def test_the_line_a_question_quotes_is_added_to_a_query_that_has_no_text_filter(
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["answer"] == str(closed)
     told = stub.requests[1]["body"]["messages"][-1]["content"]
-    assert "line contains 'Connection closed by', which your action had no filter on: rlm added it" in told
+    assert (
+        "line contains 'Connection closed by' as written, which your action had no filter on: rlm added it"
+        in told
+    )
     assert f"count\n-----\n{closed}\n" in told, told[:400]
     code = latest_trace(tmp_path)["steps"][0]["action"]["args"]["code"]
     assert "connection closed by" in code.lower()
@@ -297,7 +300,7 @@ def test_the_line_a_question_quotes_is_added_to_a_query_that_has_no_text_filter(
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["answer"] == str(held)
     told = stub.requests[1]["body"]["messages"][-1]["content"]
-    assert f"line contains {quote!r}, which your action had no filter on: rlm added it" in told
+    assert f"line contains {quote!r} as written, which your action had no filter on: rlm added it" in told
     assert f"count\n-----\n{held}\n" in told, told[:400]
 
 

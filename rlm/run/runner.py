@@ -189,20 +189,20 @@ class ActionRunner:
             self.failures[key] = self.failures.get(key, 0) + 1
         return outcome
 
-    def holds_text(self, text: str, whole: bool = False) -> bool:
+    def holds_text(self, text: str, whole: bool = False, case: bool = False) -> bool:
         """Whether some line of the input holds `text`, in any case (a grep in the worker, once a
-        text); `whole`, not inside a longer word (text_pattern). False when the worker cannot say."""
+        text); `whole`, not inside a longer word (text_pattern); `case`, in the case it is written.
+        False when the worker cannot say."""
         pattern = text_pattern(text, whole)
-        if pattern not in self._held:
+        key = f"{'case:' if case else ''}{pattern}"
+        if key not in self._held:
             reply = self._request(
                 "grep",
-                {"pattern": pattern, "max_matches": 1, "ignore_case": True},
+                {"pattern": pattern, "max_matches": 1, "ignore_case": not case},
                 timeout=self.cell_seconds(grace=5),
             )
-            self._held[pattern] = (
-                isinstance(reply, dict) and bool(reply.get("ok")) and bool(reply.get("total"))
-            )
-        return self._held[pattern]
+            self._held[key] = isinstance(reply, dict) and bool(reply.get("ok")) and bool(reply.get("total"))
+        return self._held[key]
 
     def counts(self, query: str) -> list[int] | None:
         """The whole numbers of the first row of `query` (a count of each condition alone,

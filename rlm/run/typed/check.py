@@ -18,6 +18,7 @@ from typing import Any
 from rlm.run.typed.columns import BOOL, DATE, NUMBER, TEXT, TIME, Column, TableColumns
 from rlm.run.typed.vocabulary import (
     AGGREGATES,
+    AS_WRITTEN,
     BUCKETS,
     CMPS,
     DAY_BUCKETS,
@@ -35,7 +36,7 @@ from rlm.run.typed.vocabulary import (
     ORDERS,
     REQUIRED,
     TAKES,
-    TEXT_MATCH,
+    TEXT_MATCHES,
 )
 
 __all__ = [
@@ -291,7 +292,7 @@ def _clock_text(value: Any, column: Column, cmp: str) -> str:
 
 
 def _value(value: Any, column: Column, cmp: str) -> Any:
-    if cmp in TEXT_MATCH:
+    if cmp in TEXT_MATCHES:
         if column.kind != TEXT:
             raise Problem(
                 f"'{cmp}' works on text columns; '{column.name}' is {_KIND_WORDS[column.kind]} "
@@ -327,7 +328,7 @@ def _value(value: Any, column: Column, cmp: str) -> Any:
 def _other_column(cols: TableColumns, value: Any, column: Column, cmp: str) -> ColumnRef | None:
     """The column a filter's value names, where it is another column of the same kind (a number
     with a number, a time or date with either) compared by = != < <= > >=; None otherwise."""
-    if not isinstance(value, str) or cmp in TEXT_MATCH or column.kind not in (NUMBER, TIME, DATE):
+    if not isinstance(value, str) or cmp in TEXT_MATCHES or column.kind not in (NUMBER, TIME, DATE):
         return None
     other = next((c for c in cols.columns if c.name == value.strip()), None)
     if other is None or other.name == column.name:
@@ -352,7 +353,7 @@ def _filters(cols: TableColumns, where: Any) -> tuple[Filter, ...]:
         column = _column(cols, item["column"], "column")
         cmp = item["cmp"]
         cmp = _CMP_ALIASES.get(cmp, cmp) if isinstance(cmp, str) else cmp
-        if cmp not in CMPS:
+        if cmp not in CMPS and cmp != AS_WRITTEN:
             raise Problem(f'"cmp" must be one of: {" ".join(CMPS)}')
         other = _other_column(cols, item["value"], column, cmp)
         out.append(Filter(column, cmp, other if other is not None else _value(item["value"], column, cmp)))

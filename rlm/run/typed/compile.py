@@ -17,6 +17,7 @@ from rlm.run.typed.check import Checked, ColumnRef, Filter, Moment, Problem, che
 from rlm.run.typed.columns import DATE, NUMBER, TIME, Column, table_columns
 from rlm.run.typed.placeholders import literal_parts
 from rlm.run.typed.share import SHARE_KEY
+from rlm.run.typed.vocabulary import AS_WRITTEN
 from rlm.text.sqltext import sql_name, sql_string, sql_value
 
 __all__ = ["compile_sql", "condition_sql", "execute_code", "read_json", "to_action"]
@@ -71,13 +72,14 @@ def read_json(content: str | None) -> Any:
 def condition_sql(f: Filter) -> str:
     """One filter as a condition of a WHERE clause."""
     expr = f.column.expr
-    if f.cmp == "contains":
+    if f.cmp in ("contains", AS_WRITTEN):
         # A text written with placeholders (`closed by <ip> [preauth]`), or a glob's `*`
         # (`node-C*`), holds each fixed part.
         parts = [
             p for part in literal_parts(str(f.value)) or [str(f.value)] for p in part.split("*") if p.strip()
         ]
-        return " AND ".join(_contains_sql(expr, part) for part in parts or [str(f.value)])
+        case = f.cmp == AS_WRITTEN
+        return " AND ".join(_contains_sql(expr, part, case) for part in parts or [str(f.value)])
     if f.cmp == "starts_with":
         head = str(f.value).split("*", 1)[0] or str(f.value)  # `node-C*`: what it starts with
         return f"{f.cmp}(lower({expr}), lower({sql_string(head)}))"
@@ -103,12 +105,17 @@ _DIGITS = frozenset("0123456789")
 _RE2_SPECIAL = frozenset("\\.^$|?*+()[]{}-")
 
 
-def _contains_sql(expr: str, part: str) -> str:
+def _contains_sql(expr: str, part: str, case: bool = False) -> str:
     """`expr` holds `part`, a number in it matched whole: `404` is not the end of a request id's
     hex digits (`...aa6d404`) nor of `1404`, and `10.0.0.1` not the start of `10.0.0.15`. At an
     end of `part` that is a digit, the text must end or hold no digit there (no letter either,
-    for a number alone: hex ids). RE2 has no look-around: the side is a character or the end."""
-    found = f"contains(lower({expr}), lower({sql_string(part)}))"
+    for a number alone: hex ids). RE2 has no look-around: the side is a character or the end.
+    `case`: in the case `part` is written (AS_WRITTEN), else in any."""
+    found = (
+        f"contains({expr}, {sql_string(part)})"
+        if case
+        else f"contains(lower({expr}), lower({sql_string(part)}))"
+    )
     starts, ends = part[:1] in _DIGITS, part[-1:] in _DIGITS
     if not (starts or ends):
         return found

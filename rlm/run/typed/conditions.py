@@ -36,7 +36,7 @@ from rlm.run.typed.check import Checked, Problem, check_action
 from rlm.run.typed.columns import DATE, TIME, Column, TableColumns, table_columns
 from rlm.run.typed.compile import read_json
 from rlm.run.typed.placeholders import quoted_texts
-from rlm.run.typed.vocabulary import MAX_FILTERS, TEXT_MATCH
+from rlm.run.typed.vocabulary import MAX_FILTERS, TEXT_MATCHES
 
 __all__ = ["left_out", "negated", "with_conditions"]
 
@@ -231,7 +231,7 @@ def _holds_to(quote: str, checked: Checked) -> bool:
     used = (checked.column, checked.by, checked.order_by, *checked.columns)
     if any(c is not None and c.quoted == quote for c in used):
         return True
-    pieces = [str(f.value).casefold() for f in checked.where if f.cmp in TEXT_MATCH]
+    pieces = [str(f.value).casefold() for f in checked.where if f.cmp in TEXT_MATCHES]
     return any(piece and piece in quote.casefold() for piece in pieces)
 
 

@@ -33,7 +33,7 @@ from rlm.run.typed.compile import read_json
 from rlm.run.typed.conditions import negated, with_conditions
 from rlm.run.typed.fields import names_a_field
 from rlm.run.typed.placeholders import literal_parts, quoted_texts
-from rlm.run.typed.vocabulary import MAX_FILTERS, TEXT_MATCH
+from rlm.run.typed.vocabulary import AS_WRITTEN, MAX_FILTERS, TEXT_MATCHES
 from rlm.run.typed.window import with_window
 
 __all__ = [
@@ -54,9 +54,10 @@ _NAME = re.compile(r"(?<![\w./-])([A-Za-z][A-Za-z0-9-]*(?:[._][A-Za-z0-9-]+)+)(?
 
 class HoldsText(Protocol):
     """Whether some line of the input holds a text, in any case; `whole`, not inside a longer
-    word (the run's worker grep: rlm.run.runner.ActionRunner.holds_text)."""
+    word; `case`, in the case it is written (the run's worker grep:
+    rlm.run.runner.ActionRunner.holds_text)."""
 
-    def __call__(self, text: str, whole: bool = False, /) -> bool: ...
+    def __call__(self, text: str, whole: bool = False, case: bool = False, /) -> bool: ...
 
 
 def quoted_part(question: str, table: dict[str, Any]) -> str | None:
@@ -108,13 +109,15 @@ def _with_named(action: dict[str, Any], name: str) -> dict[str, Any] | None:
     return {**action, "where": [*where, {"column": "line", "cmp": "contains", "value": name}]}
 
 
-def with_quoted(action: dict[str, Any], part: str) -> dict[str, Any] | None:
-    """The action with `line contains PART` added; None where it has a text filter already (the
-    model chose its own), names the part in a filter, or has no room for one more."""
+def with_quoted(action: dict[str, Any], part: str, *, as_written: bool = False) -> dict[str, Any] | None:
+    """The action with `line contains PART` added (`as_written`: in the case the question writes
+    it); None where it has a text filter already (the model chose its own), names the part in a
+    filter, or has no room for one more."""
     where = _where(action)
     if len(where) >= MAX_FILTERS or _filters_text(where, part):
         return None
-    return {**action, "where": [*where, {"column": "line", "cmp": "contains", "value": part}]}
+    cmp = AS_WRITTEN if as_written else "contains"
+    return {**action, "where": [*where, {"column": "line", "cmp": cmp, "value": part}]}
 
 
 def _where(action: dict[str, Any]) -> list[Any]:
@@ -131,7 +134,7 @@ def _filters_text(where: list[Any], part: str) -> bool:
         if not isinstance(f, dict):
             continue
         value = str(f.get("value", "")).strip().casefold()
-        if f.get("cmp") in TEXT_MATCH or (value and whole in value):
+        if f.get("cmp") in TEXT_MATCHES or (value and whole in value):
             return True
     return False
 
@@ -154,7 +157,15 @@ def with_question_conditions(
     quoted = with_quoted(action, part) if part is not None else None
     query, added = action, list[str]()
     if part is not None and quoted is not None and holds_text(part):
-        query, added = quoted, [f"line contains {part!r}"]
+        # A quote is the log's own text: where the input writes it in the quote's case, lines
+        # that write it in another ("invalid user" inside another message) are other lines.
+        if holds_text(part, False, True):
+            query, added = (
+                with_quoted(action, part, as_written=True) or quoted,
+                [f"line contains {part!r} as written"],
+            )
+        else:
+            query, added = quoted, [f"line contains {part!r}"]
     name = named_part(question, table)
     named = _with_named(query, name) if name is not None else None
     # As a whole word: an example of a form (`blk_123`) is not a condition where it begins longer ids.

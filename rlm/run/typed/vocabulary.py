@@ -12,6 +12,7 @@ from rlm.sandbox.worker.sql_result import SHOWN_ROWS
 
 __all__ = [
     "AGGREGATES",
+    "AS_WRITTEN",
     "ASKS",
     "BUCKETS",
     "DAY_BUCKETS",
@@ -34,6 +35,7 @@ __all__ = [
     "SQL_OPS",
     "TAKES",
     "TEXT_MATCH",
+    "TEXT_MATCHES",
 ]
 
 # What each op asks of the table, in the order the model is told them.
@@ -53,6 +55,10 @@ EQUALITY = ("=", "!=")
 ORDERING = ("<", "<=", ">", ">=")
 TEXT_MATCH = ("contains", "starts_with")  # case-insensitive, text columns only
 CMPS = (*EQUALITY, *ORDERING, *TEXT_MATCH)
+# rlm's own, never offered to the model: the text a question quotes, matched in the case it is
+# written (rlm.run.typed.quoted). Taken back as shown where the model sends the action again.
+AS_WRITTEN = "contains_as_written"
+TEXT_MATCHES = (*TEXT_MATCH, AS_WRITTEN)
 ORDERS = ("most", "least", "key")  # `group`: by the measure, high or low first, or by the key
 TAKES = ("first", "last")  # `rows`: the first or the last k in the order asked
 

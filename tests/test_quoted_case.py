@@ -1,0 +1,67 @@
+"""A text the question quotes is the log's own: where the input writes it in the quote's case,
+rlm's added condition matches it in that case (rlm.run.typed.quoted, `contains_as_written`), and
+lines that hold it in another case inside another message are not counted."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from conftest import FIXTURES, ask_typed_cli, latest_trace
+
+from rlm.run.typed.check import check_action, said_filter
+from rlm.run.typed.columns import table_columns
+
+AUTH = FIXTURES / "auth.log"
+
+
+def test_a_quote_the_input_writes_as_quoted_is_matched_in_its_case(tmp_path: Path) -> None:
+    lines = AUTH.read_text().splitlines()
+    as_written = sum("Invalid user" in line for line in lines)
+    any_case = sum("invalid user" in line.lower() for line in lines)
+    assert as_written < any_case  # the input writes it in both cases: the test can tell them apart
+    replies = [
+        json.dumps({"op": "count"}),
+        json.dumps({"op": "final", "answer": str(as_written)}),
+        json.dumps({"answer": str(as_written), "citations": ["F1"]}),
+    ]
+    question = 'How many entries quote "Invalid user <name>" here?'
+    proc, stub = ask_typed_cli(AUTH, question, replies, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{as_written}\n", proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "line contains 'Invalid user' as written" in told and str(as_written) in told, told[-800:]
+    code = latest_trace(tmp_path)["steps"][0]["action"]["args"]["code"]
+    assert "contains(\"line\", \\'Invalid user\\')" in code and "lower(" not in code, code
+
+
+def test_a_quote_the_input_writes_only_in_another_case_is_matched_in_any(tmp_path: Path) -> None:
+    lines = AUTH.read_text().splitlines()
+    any_case = sum("failed password" in line.lower() for line in lines)
+    replies = [
+        json.dumps({"op": "count"}),
+        json.dumps({"op": "final", "answer": str(any_case)}),
+        json.dumps({"answer": str(any_case), "citations": ["F1"]}),
+    ]
+    proc, stub = ask_typed_cli(AUTH, "How many entries quote 'FAILED PASSWORD' here?", replies, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{any_case}\n", proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "line contains 'FAILED PASSWORD'" in told and "as written" not in told, told[-800:]
+
+
+def test_the_model_may_send_the_condition_back_as_it_was_shown(tmp_path: Path) -> None:
+    """The cmp is rlm's own, never offered; an action that carries it is checked and said."""
+    from rlm.input.source import open_source
+
+    table = open_source(str(AUTH), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None
+    where = [{"column": "line", "cmp": "contains_as_written", "value": "Invalid user"}]
+    checked = check_action({"op": "count", "where": where}, table_columns(table))
+    assert [said_filter(f) for f in checked.where] == ["line contains as written 'Invalid user'"]
+    assert not re.search(r"contains_as_written", json.dumps(_offered(table)))
+
+
+def _offered(table: dict) -> dict:
+    from rlm.run.typed import action_schema
+
+    return action_schema(table)
