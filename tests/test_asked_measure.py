@@ -160,19 +160,19 @@ def test_a_sum_where_the_longest_or_largest_is_asked_becomes_the_extreme_of_the_
 def test_a_sum_where_the_highest_number_of_a_value_is_asked_becomes_its_max(
     taxis: dict[str, Any], rows: list[dict[str, str]]
 ) -> None:
-    # One total is never the highest of anything: "the highest number of passengers" on a sum of
+    # One total is never the highest of anything: "the biggest number of passengers" on a sum of
     # `passengers` asks for its largest value, rows kept.
     cash = {"column": "payment", "cmp": "=", "value": "cash"}
     sent = {"op": "sum", "column": "passengers", "where": [cash]}
-    changed = _changed("On a cash ride, what was the highest number of passengers aboard?", sent, taxis)
+    changed = _changed("On a cash ride, what was the biggest number of passengers aboard?", sent, taxis)
     assert changed is not None and changed[1] == "max instead of sum"
     want = max(int(r["passengers"]) for r in rows if r["payment"] == "cash")
     assert _run(changed[0], taxis)[0][0] == want
     fewest = _changed("And the lowest number of passengers on one ride?", sent, taxis)
     assert fewest is not None and fewest[0]["op"] == "min"
     # A total asked, or a "which" ranking its groups: the sum is not the extreme's to change.
-    assert _changed("What was the highest number of passengers in total?", sent, taxis) is None
-    assert _changed("Which payment had the highest number of passengers?", sent, taxis) is None
+    assert _changed("What was the biggest number of passengers in total?", sent, taxis) is None
+    assert _changed("Which payment saw the biggest number of passengers?", sent, taxis) is None
 
 
 def test_a_count_over_a_bound_on_a_number_where_its_largest_is_asked_becomes_its_max(

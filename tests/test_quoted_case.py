@@ -65,3 +65,38 @@ def _offered(table: dict) -> dict:
     from rlm.run.typed import action_schema
 
     return action_schema(table)
+
+
+OPENSTACK = FIXTURES / "data" / "loghub" / "OpenStack_2k.log"
+
+
+def test_a_word_in_capitals_before_the_lines_asked_about_is_their_condition(tmp_path: Path) -> None:
+    """The HTTP method of a request is inside the message (no column of its own): a count of the
+    lines the question names by it is of the lines that write it."""
+    posts = sum(bool(re.search(r"(?<![A-Za-z0-9_])POST(?![A-Za-z0-9_])", line)) for line in OPENSTACK.open())
+    assert 0 < posts < 2000
+    replies = [
+        json.dumps({"op": "count"}),
+        json.dumps({"op": "final", "answer": str(posts)}),
+        json.dumps({"answer": str(posts), "citations": ["F1"]}),
+    ]
+    proc, stub = ask_typed_cli(
+        OPENSTACK, "How many POST requests did the API servers write down?", replies, cwd=tmp_path
+    )
+    assert proc.returncode == 0 and proc.stdout == f"{posts}\n", proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "line contains 'POST' as written" in told, told[-800:]
+
+
+def test_which_words_in_capitals_name_the_lines_asked_about(tmp_path: Path) -> None:
+    from rlm.input.source import open_source
+    from rlm.run.typed.quoted import kind_words
+
+    table = open_source(str(OPENSTACK), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None
+    assert kind_words("What share of the POST requests took over a second?", table) == ["POST"]
+    # Not before the lines asked about, negated, a value a column lists, or inside a quote.
+    assert kind_words("Give the IP only, in UTC.", table) == []
+    assert kind_words("How many requests were not POST requests?", table) == []
+    assert kind_words("How many INFO lines are there?", table) == []
+    assert kind_words("How many 'POST requests' are there?", table) == []

@@ -102,7 +102,7 @@ _SMALLEST_WORD = r"\b(?:smallest|lowest|shortest|minimum|min)\b"
 _LARGEST = re.compile(_LARGEST_WORD + _OF_COUNT, re.I)
 _SMALLEST = re.compile(_SMALLEST_WORD + _OF_COUNT, re.I)
 # A superlative before "number of" too: one total is never the highest of anything, so where a
-# query sums one value with no group, "the highest number of <value>" asks for that value's max.
+# query sums one value with no group, "the biggest number of <value>" asks for that value's max.
 _LARGEST_OF_ANY, _SMALLEST_OF_ANY = re.compile(_LARGEST_WORD, re.I), re.compile(_SMALLEST_WORD, re.I)
 _LOWER, _UPPER = frozenset({">", ">="}), frozenset({"<", "<="})
 _LIST = re.compile(r"\blist\b|\bone (?:\w+ )?(?:per|a|on each) line\b|\beach on (?:a|its own) line\b", re.I)

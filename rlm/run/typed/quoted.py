@@ -19,6 +19,15 @@ for the program or host leaves the model one way to keep to it, a `line contains
 writes: its totals then covered every program. Taken where the question writes one such name,
 not negated, and the input holds it as a whole word (an example of a form, `blk_123`, begins
 longer ids); added beside the quote's part (both hold of the lines asked about).
+
+So is a word in capitals before the lines asked about ("the POST requests", "WARN entries")
+where no column lists it: an HTTP method inside a message, with no column of its own, was left
+out and the average taken over every request. Taken where the input holds it as a whole word in
+those capitals (kind_words).
+
+A quote is the log's own text, and a word in capitals too: where the input writes it in that
+case, it is matched in that case (`contains_as_written`), as lines that write it in another
+("invalid user" inside another message) are other lines; else in any case.
 """
 
 from __future__ import annotations
@@ -50,6 +59,11 @@ _MAX_NAME = 160  # as a quote: longer is no name of a program or a host
 # An identifier with a dot or an underscore inside: a program, a host, a module (not `e.g.`).
 # Its pieces hold no `.` or `_`, so that a long run of them is read in one pass, not in every split.
 _NAME = re.compile(r"(?<![\w./-])([A-Za-z][A-Za-z0-9-]*(?:[._][A-Za-z0-9-]+)+)(?![\w-]|\.\w)")
+# A word in capitals naming the kind of lines asked about ("the POST requests", "WARN entries"):
+# the log's own word, which only a raw line holds where no column lists it.
+_KIND_WORD = re.compile(
+    r"(?<![\w./-])([A-Z][A-Z0-9]{2,})(?![\w./-])\s+(?:requests?|lines?|messages?|entries|entry|events?|calls?|records?)\b"
+)
 
 
 class HoldsText(Protocol):
@@ -99,14 +113,35 @@ def named_part(question: str, table: dict[str, Any]) -> str | None:
     return None if negated(question, name) else name
 
 
-def _with_named(action: dict[str, Any], name: str) -> dict[str, Any] | None:
-    """The action with `line contains NAME` added; None where a filter names it already (or a
-    piece of it), or there is no room for one more."""
+def kind_words(question: str, table: dict[str, Any]) -> list[str]:
+    """The words in capitals the question writes before the lines it asks about ("the POST
+    requests"), outside its quotes, that no column is named by and no value a column lists
+    holds as a word (`HTTP` of a protocol column's `HTTP/1.1`), not negated."""
+    unquoted = question
+    for quote in quoted_texts(question):
+        unquoted = unquoted.replace(quote, " ")
+    cols = table_columns(table)
+    listed = " ".join(str(v) for c in cols.columns for v in c.values or ()).casefold()
+    named = {n.casefold() for n in cols.names()}
+    words = dict.fromkeys(m[1] for m in _KIND_WORD.finditer(unquoted))
+    return [
+        w
+        for w in words
+        if w.casefold() not in named
+        and not re.search(rf"(?<![a-z0-9]){re.escape(w.casefold())}(?![a-z0-9])", listed)
+        and not negated(question, w)
+    ]
+
+
+def _with_named(action: dict[str, Any], name: str, *, as_written: bool = False) -> dict[str, Any] | None:
+    """The action with `line contains NAME` added (`as_written`: in its case); None where a filter
+    names it already (or a piece of it), or there is no room for one more."""
     where = _where(action)
     values = [str(f.get("value", "")).casefold() for f in where if isinstance(f, dict)]
     if len(where) >= MAX_FILTERS or any(v and (v in name.casefold() or name.casefold() in v) for v in values):
         return None
-    return {**action, "where": [*where, {"column": "line", "cmp": "contains", "value": name}]}
+    cmp = AS_WRITTEN if as_written else "contains"
+    return {**action, "where": [*where, {"column": "line", "cmp": cmp, "value": name}]}
 
 
 def with_quoted(action: dict[str, Any], part: str, *, as_written: bool = False) -> dict[str, Any] | None:
@@ -171,6 +206,10 @@ def with_question_conditions(
     # As a whole word: an example of a form (`blk_123`) is not a condition where it begins longer ids.
     if name is not None and named is not None and holds_text(name, True):
         query, added = named, [*added, f"line contains {name!r}"]
+    for word in kind_words(question, table):
+        kind = _with_named(query, word, as_written=True)
+        if kind is not None and holds_text(word, True, True):
+            query, added = kind, [*added, f"line contains {word!r} as written"]
     amended = with_conditions(question, json.dumps(query), table)
     if amended is not None:
         query, added = amended[0], [*amended[1], *added]
@@ -204,4 +243,9 @@ def quoted_left_out(
     name = named_part(question, table)
     if name is not None and _with_named(action, name) is not None and holds_text(name, True):
         out.append(f"line contains {name!r}")
+    out += [
+        f"line contains {word!r} as written"
+        for word in kind_words(question, table)
+        if _with_named(action, word) is not None and holds_text(word, True, True)
+    ]
     return out
