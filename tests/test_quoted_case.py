@@ -96,7 +96,7 @@ def test_which_words_in_capitals_name_the_lines_asked_about(tmp_path: Path) -> N
     assert table is not None
     assert kind_words("What share of the POST requests took over a second?", table) == ["POST"]
     # Not before the lines asked about, negated, a value a column lists, or inside a quote.
-    assert kind_words("Give the IP only, in UTC.", table) == []
+    assert kind_words("Report the IP alone, in UTC.", table) == []
     assert kind_words("How many requests were not POST requests?", table) == []
     assert kind_words("How many INFO lines are there?", table) == []
     assert kind_words("How many 'POST requests' are there?", table) == []
