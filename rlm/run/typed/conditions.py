@@ -35,6 +35,7 @@ from typing import Any
 from rlm.run.typed.check import Checked, Problem, check_action
 from rlm.run.typed.columns import DATE, TIME, Column, TableColumns, table_columns
 from rlm.run.typed.compile import read_json
+from rlm.run.typed.examples_given import without_examples
 from rlm.run.typed.placeholders import quoted_texts
 from rlm.run.typed.vocabulary import MAX_FILTERS, TEXT_MATCHES
 
@@ -62,7 +63,9 @@ _EXAMPLE = re.compile(r"\b(?:e\.g\.|eg|for example|for instance|such as|like)\W{
 
 def left_out(question: str, content: str | None, table: dict[str, Any]) -> list[str]:
     """Each condition (`column = value`) the question names that the typed action in `content`
-    leaves out; [] for an action that is not a query, or that could not be read."""
+    leaves out; [] for an action that is not a query, or that could not be read. The examples it
+    gives state none (rlm.run.typed.examples_given)."""
+    question = without_examples(question)
     cols = table_columns(table)
     try:
         checked = check_action(read_json(content), cols)

@@ -83,6 +83,7 @@ from rlm.run.typed.asked import (
 from rlm.run.typed.check import Checked, Problem, check_action, shown_value
 from rlm.run.typed.columns import DATE, NUMBER, TIME, TableColumns, table_columns
 from rlm.run.typed.compile import read_json
+from rlm.run.typed.examples_given import without_examples
 from rlm.run.typed.fields import ADDRESS_TEMPLATE, SHAPE_TEMPLATES, read_fields, stated_amounts
 from rlm.run.typed.vocabulary import ASKS, DEFAULT_K, MAX_FILTERS, MAX_K, PERIODS
 from rlm.run.typed.window import table_window
@@ -538,7 +539,8 @@ def _window_as_stated(
     # Two clocks and no date: on the one date the query's own filters are on.
     if read.table is None:
         return None
-    window = table_window(read.question, read.table, days.pop() if len(days) == 1 else None)
+    # An example's date and hours ("e.g. 18 May 2015 from 10:00 to 10:59") state no window.
+    window = table_window(without_examples(read.question), read.table, days.pop() if len(days) == 1 else None)
     if window is None:
         return None
     names = {name for name, _, _ in window}

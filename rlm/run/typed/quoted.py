@@ -40,6 +40,7 @@ from rlm.run.typed.check import Problem, check_action
 from rlm.run.typed.columns import table_columns
 from rlm.run.typed.compile import read_json
 from rlm.run.typed.conditions import negated, with_conditions
+from rlm.run.typed.examples_given import without_examples
 from rlm.run.typed.fields import names_a_field
 from rlm.run.typed.placeholders import literal_parts, quoted_texts
 from rlm.run.typed.vocabulary import AS_WRITTEN, MAX_FILTERS, TEXT_MATCHES
@@ -180,7 +181,8 @@ def with_question_conditions(
     """The typed action in `content` with the conditions the question names and it leaves out:
     the line the question quotes where `holds_text` finds it in the input, and values a column
     lists (with_conditions) but the quote's own, and the time window it states (with_window); and
-    those conditions. None when nothing is added."""
+    those conditions. None when nothing is added. The examples it gives state none."""
+    question = without_examples(question)
     try:
         action = read_json(content)
         if check_action(action, table_columns(table)).args is not None:
@@ -225,6 +227,7 @@ def quoted_left_out(
     """`line contains PART` when the query in `content` leaves out the line the question quotes,
     or the name it writes (named_part), and the input holds it (a query sent again as written
     after rlm added it): [] otherwise."""
+    question = without_examples(question)
     try:
         action = read_json(content)
         checked = check_action(action, table_columns(table))
