@@ -42,7 +42,7 @@ from rlm.run.typed.compile import read_json
 from rlm.run.typed.conditions import negated, with_conditions
 from rlm.run.typed.examples_given import without_examples
 from rlm.run.typed.fields import names_a_field
-from rlm.run.typed.placeholders import literal_parts, quoted_texts
+from rlm.run.typed.placeholders import literal_parts, quoted_texts, unquoted
 from rlm.run.typed.vocabulary import AS_WRITTEN, MAX_FILTERS, TEXT_MATCHES
 from rlm.run.typed.window import with_window
 
@@ -93,9 +93,6 @@ def quoted_part(question: str, table: dict[str, Any]) -> str | None:
 def named_part(question: str, table: dict[str, Any]) -> str | None:
     """The one identifier (`Dropbox.exe`) the question writes outside its quotes that is no
     column's name nor a value one lists, not negated; None when it writes none or several."""
-    unquoted = question
-    for quote in quoted_texts(question):
-        unquoted = unquoted.replace(quote, " ")
     cols = table_columns(table)
     # A column's name, or a value a column lists (rlm.run.typed.conditions adds that one), is not.
     known = {n.casefold() for n in cols.names()} | {
@@ -103,7 +100,7 @@ def named_part(question: str, table: dict[str, Any]) -> str | None:
     }
     names = {
         m[1]
-        for m in _NAME.finditer(unquoted)
+        for m in _NAME.finditer(unquoted(question))
         if len(m[1]) <= _MAX_NAME
         and sum(ch.isalpha() for ch in m[1]) >= _MIN_LETTERS
         and m[1].casefold() not in known
@@ -118,13 +115,10 @@ def kind_words(question: str, table: dict[str, Any]) -> list[str]:
     """The words in capitals the question writes before the lines it asks about ("the POST
     requests"), outside its quotes, that no column is named by and no value a column lists
     holds as a word (`HTTP` of a protocol column's `HTTP/1.1`), not negated."""
-    unquoted = question
-    for quote in quoted_texts(question):
-        unquoted = unquoted.replace(quote, " ")
     cols = table_columns(table)
     listed = " ".join(str(v) for c in cols.columns for v in c.values or ()).casefold()
     named = {n.casefold() for n in cols.names()}
-    words = dict.fromkeys(m[1] for m in _KIND_WORD.finditer(unquoted))
+    words = dict.fromkeys(m[1] for m in _KIND_WORD.finditer(unquoted(question)))
     return [
         w
         for w in words
@@ -196,13 +190,9 @@ def with_question_conditions(
     if part is not None and quoted is not None and holds_text(part):
         # A quote is the log's own text: where the input writes it in the quote's case, lines
         # that write it in another ("invalid user" inside another message) are other lines.
-        if holds_text(part, False, True):
-            query, added = (
-                with_quoted(action, part, as_written=True) or quoted,
-                [f"line contains {part!r} as written"],
-            )
-        else:
-            query, added = quoted, [f"line contains {part!r}"]
+        as_written = holds_text(part, False, True)
+        query = with_quoted(action, part, as_written=as_written) or quoted
+        added = [f"line contains {part!r}" + (" as written" if as_written else "")]
     name = named_part(question, table)
     named = _with_named(query, name) if name is not None else None
     # As a whole word: an example of a form (`blk_123`) is not a condition where it begins longer ids.
