@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import ask_typed_cli, latest_trace
+from conftest import FIXTURES, ask_typed_cli, latest_trace
 
 from rlm.run.typed.ranked import off_top
 from rlm.run.typed.steps import asks_in_two_steps, second_step
@@ -123,9 +123,11 @@ def test_a_final_after_the_first_of_two_steps_is_refused_once_then_in_doubt(tmp_
 
     proc, stub = ask_typed_cli(log, question, replies(then, address), cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout == f"{address}\n", proc.stderr
-    assert (
-        "final refused: the question asks in two steps" in stub.requests[2]["body"]["messages"][-1]["content"]
-    )
+    refused = stub.requests[2]["body"]["messages"][-1]["content"]
+    assert "final refused: the question asks in two steps" in refused
+    # The refusal names the filter on the value the ranking found first, to be written as it is.
+    filtered = json.dumps({"column": "path", "cmp": "=", "value": page})
+    assert f'add {filtered} to the "where" of that query' in refused, refused[-600:]
     assert latest_trace(tmp_path)["synthesis"]["doubts"] == []
 
     again = {**find, "k": 3}  # the first step again: still one step's answer
@@ -146,3 +148,20 @@ def test_a_second_step_filters_on_a_found_value_or_lists_whole_rows() -> None:
     assert second_step(json.dumps(rows), set())  # the row found and what it holds, at once
     elsewhere = {"op": "top", "column": "ip", "where": [{"column": "status", "cmp": "=", "value": 404}]}
     assert not second_step(json.dumps(elsewhere), found) and not second_step("not json", found)
+
+
+def test_the_filter_on_the_value_a_ranking_found_first(tmp_path: Path) -> None:
+    from rlm.input.source import open_source
+    from rlm.run.typed.steps import found_filter
+
+    table = open_source(str(FIXTURES / "access.log"), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None
+    top = json.dumps({"op": "top", "column": "status", "k": 3})
+    assert found_filter(top, ["404", "200"], table) == {"column": "status", "cmp": "=", "value": 404}
+    group = json.dumps({"op": "group", "by": "ip", "k": 3})
+    assert found_filter(group, ["10.0.0.7"], table) == {"column": "ip", "cmp": "=", "value": "10.0.0.7"}
+    # Not a ranking, a value read after a text, nothing printed: no filter to name.
+    assert found_filter(json.dumps({"op": "count"}), ["12"], table) is None
+    after = json.dumps({"op": "top", "column": "line", "after": "GET ", "k": 3})
+    assert found_filter(after, ["/a.html"], table) is None
+    assert found_filter(top, [], table) is None

@@ -57,7 +57,7 @@ from rlm.run.typed.ranked import (
 from rlm.run.typed.seconds import in_seconds
 from rlm.run.typed.share import with_share
 from rlm.run.typed.spans import with_spans
-from rlm.run.typed.steps import asks_in_two_steps, second_step
+from rlm.run.typed.steps import asks_in_two_steps, found_filter, second_step
 from rlm.run.typed.window import with_line_zone
 from rlm.sandbox.client import WorkerLost
 from rlm.trace.schema import BridgeCallRecord, StopReason
@@ -146,6 +146,8 @@ class Node:
         # in doubt.
         self.two_steps = asks_in_two_steps(question)
         self.found: set[str] = set()  # the values earlier rankings found (their first cells)
+        # The filter on the first value of the last ranking: what the refusal of an early final names.
+        self.found_filter: dict[str, Any] | None = None
         self.stepped = False  # whether a query has filtered on one of them
 
     def last_observations(self, count: int) -> list[str]:
@@ -243,6 +245,7 @@ class Node:
             # several rows is kept.
             if len(keys := ranked_keys(ran, outcome.observation, table) if outcome.ok else []) > 1:
                 self.ranked = keys
+            self.found_filter = found_filter(ran, keys, table) or self.found_filter
             self.measured = ranked_measures(ran, outcome.observation, table) if outcome.ok else []
             self.in_full = ranked_in_full(outcome.observation)
             self.stepped = self.stepped or (outcome.ok and second_step(ran, self.found))
@@ -432,6 +435,12 @@ class Node:
         # The model's answer is not quoted back: a copied template would then be in its prompt.
         if timed is not None:
             return "final refused: your answer is a date or time, and the question asks about none." + again
+        if off is not None and off[0] == "early" and self.found_filter is not None:
+            found = self.found_filter
+            return (
+                f"{_REFUSED['early']} The first row of your ranking is {found['column']} = {found['value']!r}: "
+                f'add {json.dumps(found)} to the "where" of that query.{again}'
+            )
         if off is not None:
             return _REFUSED[off[0]] + again
         if asked is None or wrong is None:

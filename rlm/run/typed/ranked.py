@@ -23,6 +23,7 @@ __all__ = [
     "ranked_keys",
     "ranked_in_full",
     "ranked_measures",
+    "ranking_of",
     "top_tied",
 ]
 
@@ -47,7 +48,7 @@ _CUT = re.compile(r"as many as the query's LIMIT")
 _ONE_NUMBER = re.compile(r"\s*(-?\d[\d,]*(?:\.\d+)?)\s*\.?\s*")
 
 
-def _ranking(content: str | None, table: dict[str, Any]) -> Checked | None:
+def ranking_of(content: str | None, table: dict[str, Any]) -> Checked | None:
     """The typed ranking `content` asks for (a `top`, or a `group` ordered most first), if it is one."""
     try:
         checked = check_action(read_json(content), table_columns(table))
@@ -62,7 +63,7 @@ def _ranking(content: str | None, table: dict[str, Any]) -> Checked | None:
 def ranked_keys(content: str | None, observation: str, table: dict[str, Any]) -> list[str]:
     """The keys, in rank order, of the typed ranking `content` ran (its first column, as printed);
     [] for any other action."""
-    if _ranking(content, table) is None:
+    if ranking_of(content, table) is None:
         return []
     return [cells[0] for cells in _printed_rows(observation)]
 
@@ -71,7 +72,7 @@ def ranked_measures(content: str | None, observation: str, table: dict[str, Any]
     """(key, measure) of each row the typed ranking `content` ran printed, as printed: the first
     cell and the last (a count of rows, or the group's sum, average or extreme); [] for any other
     action."""
-    if _ranking(content, table) is None:
+    if ranking_of(content, table) is None:
         return []
     return [(cells[0], cells[-1]) for cells in _printed_rows(observation) if len(cells) >= 2]
 
@@ -137,7 +138,7 @@ def top_tied(
     the typed ranking `content` ran puts no value alone on top: the first two rows rank the same
     (a tie the order of the keys broke), or the first counts one row (every value counted once:
     a ranking by a column whose values are all distinct, a whole line); None otherwise."""
-    checked = _ranking(content, table)
+    checked = ranking_of(content, table)
     if checked is None or not _MOST.search(question) or _MANY.search(question):
         return None
     rows = _printed_rows(observation)
@@ -189,7 +190,7 @@ def lone_value(
     and the typed ranking `content` ran, asked for several rows, found one value only: every row
     it kept has the same (a host column of a one-host log, a constant), so it sets nothing apart;
     None otherwise."""
-    checked = _ranking(content, table)
+    checked = ranking_of(content, table)
     keys = ranked_keys(content, observation, table)
     if (
         checked is None

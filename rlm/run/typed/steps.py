@@ -8,7 +8,9 @@ to find or look up one thing ("Find ...", "Look up ...", "Identify ...", "There 
 ..."), and a last one that asks about it by a word that points back ("it", "its", "that",
 "they" ...). The second step is a query that filters on a value an earlier query found, or a query of
 whole rows (`rows`: the row found and what it holds beside, both steps at once): `second_step`.
-A final before one is refused once (rlm.run.node), and in doubt after.
+A final before one is refused once (rlm.run.node), and in doubt after. The refusal names the
+filter on the value the last ranking found first (`found_filter`), which the 1.5B model, told only
+to run a query of that value's rows, sent its first query again instead of writing.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ import re
 from typing import Any
 
 from rlm.run.typed.check import Problem
+from rlm.run.typed.columns import NUMBER
 from rlm.run.typed.compile import read_json
+from rlm.run.typed.ranked import ranking_of
 
-__all__ = ["asks_in_two_steps", "second_step"]
+__all__ = ["asks_in_two_steps", "found_filter", "second_step"]
 
 _SENTENCES = re.compile(r"(?<=[.?!])\s+")
 # A first sentence that sets the reader to find one thing.
@@ -57,3 +61,21 @@ def second_step(content: str | None, found: set[str]) -> bool:
     where = action.get("where")
     where = [where] if isinstance(where, dict) else where if isinstance(where, list) else []
     return any(isinstance(f, dict) and str(f.get("value")) in found for f in where)
+
+
+def found_filter(content: str | None, keys: list[str], table: dict[str, Any]) -> dict[str, Any] | None:
+    """The filter on the first of `keys`, the values the typed ranking `content` printed in rank
+    order (`{"column": "ip", "cmp": "=", "value": "10.0.0.7"}`): what a query of that value's
+    rows holds to. None for another action, a value read after a text (no column to filter on),
+    or no value printed."""
+    ranking = ranking_of(content, table)
+    column = None if ranking is None or ranking.after is not None else ranking.column or ranking.by
+    if column is None or not keys or keys[0].upper() == "NULL":
+        return None
+    value: Any = keys[0]
+    if column.kind == NUMBER:
+        try:
+            value = int(keys[0]) if re.fullmatch(r"-?\d+", keys[0]) else float(keys[0])
+        except ValueError:
+            return None
+    return {"column": column.name, "cmp": "=", "value": value}
