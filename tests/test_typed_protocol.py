@@ -437,8 +437,9 @@ def test_a_count_that_kept_no_row_or_every_row_is_told_and_in_doubt(tmp_path: Pa
     missing = {m[1] for m in requests if m and m[2] == "404"}
     found = next(m[1] for m in requests if m and m[1] not in missing and "'" not in m[1])
     elsewhere = {"column": "path", "cmp": "=", "value": found}
+    named = f"How many of the requests for {found} were for a missing page?"  # the path it keeps to
     with OpenAIStub(replies([status, elsewhere], answer=0)) as stub:
-        proc = _ask(stub, apache_log, question, tmp_path, "--json", "--strict")
+        proc = _ask(stub, apache_log, named, tmp_path, "--json", "--strict")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["answer"] == "0" and doc["doubts"] == [], doc
@@ -498,13 +499,18 @@ def test_a_distinct_count_of_none_is_told_and_in_doubt(tmp_path: Path) -> None:
     log, by_event = _auth_by_event(tmp_path, "count(DISTINCT user)")
     empty = min(e for e, n in by_event.items() if n == 0)
     full = min(e for e, n in by_event.items() if n > 1)
-    question = "How many different accounts show up there? The number alone."
-    proc, told = _asked_of_event(tmp_path, log, question, "count_distinct", "user", empty, "0")
+
+    def question(event: str) -> str:  # the lines the query keeps to, named as the parse names them
+        return f"How many different accounts show up in the {event} lines? The number alone."
+
+    proc, told = _asked_of_event(tmp_path, log, question(empty), "count_distinct", "user", empty, "0")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["doubts"] == ["rows: counted no value of user (no row it kept holds one)"], doc
     assert "Note: no row the query kept holds a value of user." in told
-    proc, told = _asked_of_event(tmp_path, log, question, "count_distinct", "user", full, str(by_event[full]))
+    proc, told = _asked_of_event(
+        tmp_path, log, question(full), "count_distinct", "user", full, str(by_event[full])
+    )
     doc = json.loads(proc.stdout)
     assert doc["answer"] == str(by_event[full]) and doc["doubts"] == [], doc
     assert "holds a value of" not in told
@@ -595,10 +601,13 @@ def test_a_ranking_that_found_no_row_or_no_one_most_is_told_and_in_doubt(
             "SELECT status FROM log GROUP BY 1 HAVING count(*) > 1 AND count(DISTINCT line) = count(*) "
             "ORDER BY count(*) DESC, 1 LIMIT 1"
         ).fetchone()[0]
-    question = "Which client asked for it most often? The address alone."
     status = {"column": "status", "cmp": "=", "value": 404}
 
     def asked(action: dict[str, Any], answer: str, *options: str) -> tuple[Any, Any]:
+        # The page a ranking keeps to is the one the question names.
+        pages = [f["value"] for f in action.get("where", []) if f["column"] == "path" and f["cmp"] == "="]
+        page = pages[0] if pages else "it"
+        question = f"Which client asked for {page} most often? The address alone."
         with OpenAIStub(_ranked_then_answered(action, answer)) as stub:
             proc = _ask(stub, apache_log, question, tmp_path, "--json", *options)
         return proc, stub
@@ -706,14 +715,17 @@ def test_a_total_or_extreme_of_no_value_is_told_and_in_doubt(tmp_path: Path) -> 
     log, by_event = _auth_by_event(tmp_path, "max(src_port)")
     empty = min(e for e, n in by_event.items() if n is None)
     full = min(e for e, n in by_event.items() if n is not None)
-    question = "What is the highest source port there? The number alone."
-    proc, told = _asked_of_event(tmp_path, log, question, "max", "src_port", empty, "NULL", "--strict")
+
+    def question(event: str) -> str:  # the lines the query keeps to, named as the parse names them
+        return f"What is the highest source port of the {event} lines? The number alone."
+
+    proc, told = _asked_of_event(tmp_path, log, question(empty), "max", "src_port", empty, "NULL", "--strict")
     doc = json.loads(proc.stdout)
     assert proc.returncode == 1 and doc["answer"] is None and doc["status"] == "withheld"
     assert doc["doubts"] == ["rows: computed the max of no value of src_port (no row it kept holds one)"], doc
     assert "Note: no row the query kept holds a value of src_port: its max is of nothing." in told
     proc, told = _asked_of_event(
-        tmp_path, log, question, "max", "src_port", full, str(by_event[full]), "--strict"
+        tmp_path, log, question(full), "max", "src_port", full, str(by_event[full]), "--strict"
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["answer"] == str(by_event[full]) and "holds a value of" not in told

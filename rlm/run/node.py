@@ -36,6 +36,7 @@ from rlm.run.typed import (
     left_out,
     quoted_left_out,
     to_action,
+    unstated,
     with_question_conditions,
 )
 from rlm.run.typed.check import Problem
@@ -233,13 +234,17 @@ class Node:
                 self.question, ran, table, self.runner.holds_text
             )
             other_measure = measure_left_out(self.question, ran, table)
+            # A value the question names in no way, unless an earlier ranking found it (a second step).
+            unsaid = unstated(self.question, ran, table, self.found)
             self.left_out = [*conditions, *map(measure_doubt, other_measure)]
+            self.left_out += [rows_doubt(f"kept only {u}, which the question does not state") for u in unsaid]
             self.left_out += [EXAMPLE_COPIED] if copied else []
             notes = [prompts.conditions_added_note(added)] if added else []
             notes += [prompts.left_out_note(conditions)] if conditions and not added else []
             notes += [prompts.measure_changed_note(changed)] if changed else []
             notes += [prompts.seconds_note(timed)] if timed else []
             notes += [prompts.measure_left_out_note(other_measure)] if other_measure else []
+            notes += [prompts.unstated_note(unsaid)] if unsaid else []
             notes += [prompts.example_ran_note()] if copied else []
             # A ranking of one row (a top-1 after the refusal) ranks nothing: the last one of
             # several rows is kept.

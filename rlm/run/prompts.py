@@ -185,6 +185,16 @@ def left_out_note(conditions: list[str]) -> str:
     )
 
 
+def unstated_note(conditions: list[str]) -> str:
+    """Told after a typed query that keeps only rows of a text value the question states in no
+    way (rlm.run.typed.conditions.unstated)."""
+    named = "; ".join(conditions)
+    return (
+        f"Note: your action kept only the rows where {named}, which the question does not state. "
+        "Unless the question asks about those rows alone, send the action again without it."
+    )
+
+
 def conditions_added_note(conditions: list[str]) -> str:
     """Told after a typed query rlm ran with filters the question names added (rlm.run.typed.conditions)."""
     named = "; ".join(conditions)

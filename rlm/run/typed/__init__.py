@@ -12,7 +12,9 @@ runs one query through the sandbox's `sql()`, a grep, a peek or a final.
     compile     compile_sql and to_action: the query, and the Action a reply asks for
     describe    describe_actions: the system prompt's lines, an example per shape
     conditions  left_out and with_conditions: what the question names that a query has no
-                filter on, and the query with it added
+                filter on, and the query with it added; unstated: a value a query keeps to
+                that the question names in no way
+    examples_given  without_examples: the question with the examples it gives blanked
     window      with_window: the time window a question states, as filters on the time column
     asked       what a question's words name: the column asked for, bounds on lines or a column
     measure     with_asked_measure: the query the question's words ask for, where another was sent
@@ -30,7 +32,7 @@ rlm.sandbox.worker.sql_result (how many rows a result shows) and rlm.text only.
 from __future__ import annotations
 
 from rlm.run.typed.compile import compile_sql, execute_code, to_action
-from rlm.run.typed.conditions import left_out, with_conditions
+from rlm.run.typed.conditions import left_out, unstated, with_conditions
 from rlm.run.typed.describe import describe_actions
 from rlm.run.typed.quoted import quoted_left_out, quoted_part, with_question_conditions, with_quoted
 from rlm.run.typed.schema import action_schema
@@ -44,6 +46,7 @@ __all__ = [
     "quoted_left_out",
     "quoted_part",
     "to_action",
+    "unstated",
     "with_conditions",
     "with_question_conditions",
     "with_quoted",

@@ -33,13 +33,13 @@ import re
 from typing import Any
 
 from rlm.run.typed.check import Checked, Problem, check_action
-from rlm.run.typed.columns import DATE, TIME, Column, TableColumns, table_columns
+from rlm.run.typed.columns import DATE, TEXT, TIME, Column, TableColumns, table_columns
 from rlm.run.typed.compile import read_json
 from rlm.run.typed.examples_given import without_examples
 from rlm.run.typed.placeholders import quoted_texts
 from rlm.run.typed.vocabulary import MAX_FILTERS, TEXT_MATCHES
 
-__all__ = ["left_out", "negated", "with_conditions"]
+__all__ = ["left_out", "negated", "unstated", "with_conditions"]
 
 # Values that stand for no condition when a question states them ("answer yes or no").
 _NOT_CONDITIONS = frozenset({"yes", "no", "true", "false", "none", "null", "n/a", "unknown", "other", "all"})
@@ -73,6 +73,34 @@ def left_out(question: str, content: str | None, table: dict[str, Any]) -> list[
         return []
     named = [_said(column, value) for _, column, value in _missing(question, checked, cols)[:_MAX_NAMED]]
     return named + _times_left_out(question, checked, cols)
+
+
+def unstated(question: str, content: str | None, table: dict[str, Any], found: set[str]) -> list[str]:
+    """Each `=` filter of the typed action in `content` on a text value that the question states
+    in no way (`user = 'root'` where no word of it begins as a word of the value does), nor an
+    earlier query found (`found`: a second step filters on it): a condition the model made up,
+    which keeps only those rows. [] for an action that is not a query.
+
+    A word stands for a value's word where it begins as that word does, its last two letters
+    aside ("failures" for `failed_password`, "warnings" for `WARN`); a quote or an example states
+    a value as plainly as the question's own words. A value with no word of three letters (a
+    code, an id) and a number are left alone: they are compared, not named."""
+    try:
+        checked = check_action(read_json(content), table_columns(table))
+    except Problem:
+        return []
+    if checked.args is not None:
+        return []
+    words = question.casefold()
+    out = []
+    for f in checked.where:
+        if f.cmp != "=" or f.column.kind != TEXT or not isinstance(f.value, str) or f.value in found:
+            continue
+        parts = [p for p in re.split(r"[^0-9a-z]+", f.value.casefold()) if len(p) >= 3 and not p.isdigit()]
+        stems = [p[: max(3, len(p) - 2)] for p in parts]
+        if stems and not any(re.search(rf"(?<![0-9a-z]){re.escape(s)}", words) for s in stems):
+            out.append(f"{f.column.name} = {f.value!r}")
+    return out
 
 
 def _times_left_out(question: str, checked: Checked, cols: TableColumns) -> list[str]:

@@ -1,0 +1,75 @@
+"""A value a query keeps to that the question names in no way (rlm.run.typed.conditions.unstated):
+a condition the model made up. The model is told, and an answer from it is in doubt; a value the
+question names, in its own words or as the parse writes it, or one an earlier ranking found (a
+second step), is neither."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+from conftest import FIXTURES, ask_typed_cli
+
+from rlm.input.source import open_source
+from rlm.run.typed import unstated
+
+AUTH = FIXTURES / "auth.log"
+
+
+def _top_of(where: list[dict], answer: str) -> list[str]:
+    action = {"op": "top", "column": "src_ip", "k": 3, "where": where}
+    return [
+        json.dumps(action),
+        json.dumps({"op": "final", "answer": answer}),
+        json.dumps({"answer": answer, "citations": ["F1"]}),
+    ]
+
+
+def test_a_value_the_question_does_not_state_is_told_and_in_doubt(tmp_path: Path) -> None:
+    table = open_source(str(AUTH), cache_dir=str(tmp_path / "own")).profile.table
+    assert table is not None
+    with duckdb.connect(table["path"], read_only=True) as con:
+        query = "SELECT src_ip FROM log WHERE user = 'root' GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1"
+        [(first,)] = con.execute(query).fetchall()
+    root = [{"column": "user", "cmp": "=", "value": "root"}]
+    proc, stub = ask_typed_cli(
+        AUTH,
+        "Which address failed to sign in most often? The address alone.",
+        _top_of(root, first),
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+    assert "kept only user = 'root', which the question does not state" in proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert (
+        "Note: your action kept only the rows where user = 'root', which the question does not state" in told
+    )
+    # Named by the question, the same query's answer is printed.
+    named = tmp_path / "named"
+    named.mkdir()
+    proc, _ = ask_typed_cli(
+        AUTH,
+        "Which address failed most often to sign in as root? The address alone.",
+        _top_of(root, first),
+        cwd=named,
+    )
+    assert proc.returncode == 0 and proc.stdout == f"{first}\n", proc.stderr
+
+
+def test_which_values_a_question_states(tmp_path: Path) -> None:
+    table = open_source(str(AUTH), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None
+
+    def kept(question: str, column: str, value: str, found: frozenset[str] = frozenset()) -> list[str]:
+        action = {"op": "count", "where": [{"column": column, "cmp": "=", "value": value}]}
+        return unstated(question, json.dumps(action), table, set(found))
+
+    # The question's own word for the parse's value, or the value as written: stated.
+    assert kept("How many failures to log in were there?", "event", "failed_password") == []
+    assert kept("How many sessions were opened?", "event", "session_opened") == []
+    # No word of it: made up. Unless an earlier ranking found it (the second of two steps).
+    assert kept("How many logins failed from that address?", "user", "admin") == ["user = 'admin'"]
+    assert kept("How many logins failed for that account?", "user", "admin", frozenset({"admin"})) == []
+    # A number is compared, not named: left alone.
+    assert kept("How many lines are there?", "pid", "24200") == []
