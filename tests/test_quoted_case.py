@@ -94,9 +94,9 @@ def test_which_words_in_capitals_name_the_lines_asked_about(tmp_path: Path) -> N
 
     table = open_source(str(OPENSTACK), cache_dir=str(tmp_path / "cache")).profile.table
     assert table is not None
-    assert kind_words("What share of the POST requests took over a second?", table) == ["POST"]
+    assert kind_words("What share of POST calls took over a second?", table) == ["POST"]
     # Not before the lines asked about, negated, a value a column lists, or inside a quote.
     assert kind_words("Report the IP alone, in UTC.", table) == []
-    assert kind_words("How many requests were not POST requests?", table) == []
+    assert kind_words("Count the entries that are not POST requests.", table) == []
     assert kind_words("How many INFO lines are there?", table) == []
     assert kind_words("How many 'POST requests' are there?", table) == []

@@ -717,7 +717,7 @@ def test_a_total_or_extreme_of_no_value_is_told_and_in_doubt(tmp_path: Path) -> 
     full = min(e for e, n in by_event.items() if n is not None)
 
     def question(event: str) -> str:  # the lines the query keeps to, named as the parse names them
-        return f"What is the highest source port of the {event} lines? The number alone."
+        return f"Which source port is the largest among the {event} lines? The number alone."
 
     proc, told = _asked_of_event(tmp_path, log, question(empty), "max", "src_port", empty, "NULL", "--strict")
     doc = json.loads(proc.stdout)

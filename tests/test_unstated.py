@@ -67,7 +67,7 @@ def test_which_values_a_question_states(tmp_path: Path) -> None:
 
     # The question's own word for the parse's value, or the value as written: stated.
     assert kept("How many failures to log in were there?", "event", "failed_password") == []
-    assert kept("How many sessions were opened?", "event", "session_opened") == []
+    assert kept("Count the sessions opened.", "event", "session_opened") == []
     # No word of it: made up. Unless an earlier ranking found it (the second of two steps).
     assert kept("How many logins failed from that address?", "user", "admin") == ["user = 'admin'"]
     assert kept("How many logins failed for that account?", "user", "admin", frozenset({"admin"})) == []

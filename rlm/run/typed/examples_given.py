@@ -1,7 +1,7 @@
 """The examples a question gives, which state no condition of the lines it asks about.
 
-A question shows the form it wants by an example ("answer like 'Jun 3'", "a date and hour,
-e.g. 18 May 2015 from 10:00 to 10:59"). Read as a condition, such an example filtered the
+A question shows the form it wants by an example ("answer like 'Mar 9'", "one hour,
+e.g. 2 March 2016 08:00-08:59"). Read as a condition, such an example filtered the
 lines down to the example's own day (a count of a day nobody asked about) or to lines that
 quote it (no row at all). The example clauses are blanked before a question's quotes, values
 and window are read as conditions; the form of the answer is still read from the whole question
@@ -10,7 +10,7 @@ and window are read as conditions; the form of the answer is still read from the
 What is an example depends on its marker alone: "e.g.", "for example", "for instance" or
 "such as" and what follows up to the end of its clause (a closing bracket, a semicolon, the
 end of a sentence); a quote after ", like" (an answer's form: "in days, like '3'") or "like" at
-the start of a parenthesis. A quote after "like" elsewhere ("lines like 'Failed password ...'")
+the start of a parenthesis. A quote after "like" elsewhere ("lines like 'Accepted publickey ...'")
 names the lines, and stays.
 """
 

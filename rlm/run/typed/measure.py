@@ -539,7 +539,7 @@ def _window_as_stated(
     # Two clocks and no date: on the one date the query's own filters are on.
     if read.table is None:
         return None
-    # An example's date and hours ("e.g. 18 May 2015 from 10:00 to 10:59") state no window.
+    # An example's date and hours ("e.g. 2 March 2016 08:00-08:59") state no window.
     window = table_window(without_examples(read.question), read.table, days.pop() if len(days) == 1 else None)
     if window is None:
         return None
