@@ -157,7 +157,7 @@ def test_a_sum_where_the_longest_or_largest_is_asked_becomes_the_extreme_of_the_
     assert _changed("What is the largest tip paid in cash?", sent, taxis) is None
 
 
-def test_a_sum_where_the_highest_number_of_a_value_is_asked_becomes_its_max(
+def test_a_sum_where_an_extreme_number_of_a_value_is_asked_becomes_its_max(
     taxis: dict[str, Any], rows: list[dict[str, str]]
 ) -> None:
     # One total is never the highest of anything: "the biggest number of passengers" on a sum of

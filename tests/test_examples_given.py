@@ -58,7 +58,7 @@ def test_an_examples_date_and_hours_are_no_window_of_the_query(tmp_path: Path) -
         json.dumps({"answer": str(hours[hour]), "citations": ["F1"]}),
     ]
     question = (
-        "Take the busiest clock hour of the log (one date and hour, for example 20 May 2015 from "
+        "Take the busiest clock hour of the log (a single day and hour, for example 20 May 2015 from "
         "08:00 to 08:59). How many requests fall in it? Only the count."
     )
     proc, stub = ask_typed_cli(ACCESS, question, replies, cwd=tmp_path)
@@ -70,7 +70,7 @@ def test_an_examples_date_and_hours_are_no_window_of_the_query(tmp_path: Path) -
 def test_which_clauses_are_examples() -> None:
     blank = without_examples
     assert "Jan 9" not in blank("Reply with month and day, like 'Jan 9'.")
-    assert "2016" not in blank("one hour (a date and hour, e.g. 2 March 2016 08:00-08:59) with most lines")
+    assert "2016" not in blank("one period (e.g. 2 March 2016 08:00-08:59) with most lines")
     assert "GET" not in blank("Which methods, such as GET, appear? List them.")
     # A quote after "like" that names the lines asked about stays, as does what follows a clause.
     kept = "How many lines like 'Accepted publickey for <user>' are there?"

@@ -437,7 +437,7 @@ def test_a_count_that_kept_no_row_or_every_row_is_told_and_in_doubt(tmp_path: Pa
     missing = {m[1] for m in requests if m and m[2] == "404"}
     found = next(m[1] for m in requests if m and m[1] not in missing and "'" not in m[1])
     elsewhere = {"column": "path", "cmp": "=", "value": found}
-    named = f"How many of the requests for {found} were for a missing page?"  # the path it keeps to
+    named = f"Count the requests for {found} that hit a missing page."  # the path it keeps to
     with OpenAIStub(replies([status, elsewhere], answer=0)) as stub:
         proc = _ask(stub, apache_log, named, tmp_path, "--json", "--strict")
     assert proc.returncode == 0, proc.stderr

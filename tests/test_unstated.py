@@ -72,4 +72,4 @@ def test_which_values_a_question_states(tmp_path: Path) -> None:
     assert kept("How many logins failed from that address?", "user", "admin") == ["user = 'admin'"]
     assert kept("How many logins failed for that account?", "user", "admin", frozenset({"admin"})) == []
     # A number is compared, not named: left alone.
-    assert kept("How many lines are there?", "pid", "24200") == []
+    assert kept("Count every line.", "pid", "24200") == []
