@@ -251,7 +251,7 @@ def held_whole(answer: str, findings_text: str) -> str:
     """Each item of `answer` (one line, or a list on one line) that a finding holds only with more
     punctuation, as the finding holds it: the draft itself may have dropped a path's leading '/'
     ("misc/a.txt" where the rows say "/misc/a.txt"). An item is changed only where one word of
-    the findings is it plus punctuation alone and no word of them is the item as written; a
+    the findings is it plus punctuation alone and none of their words is the item as written; a
     number never is (its sign or unit is another value, and numbers are compared by value)."""
     words = {_bare(w) for w in findings_text.split()}
     pieces = re.split(r"(,\s*|;\s*|\n)", answer)
