@@ -75,4 +75,6 @@ def test_which_clauses_are_examples() -> None:
     # A quote after "like" that names the lines asked about stays, as does what follows a clause.
     kept = "How many lines like 'Accepted publickey for <user>' are there?"
     assert blank(kept) == kept
+    named = "Count the lines such as 'Accepted publickey for <user>' here."
+    assert blank(named) == named
     assert "after 14:00" in blank("Count them (for instance a retry); only those after 14:00.")

@@ -7,11 +7,12 @@ quote it (no row at all). The example clauses are blanked before a question's qu
 and window are read as conditions; the form of the answer is still read from the whole question
 (rlm.run.answer_form).
 
-What is an example depends on its marker alone: "e.g.", "for example", "for instance" or
-"such as" and what follows up to the end of its clause (a closing bracket, a semicolon, the
-end of a sentence); a quote after ", like" (an answer's form: "in days, like '3'") or "like" at
-the start of a parenthesis. A quote after "like" elsewhere ("lines like 'Accepted publickey ...'")
-names the lines, and stays.
+What is an example depends on its marker alone: "e.g.", "for example" or "for instance" and
+what follows up to the end of its clause (a closing bracket, a semicolon, the end of a
+sentence); "such as" after a comma or a bracket, up to the end of its clause; a quote after
+", like" (an answer's form: "in days, like '3'") or "like" at the start of a parenthesis. A
+quote after "like" or "such as" elsewhere ("lines like 'Accepted publickey ...'") names the
+lines, and stays.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ __all__ = ["without_examples"]
 
 # From a marker to the end of its clause: ")", ";", a sentence's end (". " or "?"/"!"), or the end.
 _MARKED = re.compile(
-    r"\b(?:e\.\s?g\.|eg\.|for example|for instance|such as)[,:]?\s.*?(?=\)|;|[.?!](?:\s|$)|$)",
+    r"\b(?:e\.\s?g\.|eg\.|for example|for instance)[,:]?\s.*?(?=\)|;|[.?!](?:\s|$)|$)"
+    r"|(?:,|\()\s*such as\s.*?(?=\)|;|,|[.?!](?:\s|$)|$)",
     re.IGNORECASE,
 )
 # A quote after ", like" or after "(like": the form of an answer, not the lines asked about.
