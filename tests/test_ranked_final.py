@@ -59,6 +59,7 @@ def test_a_final_naming_a_lower_row_is_refused_once_then_taken_in_doubt(tmp_path
     told = stub.requests[2]["body"]["messages"][-1]["content"]
     assert "final refused: the question asks for the most, and your answer is not the first row" in told
     assert lower not in told.rsplit("final refused", 1)[1]  # the model's answer is not quoted back
+    assert f"The first row is {ranking[0]!r}." in told  # named, to be copied
     # Sent again after one more query, it is taken, in doubt: --strict withholds it.
     again = [*replies, wrong, json.dumps({"answer": lower})]
     proc, _ = ask_typed_cli(TAXIS, QUESTION, again, cwd=tmp_path)

@@ -440,6 +440,10 @@ class Node:
         # The model's answer is not quoted back: a copied template would then be in its prompt.
         if timed is not None:
             return "final refused: your answer is a date or time, and the question asks about none." + again
+        if off is not None and off[0] == "lower" and self.ranked:
+            # Named, the first row is what the model copies; told only "the first row", the model
+            # sent its ranking again, and a ranking sent again runs as written, rlm's change undone.
+            return f"{_REFUSED['lower']} The first row is {self.ranked[0]!r}.{again}"
         if off is not None and off[0] == "early" and self.found_filter is not None:
             found = self.found_filter
             return (
