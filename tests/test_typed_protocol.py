@@ -689,6 +689,7 @@ def test_a_rankings_count_given_where_the_question_asks_which_value_is_refused_t
     assert doc["answer"] == str(pid) and doc["doubts"] == [], doc
     refused = stub.requests[2]["body"]["messages"][-1]["content"]
     assert "final refused: your answer is the count (or total) your ranking gives a row" in refused
+    assert f"That row's value is '{pid}'." in refused  # named, to be copied
 
     with OpenAIStub(replies(lines, lines)) as stub:
         proc = _ask(stub, log, question, tmp_path, "--json", "--strict")

@@ -444,6 +444,11 @@ class Node:
             # Named, the first row is what the model copies; told only "the first row", the model
             # sent its ranking again, and a ranking sent again runs as written, rlm's change undone.
             return f"{_REFUSED['lower']} The first row is {self.ranked[0]!r}.{again}"
+        counted = next(
+            (k for k, m in self.measured if m.replace(",", "") == answer.strip().replace(",", "")), None
+        )
+        if off is not None and off[0] == "counted" and counted is not None:
+            return f"{_REFUSED['counted']} That row's value is {counted!r}.{again}"
         if off is not None and off[0] == "early" and self.found_filter is not None:
             found = self.found_filter
             return (
