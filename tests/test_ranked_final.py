@@ -166,3 +166,37 @@ def test_the_filter_on_the_value_a_ranking_found_first(tmp_path: Path) -> None:
     after = json.dumps({"op": "top", "column": "line", "after": "GET ", "k": 3})
     assert found_filter(after, ["/a.html"], table) is None
     assert found_filter(top, [], table) is None
+
+
+def test_a_final_naming_a_lower_period_of_a_group_per_day_is_refused_with_the_first(tmp_path: Path) -> None:
+    """A group per day, the busiest first, is a ranking as a group of a column's values is: a
+    final naming its second day is refused once, the first day named; and no `=` filter is named
+    on a period (its key is where it starts)."""
+    from datetime import datetime
+
+    from rlm.input.source import open_source
+    from rlm.run.typed.steps import found_filter
+
+    access = FIXTURES / "access.log"
+    days = Counter(
+        datetime.strptime(line.split("[", 1)[1][:11], "%d/%b/%Y").strftime("%Y-%m-%d")
+        for line in access.open()
+    )
+    ranked = [day for day, _ in sorted(days.items(), key=lambda dn: (-dn[1], dn[0]))]
+    group = json.dumps({"op": "group", "by": "ts", "bucket": "day", "k": 5})
+    replies = [
+        group,
+        json.dumps({"op": "final", "answer": ranked[1]}),
+        json.dumps({"op": "final", "answer": ranked[0]}),
+        json.dumps({"answer": ranked[0], "citations": ["F1"]}),
+    ]
+    question = "Name the date with the most traffic, as YYYY-MM-DD."
+    proc, stub = ask_typed_cli(access, question, replies, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{ranked[0]}\n", proc.stderr
+    refused = stub.requests[2]["body"]["messages"][-1]["content"]
+    assert "final refused: the question asks for the most" in refused and f"'{ranked[0]}'" in refused, (
+        refused[-500:]
+    )
+    table = open_source(str(access), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None
+    assert found_filter(group, ranked, table) is None

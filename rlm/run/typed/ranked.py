@@ -49,14 +49,13 @@ _ONE_NUMBER = re.compile(r"\s*(-?\d[\d,]*(?:\.\d+)?)\s*\.?\s*")
 
 
 def ranking_of(content: str | None, table: dict[str, Any]) -> Checked | None:
-    """The typed ranking `content` asks for (a `top`, or a `group` ordered most first), if it is one."""
+    """The typed ranking `content` asks for (a `top`, or a `group` ordered most first, of a
+    column's values or of periods: the busiest day first), if it is one."""
     try:
         checked = check_action(read_json(content), table_columns(table))
     except Problem:
         return None
-    ranking = checked.op == "top" or (
-        checked.op == "group" and checked.order == "most" and not checked.bucket
-    )
+    ranking = checked.op == "top" or (checked.op == "group" and checked.order == "most")
     return checked if ranking and checked.args is None else None
 
 

@@ -69,7 +69,9 @@ def found_filter(content: str | None, keys: list[str], table: dict[str, Any]) ->
     rows holds to. None for another action, a value read after a text (no column to filter on),
     or no value printed."""
     ranking = ranking_of(content, table)
-    column = None if ranking is None or ranking.after is not None else ranking.column or ranking.by
+    # A period (a group per day) is no value to filter on with `=`: its key is where it starts.
+    plain = ranking is not None and ranking.after is None and ranking.bucket is None
+    column = (ranking.column or ranking.by) if plain and ranking is not None else None
     if column is None or not keys or keys[0].upper() == "NULL":
         return None
     value: Any = keys[0]
