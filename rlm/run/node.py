@@ -440,23 +440,8 @@ class Node:
         # The model's answer is not quoted back: a copied template would then be in its prompt.
         if timed is not None:
             return "final refused: your answer is a date or time, and the question asks about none." + again
-        if off is not None and off[0] == "lower" and self.ranked:
-            # Named, the first row is what the model copies; told only "the first row", the model
-            # sent its ranking again, and a ranking sent again runs as written, rlm's change undone.
-            return f"{_REFUSED['lower']} The first row is {self.ranked[0]!r}.{again}"
-        counted = next(
-            (k for k, m in self.measured if m.replace(",", "") == answer.strip().replace(",", "")), None
-        )
-        if off is not None and off[0] == "counted" and counted is not None:
-            return f"{_REFUSED['counted']} That row's value is {counted!r}.{again}"
-        if off is not None and off[0] == "early" and self.found_filter is not None:
-            found = self.found_filter
-            return (
-                f"{_REFUSED['early']} The first row of your ranking is {found['column']} = {found['value']!r}: "
-                f'add {json.dumps(found)} to the "where" of that query.{again}'
-            )
         if off is not None:
-            return _REFUSED[off[0]] + again
+            return _REFUSED[off[0]] + self._value_to_copy(off[0], answer) + again
         if asked is None or wrong is None:
             return (
                 "final refused: your answer is a value the question itself states, not one it asks for."
@@ -465,6 +450,23 @@ class Node:
         where = columns_of_kind(asked.kind, self.table)
         look = f" The columns holding such values: {', '.join(where)}." if where else ""
         return f"final refused: the question asks for {asked.kind} ({asked.words!r}), and your answer holds none.{look}{again}"
+
+    def _value_to_copy(self, which: str, answer: str) -> str:
+        """The value a refusal (_REFUSED[which]) names for the model to copy, as a sentence; "" where
+        none is known. Told only "the first row", the model sent its ranking again, and a ranking
+        sent again runs as written, rlm's change to it undone."""
+        if which == "lower" and self.ranked:
+            return f" The first row is {self.ranked[0]!r}."
+        given = answer.strip().replace(",", "")
+        counted = next((k for k, m in self.measured if m.replace(",", "") == given), None)
+        if which == "counted" and counted is not None:
+            return f" That row's value is {counted!r}."
+        if which == "early" and (found := self.found_filter) is not None:
+            return (
+                f" The first row of your ranking is {found['column']} = {found['value']!r}: "
+                f'add {json.dumps(found)} to the "where" of that query.'
+            )
+        return ""
 
     def _answer_doubt(self, answer: str) -> tuple[str, str] | None:
         """(which, why) a final does not answer as the question asks, if it does not (_REFUSED
