@@ -504,11 +504,13 @@ def names_a_field(action: dict[str, Any], table: dict[str, Any], *, quoted_only:
     """Whether a typed action names a quoted field anywhere: its query is then of the lines the
     quoted text fits, as if it filtered on them. `quoted_only`: a field of a text the question
     quotes, not one read from any line (the last address, a value of a fixed shape, a number
-    written with a word): a query of those is of every line, and the quote still holds it."""
+    written with a word, the value after a marker): a query of those is of every line the field
+    is read from, and the quote that names the lines still holds it."""
     fields = {
         f.name
         for f in read_fields(table)
-        if not quoted_only or (f.template not in (ADDRESS_TEMPLATE, *SHAPE_TEMPLATES) and not f.counted)
+        if not quoted_only
+        or (f.template not in (ADDRESS_TEMPLATE, *SHAPE_TEMPLATES) and not f.counted and not f.marked)
     }
     if not fields:
         return False

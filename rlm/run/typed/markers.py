@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from rlm.run.typed.placeholders import PLACEHOLDER
 
-__all__ = ["VALUE", "Marker", "question_markers"]
+__all__ = ["VALUE", "Marker", "marker_quotes", "question_markers"]
 
 _MIN_FIXED = 3  # characters a marker needs to fit few lines (`id=` matches inside too many words)
 _MAX_MARKER = 60
@@ -93,6 +93,17 @@ def _quoted_marker(quote: str, before: str, after: str) -> Marker | None:
     if _VALUE_AFTER_QUOTE.match(after) or _VALUE_BEFORE_QUOTE.search(before):
         return Marker(text)
     return None
+
+
+def marker_quotes(question: str) -> list[str]:
+    """The texts the question quotes that are markers (`the 'time:' values`): a value follows
+    them, and they name no lines of their own beside another quote (rlm.run.typed.quoted)."""
+    return [
+        quote
+        for m in _QUOTE.finditer(question)
+        for quote in [next(g for g in m.groups() if g is not None)]
+        if _quoted_marker(quote, question[: m.start()], question[m.end() :]) is not None
+    ]
 
 
 def question_markers(question: str) -> list[Marker]:

@@ -5,7 +5,9 @@ with placeholders for what varies (`<ip>`, `N`, `...`). A small model's query of
 totals over every line instead, and its figure is grounded all the same.
 
 What is taken depends on the question's quoting and the file, never on particular words: the
-one text the question quotes (two or more may be alternatives or a comparison: none is taken),
+one text the question quotes (two or more may be alternatives or a comparison: none is taken;
+a marker beside another quote, `the 'time:' values`, says where a value is read, and is not
+counted: rlm.run.typed.markers),
 that is not a column's name nor a value a column lists (rlm.run.typed.conditions has those),
 with no negation just before it; of a quote with placeholders, its longest literal part. The
 node adds `line contains PART` only where the file holds that part (a worker grep) and the
@@ -42,6 +44,7 @@ from rlm.run.typed.compile import read_json
 from rlm.run.typed.conditions import negated, with_conditions
 from rlm.run.typed.examples_given import without_examples
 from rlm.run.typed.fields import names_a_field
+from rlm.run.typed.markers import marker_quotes
 from rlm.run.typed.placeholders import literal_parts, quoted_texts, unquoted
 from rlm.run.typed.vocabulary import AS_WRITTEN, MAX_FILTERS, TEXT_MATCHES
 from rlm.run.typed.window import with_window
@@ -77,11 +80,16 @@ class HoldsText(Protocol):
 
 def quoted_part(question: str, table: dict[str, Any]) -> str | None:
     """The literal text of the one line-like text the question quotes; None when it quotes
-    none, several, or only names or values the table knows."""
+    none, several, or only names or values the table knows. A marker it quotes beside another
+    text (a value is read after it: rlm.run.typed.markers) is not one of them."""
     cols = table_columns(table)
     known = {n.casefold() for n in cols.names()}
     known |= {str(v).casefold() for c in cols.columns for v in (c.values or ())}
     quotes = [q for q in quoted_texts(question) if q.strip().casefold() not in known]
+    # A marker (`the 'time:' values`) says where a value is read: beside another quote, that one
+    # ('status: 200') is the lines' condition. Alone, it is (the lines that carry the value).
+    markers = set(marker_quotes(question))
+    quotes = [q for q in quotes if q not in markers] if len(quotes) > 1 else quotes
     if len(quotes) != 1 or negated(question, quotes[0]):
         return None
     # Around a placeholder, punctuation belongs to the varying part ("close, N bytes" -> "bytes").
