@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -147,7 +148,13 @@ def run_typed(action: dict[str, Any], table: dict[str, Any]) -> tuple[list[str],
 
     compiled = to_action(json.dumps(action), table)
     assert isinstance(compiled, Action), compiled
-    query = compiled.args["code"].split("sql('", 1)[1].rsplit("')", 1)[0].replace("\\'", "'")
+    # The query as the worker reads it: the `sql(...)` call's argument, a Python string literal.
+    call = next(
+        node
+        for node in ast.walk(ast.parse(compiled.args["code"]))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "sql"
+    )
+    query = ast.literal_eval(call.args[0])
     with duckdb.connect(table["path"], read_only=True) as con:
         cursor = con.execute(query)
         return [d[0] for d in cursor.description], cursor.fetchall()

@@ -18,6 +18,7 @@ from rlm.errors import InputError
 from rlm.model.budget import BudgetExceeded
 from rlm.run import prompts
 from rlm.run.ledger import RESULT_FINDING_CHARS, result_head
+from rlm.run.typed.placeholders import as_read
 from rlm.sandbox.client import InputShrank, Sandbox, WorkerLost
 from rlm.text.textcap import cap_middle, cap_words
 from rlm.trace.schema import FindingKind
@@ -67,9 +68,10 @@ class ActionHost(Protocol):
 
 
 def text_pattern(text: str, whole: bool = False) -> str:
-    """A Python regex of `text` as written; `whole`, not where a word character goes on from
-    either end of it (`blk_123` is not in `blk_1234`; `rhost=` may be followed by anything)."""
-    pattern = re.escape(text)
+    """A Python regex of `text` as written, words as a line reads them (as_read: an aside in
+    brackets between two); `whole`, not where a word character goes on from either end of it
+    (`blk_123` is not in `blk_1234`; `rhost=` may be followed by anything)."""
+    pattern = as_read(text.strip()) if len(text.split()) > 1 else re.escape(text)
     if not whole or not text:
         return pattern
     before = r"(?<![A-Za-z0-9_])" if re.match(r"\w", text[0]) else ""

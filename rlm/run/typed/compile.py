@@ -15,7 +15,7 @@ from typing import Any
 from rlm.run.actions import Action, ParseError, validate
 from rlm.run.typed.check import Checked, ColumnRef, Filter, Moment, Problem, check_action, said_filter
 from rlm.run.typed.columns import DATE, NUMBER, TIME, Column, table_columns
-from rlm.run.typed.placeholders import literal_parts
+from rlm.run.typed.placeholders import as_read, literal_parts
 from rlm.run.typed.share import SHARE_KEY
 from rlm.run.typed.vocabulary import AS_WRITTEN
 from rlm.text.sqltext import sql_name, sql_string, sql_value
@@ -102,7 +102,6 @@ def condition_sql(f: Filter) -> str:
 
 
 _DIGITS = frozenset("0123456789")
-_RE2_SPECIAL = frozenset("\\.^$|?*+()[]{}-")
 
 
 def _contains_sql(expr: str, part: str, case: bool = False) -> str:
@@ -110,21 +109,30 @@ def _contains_sql(expr: str, part: str, case: bool = False) -> str:
     hex digits (`...aa6d404`) nor of `1404`, and `10.0.0.1` not the start of `10.0.0.15`. At an
     end of `part` that is a digit, the text must end or hold no digit there (no letter either,
     for a number alone: hex ids). RE2 has no look-around: the side is a character or the end.
+    Words as a line reads them (as_read): a question quotes `bytes received` where the line
+    writes `bytes (13.1 MB) received`, and lines that add such an aside are the same lines.
     `case`: in the case `part` is written (AS_WRITTEN), else in any."""
+    words = part.split()
+    if len(words) > 1:
+        # The longest word first, as plain text: the pattern is read only on the lines that hold it.
+        held = max(words, key=len)
+    else:
+        held = part
     found = (
-        f"contains({expr}, {sql_string(part)})"
+        f"contains({expr}, {sql_string(held)})"
         if case
-        else f"contains(lower({expr}), lower({sql_string(part)}))"
+        else f"contains(lower({expr}), lower({sql_string(held)}))"
     )
-    starts, ends = part[:1] in _DIGITS, part[-1:] in _DIGITS
-    if not (starts or ends):
+    starts, ends = part.strip()[:1] in _DIGITS, part.strip()[-1:] in _DIGITS
+    if not (starts or ends or len(words) > 1):
         return found
     inside = "0-9a-z" if all(c in _DIGITS for c in part) else "0-9"
-    literal = "".join(f"\\{c}" if c in _RE2_SPECIAL else c for c in part.lower())
+    literal = as_read(part.strip()) if len(words) > 1 else as_read(part)
     pattern = (
-        f"{'(?:^|[^' + inside + '])' if starts else ''}{literal}{'(?:[^' + inside + ']|$)' if ends else ''}"
+        f"{'' if case else '(?i)'}{'(?:^|[^' + inside + '])' if starts else ''}{literal}"
+        f"{'(?:[^' + inside + ']|$)' if ends else ''}"
     )
-    return f"({found} AND regexp_matches(lower({expr}), {sql_string(pattern)}))"
+    return f"({found} AND regexp_matches({expr}, {sql_string(pattern)}))"
 
 
 def _where(action: Checked, *first: str) -> str:

@@ -52,7 +52,7 @@ from typing import Any, NamedTuple
 
 from rlm.run.answer_kind import IP, asked_kind, columns_of_kind
 from rlm.run.typed.markers import VALUE, Marker, question_markers
-from rlm.run.typed.placeholders import PLACEHOLDER, quoted_texts, unquoted
+from rlm.run.typed.placeholders import ASIDES, PLACEHOLDER, as_read, quoted_texts, unquoted
 from rlm.text.sqltext import sql_string
 
 __all__ = [
@@ -74,11 +74,9 @@ FIELDS_KEY = "quoted_fields"  # where a node's table description holds them
 MAX_FIELDS = 4  # each is one more name in every enum of the schema
 _MIN_FIXED = 3  # characters of fixed text (spaces aside) a quote needs to fit its lines alone (`####`)
 _UNNAMED = re.compile(r"<\s*>|\.{2,}|…")
-_SPECIAL = re.compile(r"([\\.^$|?*+()\[\]{}])")
 _EDGE_PUNCTUATION = ".,;:)]}'\""  # ends a sentence or a bracket, not a value written at the end
 SAMPLE_BYTES = 4 << 20  # the input's first lines a field's kind is read from (tens of ms to scan)
 _SAMPLE_VALUES = 64  # values enough to call a field's kind
-_ASIDES = r"\s+(?:[(\[][^()\[\]]*[)\]]\s+)*"  # between two words: `(1.16 KB) ` and the like
 _NUMBER = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 ADDRESS_TEMPLATE = "… <ip> …"  # the address field's template: the last IP address in the line
 _ADDRESS_NAME = "<ip>"
@@ -126,18 +124,6 @@ class QuotedField:
         ]
 
 
-def _literal(text: str) -> str:
-    """Fixed text as a pattern: its characters as written, any run of spaces as one or more, and
-    between two of its words any asides in brackets the line adds: a question quotes a line as
-    it reads, and leaves out `(1.16 KB)` of `N bytes (1.16 KB) sent`. Only bracketed asides, never
-    any words: `N bytes received` would then read the bytes sent before them on the same line."""
-    words = re.split(r"\s+", text)
-    out = [_SPECIAL.sub(r"\\\1", words[0])]
-    for before, word in zip(words, words[1:], strict=False):
-        out += [_ASIDES if before and word else r"\s+", _SPECIAL.sub(r"\\\1", word)]
-    return "".join(out)
-
-
 def _fields_of(quoted: str, sample: Sample) -> list[QuotedField]:
     """The named placeholders of one quoted text, each with the pattern of the whole text; none
     where the sample is the whole input and no line of it fits, or where its fixed text is too
@@ -173,7 +159,7 @@ def _pattern(template: str) -> tuple[str, list[tuple[str, int]]] | None:
     skip_space = False
     for i, mark in enumerate(marks):
         fixed = template[end : mark.start()]
-        pieces.append(_literal(fixed.lstrip() if skip_space else fixed))
+        pieces.append(as_read(fixed.lstrip() if skip_space else fixed))
         skip_space = False
         last = i == len(marks) - 1 and not template[mark.end() :].strip()
         if _UNNAMED.fullmatch(mark.group()):
@@ -188,7 +174,7 @@ def _pattern(template: str) -> tuple[str, list[tuple[str, int]]] | None:
         end = mark.end()
     if not any(name.strip("<> ") for name, _ in names):
         return None
-    pieces.append(_literal(template[end:].lstrip() if skip_space else template[end:]))
+    pieces.append(as_read(template[end:].lstrip() if skip_space else template[end:]))
     return "(?i)" + "".join(pieces), _told_apart(template, names, marks)
 
 
@@ -298,8 +284,8 @@ def _marker_field(marker: Marker, sample: Sample) -> QuotedField | None:
     pattern = (
         "(?i)"
         + start
-        + _literal(marker.head)
-        + (f"({_literal(marker.lead)}" + VALUE[1:] if marker.lead else gap + VALUE)
+        + as_read(marker.head)
+        + (f"({as_read(marker.lead)}" + VALUE[1:] if marker.lead else gap + VALUE)
     )
     fits, found = _values_read(pattern, [1], sample.lines)
     if not fits and sample.whole:
@@ -438,7 +424,7 @@ def _counted_fields(
                 *(
                     [
                         (
-                            rf"(?i)(?:^|[\s(\[]){_FIGURE}\s*{spelled}(?:s|es)?{_ASIDES}{re.escape(then)}\b",
+                            rf"(?i)(?:^|[\s(\[]){_FIGURE}\s*{spelled}(?:s|es)?{ASIDES}{re.escape(then)}\b",
                             f"N {word} {then}",
                         )
                     ]

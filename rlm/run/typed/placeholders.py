@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 
-__all__ = ["PLACEHOLDER", "literal_parts", "quoted_texts", "unquoted"]
+__all__ = ["ASIDES", "PLACEHOLDER", "as_read", "literal_parts", "quoted_texts", "unquoted"]
 
 # What stands for a varying part inside a quoted line: <ip>, ..., a lone capital (N, X), one
 # written against its unit as logs write numbers (`timeout of Nms`, `Ns`, `N%`), and the words
@@ -24,6 +24,21 @@ PLACEHOLDER = re.compile(
 _QUOTED = re.compile(r"(?<!\w)'([^'\n]{2,160})'(?!\w)|\"([^\"\n]{2,160})\"|“([^”\n]{2,160})”")
 _MIN_LETTERS = 3  # a part shorter than this matches too much to be a condition
 _EDGES = " \t,;:.-=[](){}\"'"
+ASIDES = r"\s+(?:[(\[][^()\[\]]*[)\]]\s+)*"  # between two words: `(1.16 KB) ` and the like
+_SPECIAL = re.compile(r"([\\.^$|?*+()\[\]{}])")
+
+
+def as_read(text: str) -> str:
+    """Fixed text as a pattern (RE2 and Python alike): its characters as written, any run of
+    spaces as one or more, and between two of its words any asides in brackets the line adds: a
+    question quotes a line as it reads, and leaves out `(1.16 KB)` of `N bytes (1.16 KB) sent`.
+    Only bracketed asides, never any words: `N bytes received` would then read the bytes sent
+    before them on the same line."""
+    words = re.split(r"\s+", text)
+    out = [_SPECIAL.sub(r"\\\1", words[0])]
+    for before, word in zip(words, words[1:], strict=False):
+        out += [ASIDES if before and word else r"\s+", _SPECIAL.sub(r"\\\1", word)]
+    return "".join(out)
 
 
 def literal_parts(text: str) -> list[str]:
