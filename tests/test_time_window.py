@@ -97,6 +97,27 @@ def test_a_range_of_clocks_on_a_day_counts_the_lines_inside_it(
     assert windowed[1][0].startswith("ts >= '2015-05-17 10:05")
 
 
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Count the requests from 22:45:00 on 17 May 2015 until 01:10:00 on 18 May 2015 UTC.",
+        "Requests between 22:45:00 (UTC) on May 17, 2015 and 01:10:00 on May 18, 2015: a count?",
+        "How many requests from 2015-05-17 22:45:00 UTC through 2015-05-18 01:10:00?",
+    ],
+)
+def test_a_range_over_midnight_takes_each_side_on_its_own_date(
+    tables: dict[Path, dict[str, Any]], question: str
+) -> None:
+    """Each clock with its date written after it: the end is on the next day, not on the
+    start's (a window that ended before it began matched no line)."""
+    table = tables[ACCESS]
+    windowed = with_window(question, COUNT, table)
+    assert windowed is not None, question
+    low, high = datetime(2015, 5, 17, 22, 45), datetime(2015, 5, 18, 1, 10)
+    want = sum(1 for t in _access_times() if low <= t <= high)
+    assert 0 < want and _count(windowed[0], table) == want, windowed[1]
+
+
 def test_a_whole_day_and_a_range_of_days(tables: dict[Path, dict[str, Any]]) -> None:
     table = tables[ACCESS]
     times = _access_times()
