@@ -726,3 +726,27 @@ def test_the_cli_holds_a_text_the_question_says_a_message_begins_with_to_its_sta
     assert (
         with_asked_measure("Which entries talk of 'Backup failed'? A count.", json.dumps(sent), table) is None
     )
+
+
+SPARK = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "loghub" / "Spark_2k.log"
+
+
+def test_which_line_wrote_the_largest_number_of_a_quoted_line_is_read_from_its_rows(tmp_path: Path) -> None:
+    """A group per hour sent where the question asks which thing goes with the largest number
+    its quoted line reads: rlm runs the rows of that number, largest last, and the answer is read
+    from them (before, the counts per hour said nothing of which line it was)."""
+    read = [
+        (int(m[2]), m[1])
+        for m in re.finditer(r"Reading broadcast variable (\d+) took (\d+) ms", SPARK.read_text())
+    ]
+    most, which = max(read)
+    assert sum(1 for n, _ in read if n == most) == 1
+    question = (
+        "Going by the 'Reading broadcast variable ... took N ms' lines, which variable took the longest?"
+    )
+    sent = {"op": "group", "by": "ts", "bucket": "hour"}
+    proc, stub = ask_typed_once(SPARK, question, sent, which, cwd=tmp_path)
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "the rows of the largest N" in told, told[-900:]
+    assert f"Reading broadcast variable {which} took {most} ms" in told, told[-900:]
+    assert proc.returncode == 0 and proc.stdout == f"{which}\n", proc.stderr

@@ -40,6 +40,10 @@ words point one way:
   total, an average or an extreme of it, its groups, the rows of its largest value (where a
   "which" asks what goes with it), or a count of the rows where it passes the one bound the
   question states (_onto_marked);
+- a query of other rows or another column where a "which" asks what goes with the largest
+  (smallest) number the question's one quoted line reads (`Took N seconds to ...`: N): the rows
+  of that number's largest value, with what the "which" names beside it, as for a marker's
+  value (_which_of_quoted); a total, an average or an extreme of another number is left alone;
 - a bound on a number of lines ("N or more times", "at least N warnings"), a count of distinct
   values where their list is asked, and a count of rows where the question asks which values of
   one column: the values listed or named, each on at least N lines (_listing). Told that a
@@ -160,6 +164,7 @@ class _Read:
     counted: tuple[str, bool] | None = None
     table: dict[str, Any] | None = None  # the table's description, for the window on the query's own date
     question: str = ""  # as asked, quotes and all
+    quoted_number: str | None = None  # the one number field of the texts the question quotes (`N`)
 
 
 def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[str, Any], str] | None:
@@ -180,6 +185,8 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
         return (more[0], f"{marked[1]}; {more[1]}") if more is not None else marked
     if (listing := _listing(action, checked, read)) is not None:
         return listing
+    if (which := _which_of_quoted(action, checked, read)) is not None:
+        return which
     if checked.op == "sum" and average:
         return {**action, "op": "avg"}, "avg instead of sum"
     if checked.op == "group" and checked.agg == "sum" and average:
@@ -279,12 +286,7 @@ def _onto_marked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple
     if extreme is not None:
         if read.asked_column is None and not _WHICH_THING.search(words):
             return {"op": extreme, "column": name, **rows}, f"{extreme} of {instead}"
-        # Which thing goes with the largest value: the rows of it, and what they hold beside it.
-        beside = read.asked_column if read.asked_column not in (None, name) else "line"
-        take = "last" if extreme == "max" else "first"
-        query = {"op": "rows", "columns": [beside, name], "order_by": name, "take": take, "k": 3, **rows}
-        largest = "largest" if extreme == "max" else "smallest"
-        return query, f"the rows of the {largest} {name}, with their {beside}"
+        return _rows_of_extreme(name, extreme, read, rows)
     if number and not how_many and op not in ("sum", "avg") and _AVERAGE.search(words):
         return {"op": "avg", "column": name, **rows}, f"avg of {instead}"
     if op in ("top", "count_distinct") or (op in ("sum", "avg", "min", "max") and number):
@@ -319,6 +321,48 @@ def _onto_marked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple
     if not how_many and _ADD_UP.search(words) is None:
         return {"op": "top", "column": name, "k": DEFAULT_K, **rows}, f"top {instead}"
     return None
+
+
+def _rows_of_extreme(
+    name: str, extreme: str, read: _Read, rows: dict[str, Any]
+) -> tuple[dict[str, Any], str]:
+    """Which thing goes with the largest (smallest) value of `name`: the rows of it, and what
+    they hold beside it (the column a "which" names, else a value of the shape asked, else the
+    line)."""
+    shaped = [
+        f.name for f in read_fields(read.table or {}) if f.template in (ADDRESS_TEMPLATE, *SHAPE_TEMPLATES)
+    ]
+    beside = (
+        read.asked_column
+        if read.asked_column not in (None, name)
+        else shaped[0]
+        if len(shaped) == 1
+        else "line"
+    )
+    take = "last" if extreme == "max" else "first"
+    query = {"op": "rows", "columns": [beside, name], "order_by": name, "take": take, "k": 3, **rows}
+    largest = "largest" if extreme == "max" else "smallest"
+    return query, f"the rows of the {largest} {name}, with their {beside}"
+
+
+def _which_of_quoted(
+    action: dict[str, Any], checked: Checked, read: _Read
+) -> tuple[dict[str, Any], str] | None:
+    """Which thing goes with the largest (smallest) number the question's one quoted line reads
+    (`Took N seconds to ...`: N), where the query reads another: its rows, as for a marker's value.
+    A count, a ranking by lines or a group per period told the model nothing of which line wrote
+    the largest; asked "which", the rows of that line say it. None where the question writes no
+    "which", asks how many, or quotes more than one number."""
+    if read.quoted_number is None or _named(checked, read.quoted_number):
+        return None
+    words = read.words
+    extreme = _extreme(words)
+    if extreme is None or _HOW_MANY.search(words) or not _WHICH_THING.search(words):
+        return None
+    if checked.op in ("sum", "avg", "min", "max") or (checked.op == "group" and checked.agg is not None):
+        return None  # a measure of another number the model chose: which number is the question's to say
+    rows = {"where": action["where"]} if action.get("where") else {}
+    return _rows_of_extreme(read.quoted_number, extreme, read, rows)
 
 
 def _onto_counted(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[str, Any], str] | None:
@@ -629,6 +673,11 @@ def _read(question: str, table: dict[str, Any]) -> _Read:
     fields = read_fields(table)
     marked = [(f.name, f.number) for f in fields if f.marked]
     counted = [(f.name, f.template.startswith("N ")) for f in fields if f.counted]
+    quoted = [
+        f.name
+        for f in fields
+        if f.number and not (f.marked or f.counted) and f.template not in (ADDRESS_TEMPLATE, *SHAPE_TEMPLATES)
+    ]
     return _Read(
         _words(question, table),
         _listed(question),
@@ -641,6 +690,7 @@ def _read(question: str, table: dict[str, Any]) -> _Read:
         counted[0] if len(counted) == 1 else None,
         table,
         question,
+        quoted[0] if len(quoted) == 1 and not marked else None,
     )
 
 
