@@ -73,3 +73,14 @@ def test_which_values_a_question_states(tmp_path: Path) -> None:
     assert kept("How many logins failed for that account?", "user", "admin", frozenset({"admin"})) == []
     # A number is compared, not named: left alone.
     assert kept("Count every line.", "pid", "24200") == []
+
+
+def test_a_value_left_out_that_the_question_does_not_state_is_made_up_too(tmp_path: Path) -> None:
+    """`program != 'sshd'` keeps only the other programs' lines, a condition as made up as an
+    `=` on a value the question never names; one it names ("other than sshd") is not."""
+    table = open_source(str(AUTH), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None
+    action = {"op": "count", "where": [{"column": "program", "cmp": "!=", "value": "sshd"}]}
+    made_up = unstated("How many lines mention a closed connection?", json.dumps(action), table, set())
+    assert made_up == ["program != 'sshd'"]
+    assert unstated("How many lines from programs other than sshd?", json.dumps(action), table, set()) == []

@@ -76,10 +76,11 @@ def left_out(question: str, content: str | None, table: dict[str, Any]) -> list[
 
 
 def unstated(question: str, content: str | None, table: dict[str, Any], found: set[str]) -> list[str]:
-    """Each `=` filter of the typed action in `content` on a text value that the question states
-    in no way (`user = 'root'` where no word of it begins as a word of the value does), nor an
-    earlier query found (`found`: a second step filters on it): a condition the model made up,
-    which keeps only those rows. [] for an action that is not a query.
+    """Each `=` or `!=` filter of the typed action in `content` on a text value that the question
+    states in no way (`user = 'root'`, `level != 'INFO'` where no word of it begins as a word of
+    the value does), nor an earlier query found (`found`: a second step filters on it): a
+    condition the model made up, which keeps only those rows (or leaves them out: a `!=` on a
+    level no question named kept no line of the kind asked). [] for an action that is not a query.
 
     A word stands for a value's word where it begins as that word does, its last two letters
     aside ("failures" for `failed_password`, "warnings" for `WARN`); a quote or an example states
@@ -94,12 +95,17 @@ def unstated(question: str, content: str | None, table: dict[str, Any], found: s
     words = question.casefold()
     out = []
     for f in checked.where:
-        if f.cmp != "=" or f.column.kind != TEXT or not isinstance(f.value, str) or f.value in found:
+        if (
+            f.cmp not in ("=", "!=")
+            or f.column.kind != TEXT
+            or not isinstance(f.value, str)
+            or f.value in found
+        ):
             continue
         parts = [p for p in re.split(r"[^0-9a-z]+", f.value.casefold()) if len(p) >= 3 and not p.isdigit()]
         stems = [p[: max(3, len(p) - 2)] for p in parts]
         if stems and not any(re.search(rf"(?<![0-9a-z]){re.escape(s)}", words) for s in stems):
-            out.append(f"{f.column.name} = {f.value!r}")
+            out.append(f"{f.column.name} {f.cmp} {f.value!r}")
     return out
 
 
