@@ -398,3 +398,49 @@ def test_an_address_read_from_any_line_keeps_the_quoted_lines_condition(tmp_path
     assert proc.returncode == 0 and proc.stdout == f"{top}\n", proc.stderr
     shown = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "line contains 'Opened stream link with'" in shown and f"{top} | {n}" in shown
+
+
+def test_a_key_no_kept_row_fills_is_read_from_the_quoted_line_instead(tmp_path: Path) -> None:
+    """The syslog parse fills `src_ip` on sshd's lines only: a distinct count of it over ftpd's
+    quoted lines counted none. rlm runs it on the quoted line's `<ip>`, and says so."""
+    found = {
+        m[1]
+        for line in LINUX.read_text().splitlines()
+        if "ftpd" in line and (m := re.search(r"connection from (\d+\.\d+\.\d+\.\d+)", line))
+    }
+    assert len(found) > 1
+    question = "How many addresses, each counted once, appear in ftpd's 'connection from <ip>' lines?"
+    sent = {
+        "op": "count_distinct",
+        "column": "src_ip",
+        "where": [{"column": "program", "cmp": "=", "value": "ftpd"}],
+    }
+    proc, stub = ask_typed_once(LINUX, question, sent, str(len(found)), cwd=tmp_path)
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "<ip>, read from the lines the question quotes, instead of src_ip" in told, told[-900:]
+    assert f"\n{len(found)}\n" in told, told[-900:]
+    assert proc.returncode == 0 and proc.stdout == f"{len(found)}\n", proc.stderr
+
+
+def test_a_key_some_kept_row_fills_or_of_another_kind_is_left_as_sent(
+    tables: dict[Path, dict[str, Any]],
+) -> None:
+    from rlm.run.typed.filled import onto_filled_field
+
+    def counts(query: str) -> list[int] | None:
+        with duckdb.connect(tables[LINUX]["path"], read_only=True) as con:
+            row = con.execute(query).fetchone()
+        return [int(n) for n in row] if row else None
+
+    question = "Which address comes first in ftpd's 'connection from <ip> (<host>)' lines?"
+    table = _fielded(tables[LINUX], question, LINUX)
+    ftpd = [{"column": "program", "cmp": "=", "value": "ftpd"}]
+    moved = onto_filled_field(json.dumps({"op": "top", "column": "src_ip", "where": ftpd}), table, counts)
+    assert moved is not None and moved[0]["column"] == "<ip>"  # `<host>` is no address
+    # Over sshd's lines the parse fills it: left alone; so is a key of no field's kind.
+    sshd = [{"column": "program", "cmp": "=", "value": "sshd"}]
+    assert (
+        onto_filled_field(json.dumps({"op": "top", "column": "src_ip", "where": sshd}), table, counts) is None
+    )
+    by_user = {"op": "group", "by": "user", "where": ftpd}
+    assert onto_filled_field(json.dumps(by_user), table, counts) is None

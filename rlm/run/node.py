@@ -43,6 +43,7 @@ from rlm.run.typed.check import Problem
 from rlm.run.typed.compile import amendable, read_json
 from rlm.run.typed.describe import example_cells
 from rlm.run.typed.fields import sample_lines, with_quoted_fields
+from rlm.run.typed.filled import onto_filled_field
 from rlm.run.typed.matched import Matched, counted_filters, found_nothing, matched, shown_count
 from rlm.run.typed.measure import measure_left_out, with_asked_measure
 from rlm.run.typed.ranked import (
@@ -386,7 +387,14 @@ class Node:
         timed = None
         if seconds is not None:
             text, timed = json.dumps(seconds[0], ensure_ascii=False), seconds[1]
-        if amended is None and measured is None and seconds is None:
+        # A key no kept row fills, where the question's quoted line reads it: run on that value.
+        filled = onto_filled_field(text, self.table, self.runner.counts)
+        if filled is not None:
+            text, changed = (
+                json.dumps(filled[0], ensure_ascii=False),
+                "; ".join(filter(None, [changed, filled[1]])),
+            )
+        if amended is None and measured is None and seconds is None and filled is None:
             return action, content, [], None, None
         self.amended.add(asked)
         query = to_action(text, self.table)

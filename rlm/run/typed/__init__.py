@@ -24,6 +24,7 @@ runs one query through the sandbox's `sql()`, a grep, a peek or a final.
     steps       asks_in_two_steps: a question that asks to find one thing, then about it
     fields      with_quoted_fields: the values a quoted line's placeholders stand for (`<host>`,
                 `N`), as columns read from the raw line
+    filled      onto_filled_field: a key no kept row fills, moved onto the quoted field of its kind
 
 Imports rlm.run.actions and actionspec (the actions it compiles to), rlm.input.tablevalues,
 rlm.sandbox.worker.sql_result (how many rows a result shows) and rlm.text only.
