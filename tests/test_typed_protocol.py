@@ -771,3 +771,39 @@ def test_a_list_that_leaves_out_values_its_ranking_shows_is_refused_then_in_doub
     doc = json.loads(proc.stdout)
     assert proc.returncode == 1 and doc["status"] == "withheld", doc
     assert doc["doubts"] == [f"kind: the answer lists 1 of the {len(others)} values its ranking shows"], doc
+
+
+def test_a_value_the_question_leaves_out_is_added_as_an_exclusion(tmp_path: Path) -> None:
+    """ "Other than <value>" keeps every other value's rows: rlm adds `!=`, where before it added
+    nothing and told the model the value as a condition to keep to."""
+    import csv
+
+    taxis = FIXTURES / "data" / "seaborn" / "taxis.csv"
+    with taxis.open(newline="") as fh:
+        payments = [row["payment"] for row in csv.DictReader(fh)]
+    others = sum(1 for p in payments if p and p != "cash")
+    assert 0 < others < len(payments)
+    question = "How many rides were paid for other than in cash?"
+    replies = [
+        json.dumps({"op": "count"}),
+        json.dumps({"op": "final", "answer": str(others)}),
+        json.dumps({"answer": str(others), "citations": ["F1"]}),
+    ]
+    with OpenAIStub(replies) as stub:
+        proc = _ask(stub, taxis, question, tmp_path, "--strict")
+    assert proc.returncode == 0 and proc.stdout == f"{others}\n", proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "the question names payment != 'cash', which your action had no filter on: rlm added it" in told
+    assert f"count\n-----\n{others}\n" in told, told[-600:]
+
+
+def test_which_words_leave_a_value_out(tmp_path: Path) -> None:
+    from rlm.run.typed.conditions import excluded, negated
+
+    assert excluded("Lines other than the 404s?", "404") and excluded("not from Queens", "Queens")
+    assert excluded("every level except WARN", "WARN") and excluded("status besides 200", "200")
+    # Said of whether any exists, or too far before it: negated, not excluded.
+    assert negated("Were there no ERROR lines?", "ERROR") and not excluded(
+        "Were there no ERROR lines?", "ERROR"
+    )
+    assert not excluded("not counting the lines written by ERROR handlers", "ERROR")

@@ -21,7 +21,9 @@ Where such a condition is plain (its value listed by one column only, or by seve
 the question's words name one, no negation just before it, room for the filter), rlm adds it
 to the query before it runs (`with_conditions`): a small model told of the filter answered
 from the rows it had, without running the query again. The model is told what was added and
-that sending the same action again runs it as written. Where
+that sending the same action again runs it as written. A value the question leaves out by a
+word of exclusion just before it ("other than Queens", "excluding the 404s", "not WARN") is
+added as `!=`: the rows of every other value. Where
 it is not plain, the model is told (it may add the filter); a final answer given after such a
 query, and not after a later one without it, carries the doubt to the run's result, where
 `--strict` withholds it.
@@ -39,7 +41,7 @@ from rlm.run.typed.examples_given import without_examples
 from rlm.run.typed.placeholders import quoted_texts
 from rlm.run.typed.vocabulary import MAX_FILTERS, TEXT_MATCHES
 
-__all__ = ["left_out", "negated", "unstated", "with_conditions"]
+__all__ = ["excluded", "left_out", "negated", "unstated", "with_conditions"]
 
 # Values that stand for no condition when a question states them ("answer yes or no").
 _NOT_CONDITIONS = frozenset({"yes", "no", "true", "false", "none", "null", "n/a", "unknown", "other", "all"})
@@ -53,6 +55,11 @@ _NEGATIONS = (
     r"other\s+than|apart\s+from|aside\s+from|rather\s+than|instead\s+of|isn't|aren't|wasn't|weren't"
 )
 
+# Words before a value that keep every row but its own ("other than Queens"): a `!=` filter.
+_EXCLUDING = (
+    r"not|non|except(?:\s+for)?|excluding|exclude|excludes|besides|other\s+than|apart\s+from|aside\s+from|"
+    r"rather\s+than|instead\s+of"
+)
 
 # A date, a date and a clock, or a clock alone, as a question states a time ("after 14:02").
 _TIME_STATED = re.compile(
@@ -71,7 +78,10 @@ def left_out(question: str, content: str | None, table: dict[str, Any]) -> list[
         checked = check_action(read_json(content), cols)
     except Problem:
         return []
-    named = [_said(column, value) for _, column, value in _missing(question, checked, cols)[:_MAX_NAMED]]
+    named = [
+        _said(column, value, "!=" if excluded(question, text) else "=")
+        for text, column, value in _missing(question, checked, cols)[:_MAX_NAMED]
+    ]
     return named + _times_left_out(question, checked, cols)
 
 
@@ -147,28 +157,34 @@ def with_conditions(
     where = list(action.get("where") or [])
     if not missing or len(where) + len(missing) > MAX_FILTERS:
         return None
-    chosen: list[tuple[Column, Any]] = []
+    chosen: list[tuple[Column, Any, str]] = []
     for text, column, _ in missing:
         said = _spoken(text)
         listing = [c for c in cols.columns if c.values and any(_spoken(str(v)) == said for v in c.values)]
         named = _named_column(question, text, listing) if len(listing) > 1 else column
-        if named is None or negated(question, text) or named.name in _filtered(where, chosen):
+        # "other than X" keeps the rows of every other value; a looser negation says too little.
+        cmp = "!=" if excluded(question, text) else "="
+        if (
+            named is None
+            or (negated(question, text) and cmp == "=")
+            or named.name in _filtered(where, chosen)
+        ):
             return None
         if _one_of_several(question, text, named):
             return None
-        chosen.append((named, next(v for v in named.values or () if _spoken(str(v)) == said)))
-    where += [{"column": column.name, "cmp": "=", "value": value} for column, value in chosen]
+        chosen.append((named, next(v for v in named.values or () if _spoken(str(v)) == said), cmp))
+    where += [{"column": column.name, "cmp": cmp, "value": value} for column, value, cmp in chosen]
     amended = {**action, "where": where}
     try:
         check_action(amended, cols)
     except Problem:
         return None
-    return amended, [_said(column, value) for column, value in chosen]
+    return amended, [_said(column, value, cmp) for column, value, cmp in chosen]
 
 
-def _filtered(where: list[Any], chosen: list[tuple[Column, Any]]) -> set[str]:
+def _filtered(where: list[Any], chosen: list[tuple[Column, Any, str]]) -> set[str]:
     """The columns a query's filters, and the conditions chosen so far, are on."""
-    return {str(f.get("column")) for f in where if isinstance(f, dict)} | {c.name for c, _ in chosen}
+    return {str(f.get("column")) for f in where if isinstance(f, dict)} | {c.name for c, _, _ in chosen}
 
 
 def _named_column(question: str, text: str, listing: list[Column]) -> Column | None:
@@ -308,6 +324,15 @@ def negated(question: str, text: str) -> bool:
     return re.search(before + _stated(text), question, re.IGNORECASE) is not None
 
 
-def _said(column: Column, value: Any) -> str:
+def excluded(question: str, text: str) -> bool:
+    """Whether the question states `text` as the one value to leave out: a word of exclusion
+    right before it, at most one word between ("other than Queens", "excluding the 404s", "not
+    from Queens"). "No", "never" or "without" a few words before say less (whether any exists,
+    how often): those are negated, not excluded."""
+    before = rf"\b(?:{_EXCLUDING})\b(?:\W+\w+)?\W+"
+    return re.search(before + _stated(text), question, re.IGNORECASE) is not None
+
+
+def _said(column: Column, value: Any, cmp: str = "=") -> str:
     shown = repr(value) if isinstance(value, str) else str(value)
-    return f"{column.name} = {shown}"
+    return f"{column.name} {cmp} {shown}"
