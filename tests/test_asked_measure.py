@@ -750,3 +750,15 @@ def test_which_line_wrote_the_largest_number_of_a_quoted_line_is_read_from_its_r
     assert "the rows of the largest N" in told, told[-900:]
     assert f"Reading broadcast variable {which} took {most} ms" in told, told[-900:]
     assert proc.returncode == 0 and proc.stdout == f"{which}\n", proc.stderr
+
+
+def test_a_column_named_at_the_end_of_a_sentence_is_named(taxis: dict[str, Any]) -> None:
+    """A full stop after a column's name ends the sentence, not a dotted name: the number named
+    there is the one whose largest row is read, the asked value beside it."""
+    question = "Take the ride with the biggest tip. Which fare did it pay?"
+    changed = with_asked_measure(question, json.dumps({"op": "max", "column": "tip"}), taxis)
+    assert changed is not None and changed[0]["op"] == "rows", changed
+    assert changed[0]["columns"] == ["fare", "tip"] and changed[0]["order_by"] == "tip"
+    with duckdb.connect(taxis["path"], read_only=True) as con:
+        rows = con.execute(compile_sql(changed[0], taxis)).fetchall()
+    assert "120.0" in map(str, rows[0]), rows  # the largest tip's fare, first

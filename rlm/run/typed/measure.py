@@ -123,6 +123,9 @@ _HOW_MANY = re.compile(
 # bare "total" does so where the question names a number column ("total requests" is a count).
 _ADD_UP = re.compile(r"\badd(?:ed|ing)? (?:\w+ )?up\b|\bsum\b|\bsummed\b|\btotal\s+of\b", re.I)
 _ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+# Where a column's name the question writes ends: no word goes on, nor a dotted name
+# (`connections` of `connections.idle`); a full stop after it ends a sentence ("the longest distance.").
+_NAME_ENDS = r"(?!\w|\.\w)"
 _ANY_EXTREME = re.compile(
     r"\b(?:largest|biggest|highest|greatest|longest|maximum|max|smallest|lowest|shortest|minimum|min)\b", re.I
 )
@@ -137,7 +140,7 @@ def _words(question: str, table: dict[str, Any]) -> str:
     cols = table_columns(table)
     names = sorted(cols.names(), key=len, reverse=True)
     for name in names:
-        text = re.sub(rf"(?<![\w.]){re.escape(name)}(?![\w.])", " ", text, flags=re.I)
+        text = re.sub(rf"(?<![\w.]){re.escape(name)}{_NAME_ENDS}", " ", text, flags=re.I)
     for name in cols.names(NUMBER):
         words = name_words(name)
         if len(words) >= 2:
@@ -661,7 +664,7 @@ def _numbers_named(question: str, table: dict[str, Any]) -> set[str]:
     return {
         n
         for n in table_columns(table).names(NUMBER)
-        if re.search(rf"(?<![\w.]){re.escape(n)}(?![\w.])", text, re.I)
+        if re.search(rf"(?<![\w.]){re.escape(n)}{_NAME_ENDS}", text, re.I)
         or (len(words := name_words(n)) >= 2 and all(w in said for w in words))
     }
 
