@@ -762,3 +762,30 @@ def test_a_column_named_at_the_end_of_a_sentence_is_named(taxis: dict[str, Any])
     with duckdb.connect(taxis["path"], read_only=True) as con:
         rows = con.execute(compile_sql(changed[0], taxis)).fetchall()
     assert "120.0" in map(str, rows[0]), rows  # the largest tip's fare, first
+
+
+HADOOP = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "loghub" / "Hadoop_2k.log"
+
+
+def test_the_latest_time_asked_is_the_max_of_the_time_not_a_count_per_hour(tmp_path: Path) -> None:
+    """A count of lines per hour says in which hour, not when: where the latest time is asked,
+    rlm runs the latest of the rows the query kept."""
+    stamps = [line[:19] for line in HADOOP.read_text().splitlines() if " WARN " in line]
+    latest = max(stamps)
+    question = "At what time was the latest WARN line written? Give HH:MM:SS."
+    sent = {
+        "op": "group",
+        "by": "ts",
+        "bucket": "hour",
+        "where": [{"column": "level", "cmp": "=", "value": "WARN"}],
+    }
+    proc, stub = ask_typed_once(HADOOP, question, sent, latest[11:], cwd=tmp_path)
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "max of ts (the latest), not a count per hour" in told and latest in told, told[-900:]
+    assert proc.returncode == 0 and proc.stdout == f"{latest[11:]}\n", proc.stderr
+    # The earliest and the latest both asked (a span), or the busiest hour: left as sent.
+    table = open_source(str(HADOOP), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None
+    span = "How long passed from the earliest WARN line to the latest?"
+    assert with_asked_measure(span, json.dumps(sent), table) is None
+    assert with_asked_measure("Which hour had the most WARN lines?", json.dumps(sent), table) is None

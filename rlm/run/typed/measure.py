@@ -30,6 +30,8 @@ words point one way:
   list's first item (a run of the development sets answered one address of ten); where it asks
   for every or all of them, any k below the largest gets the largest (a top 5 of a list of
   six left one out);
+- a `group` counting lines per period where the question asks for the latest (earliest) time,
+  and for no most, fewest nor how many, becomes the max (min) of that time column, rows kept;
 - filters on the time column other than the window the question states ("from 03:15:00 to
   03:44:59" sent as `< '03:44:59'`) are replaced by that window (rlm.run.typed.window);
 - a bound on a number whose comparison is not the one the question's words state for that
@@ -123,6 +125,9 @@ _HOW_MANY = re.compile(
 # bare "total" does so where the question names a number column ("total requests" is a count).
 _ADD_UP = re.compile(r"\badd(?:ed|ing)? (?:\w+ )?up\b|\bsum\b|\bsummed\b|\btotal\s+of\b", re.I)
 _ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+# One moment asked for ("the latest timestamp", "the earliest ERROR"): not a period's count.
+_LATEST = re.compile(r"\blatest\b", re.I)
+_EARLIEST = re.compile(r"\bearliest\b", re.I)
 # Where a column's name the question writes ends: no word goes on, nor a dotted name
 # (`connections` of `connections.idle`); a full stop after it ends a sentence ("the longest distance.").
 _NAME_ENDS = r"(?!\w|\.\w)"
@@ -204,6 +209,8 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
         return window
     if (starts := _starts_as_stated(action, checked, read.question)) is not None:
         return starts
+    if (moment := _moment_asked(action, checked, words)) is not None:
+        return moment
     if (bucket := _bucket_as_asked(checked, read.question)) is not None:
         return {
             **action,
@@ -366,6 +373,28 @@ def _which_of_quoted(
         return None  # a measure of another number the model chose: which number is the question's to say
     rows = {"where": action["where"]} if action.get("where") else {}
     return _rows_of_extreme(read.quoted_number, extreme, read, rows)
+
+
+def _moment_asked(action: dict[str, Any], checked: Checked, words: str) -> tuple[dict[str, Any], str] | None:
+    """The latest (earliest) time of the rows, where the query counts lines per period and the
+    question's words ask for one of those and for no most, fewest or how many: a count per hour
+    says in which hour, not when (a model answered the busiest hour's start)."""
+    by = checked.by
+    if checked.op != "group" or not checked.bucket or by is None or by.kind not in (TIME, DATE):
+        return None
+    latest, earliest = _LATEST.search(words), _EARLIEST.search(words)
+    if (latest is None) == (earliest is None) or _MOST.search(words) or _FEWEST.search(words):
+        return None
+    if _HOW_MANY.search(words) or _AVERAGE.search(words):
+        return None
+    op = "max" if latest is not None else "min"
+    rows = {"where": action["where"]} if action.get("where") else {}
+    word = "latest" if latest is not None else "earliest"
+    return {
+        "op": op,
+        "column": by.name,
+        **rows,
+    }, f"{op} of {by.name} (the {word}), not a count per {checked.bucket}"
 
 
 def _onto_counted(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[str, Any], str] | None:
