@@ -1013,14 +1013,14 @@ def test_a_plain_condition_left_out_is_added_to_the_query(tables: dict, name: st
     # Nothing to add: the filter is there, or the question does not name the value.
     assert with_conditions(question, json.dumps(on_it), table) is None
     assert with_conditions(f"How many different {other} values are there?", json.dumps(plain), table) is None
-    # Not plain: a negation just before the value, or no room left for a filter.
-    for negated in (f"lines other than {value}", f"lines that are not {value}", f"lines without any {value}"):
-        assert (
-            with_conditions(
-                f"How many different {other} values are there on {negated}?", json.dumps(plain), table
-            )
-            is None
-        )
+    # A value excluded just before it keeps every other value's rows; a looser negation, or no
+    # room left for a filter, is not plain.
+    off = {**plain, "where": [{"column": column, "cmp": "!=", "value": value}]}
+    for excluding in (f"lines other than {value}", f"lines that are not {value}"):
+        asked = f"How many different {other} values are there on {excluding}?"
+        assert with_conditions(asked, json.dumps(plain), table) == (off, [said.replace(" = ", " != ", 1)])
+    without = f"How many different {other} values are there on lines without any {value}?"
+    assert with_conditions(without, json.dumps(plain), table) is None
     full = {
         **plain,
         "where": [{"column": "line", "cmp": "contains", "value": f"x{n}"} for n in range(MAX_FILTERS)],
