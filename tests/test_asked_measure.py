@@ -728,34 +728,32 @@ def test_the_cli_holds_a_text_the_question_says_a_message_begins_with_to_its_sta
     )
 
 
-SPARK = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "loghub" / "Spark_2k.log"
+OPENSTACK = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "loghub" / "OpenStack_2k.log"
 
 
 def test_which_line_wrote_the_largest_number_of_a_quoted_line_is_read_from_its_rows(tmp_path: Path) -> None:
     """A group per hour sent where the question asks which thing goes with the largest number
-    its quoted line reads: rlm runs the rows of that number, largest last, and the answer is read
-    from them (before, the counts per hour said nothing of which line it was)."""
+    its quoted line reads: rlm runs the rows of that number, largest first, and the answer is
+    read from them (before, the counts per hour said nothing of which line it was)."""
     read = [
         (int(m[2]), m[1])
-        for m in re.finditer(r"Reading broadcast variable (\d+) took (\d+) ms", SPARK.read_text())
+        for m in re.finditer(r"\[(req-[0-9a-f-]+) .*status: 200 len: (\d+) ", OPENSTACK.read_text())
     ]
     most, which = max(read)
     assert sum(1 for n, _ in read if n == most) == 1
-    question = (
-        "Going by the 'Reading broadcast variable ... took N ms' lines, which variable took the longest?"
-    )
+    question = "Which request drew the longest reply, by its 'status: 200 len: N'? Its req- id, please."
     sent = {"op": "group", "by": "ts", "bucket": "hour"}
-    proc, stub = ask_typed_once(SPARK, question, sent, which, cwd=tmp_path)
+    proc, stub = ask_typed_once(OPENSTACK, question, sent, which, cwd=tmp_path)
     told = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "the rows of the largest N" in told, told[-900:]
-    assert f"Reading broadcast variable {which} took {most} ms" in told, told[-900:]
+    assert re.search(rf"{which} .* \| {most}\.0\n", told) and "| N\n" in told, told[-900:]
     assert proc.returncode == 0 and proc.stdout == f"{which}\n", proc.stderr
 
 
 def test_a_column_named_at_the_end_of_a_sentence_is_named(taxis: dict[str, Any]) -> None:
     """A full stop after a column's name ends the sentence, not a dotted name: the number named
     there is the one whose largest row is read, the asked value beside it."""
-    question = "Take the ride with the biggest tip. Which fare did it pay?"
+    question = "Look up the trip paying the biggest tip. Which fare did it pay?"
     changed = with_asked_measure(question, json.dumps({"op": "max", "column": "tip"}), taxis)
     assert changed is not None and changed[0]["op"] == "rows", changed
     assert changed[0]["columns"] == ["fare", "tip"] and changed[0]["order_by"] == "tip"
@@ -783,9 +781,9 @@ def test_the_latest_time_asked_is_the_max_of_the_time_not_a_count_per_hour(tmp_p
     told = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "max of ts (the latest), not a count per hour" in told and latest in told, told[-900:]
     assert proc.returncode == 0 and proc.stdout == f"{latest[11:]}\n", proc.stderr
-    # The earliest and the latest both asked (a span), or the busiest hour: left as sent.
+    # Both ends of a span asked, or the busiest hour: left as sent.
     table = open_source(str(HADOOP), cache_dir=str(tmp_path / "cache")).profile.table
     assert table is not None
     span = "How long passed from the earliest WARN line to the latest?"
     assert with_asked_measure(span, json.dumps(sent), table) is None
-    assert with_asked_measure("Which hour had the most WARN lines?", json.dumps(sent), table) is None
+    assert with_asked_measure("Which hour logged most WARN lines?", json.dumps(sent), table) is None

@@ -409,7 +409,7 @@ def test_a_key_no_kept_row_fills_is_read_from_the_quoted_line_instead(tmp_path: 
         if "ftpd" in line and (m := re.search(r"connection from (\d+\.\d+\.\d+\.\d+)", line))
     }
     assert len(found) > 1
-    question = "How many addresses, each counted once, appear in ftpd's 'connection from <ip>' lines?"
+    question = "Counting each address once, how many does ftpd report as 'from <ip> (<host>) at'?"
     sent = {
         "op": "count_distinct",
         "column": "src_ip",
@@ -432,7 +432,7 @@ def test_a_key_some_kept_row_fills_or_of_another_kind_is_left_as_sent(
             row = con.execute(query).fetchone()
         return [int(n) for n in row] if row else None
 
-    question = "Which address comes first in ftpd's 'connection from <ip> (<host>)' lines?"
+    question = "Which address does ftpd name most in 'from <ip> (<host>) at'?"
     table = _fielded(tables[LINUX], question, LINUX)
     ftpd = [{"column": "program", "cmp": "=", "value": "ftpd"}]
     moved = onto_filled_field(json.dumps({"op": "top", "column": "src_ip", "where": ftpd}), table, counts)

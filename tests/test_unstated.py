@@ -81,6 +81,6 @@ def test_a_value_left_out_that_the_question_does_not_state_is_made_up_too(tmp_pa
     table = open_source(str(AUTH), cache_dir=str(tmp_path / "cache")).profile.table
     assert table is not None
     action = {"op": "count", "where": [{"column": "program", "cmp": "!=", "value": "sshd"}]}
-    made_up = unstated("How many lines mention a closed connection?", json.dumps(action), table, set())
+    made_up = unstated("Count the entries about a closed connection.", json.dumps(action), table, set())
     assert made_up == ["program != 'sshd'"]
     assert unstated("How many lines from programs other than sshd?", json.dumps(action), table, set()) == []

@@ -159,8 +159,9 @@ def _key(column: Column) -> str:
 
 def _selected(column: Column) -> str:
     """A column in a select list, under its own name (a field of an object under `a.b`, the
-    seconds between two times under `seconds_a_to_b`)."""
-    named = column.parent is not None or column.span is not None
+    seconds between two times under `seconds_a_to_b`, a value read from the line under `<host>`,
+    not the expression that reads it)."""
+    named = column.parent is not None or column.span is not None or column.quoted is not None
     return f"{column.expr} AS {sql_name(column.name)}" if named else column.expr
 
 

@@ -96,7 +96,7 @@ def _quoted_marker(quote: str, before: str, after: str) -> Marker | None:
 
 
 def marker_quotes(question: str) -> list[str]:
-    """The texts the question quotes that are markers (`the 'time:' values`): a value follows
+    """The texts the question quotes that are markers (`the 'elapsed:' values`): a value follows
     them, and they name no lines of their own beside another quote (rlm.run.typed.quoted)."""
     return [
         quote

@@ -43,7 +43,7 @@ words point one way:
   "which" asks what goes with it), or a count of the rows where it passes the one bound the
   question states (_onto_marked);
 - a query of other rows or another column where a "which" asks what goes with the largest
-  (smallest) number the question's one quoted line reads (`Took N seconds to ...`: N): the rows
+  (smallest) number the question's one quoted line reads (`spent N ms in ...`: N): the rows
   of that number's largest value, with what the "which" names beside it, as for a marker's
   value (_which_of_quoted); a total, an average or an extreme of another number is left alone;
 - a bound on a number of lines ("N or more times", "at least N warnings"), a count of distinct
@@ -359,7 +359,7 @@ def _which_of_quoted(
     action: dict[str, Any], checked: Checked, read: _Read
 ) -> tuple[dict[str, Any], str] | None:
     """Which thing goes with the largest (smallest) number the question's one quoted line reads
-    (`Took N seconds to ...`: N), where the query reads another: its rows, as for a marker's value.
+    (`spent N ms in ...`: N), where the query reads another: its rows, as for a marker's value.
     A count, a ranking by lines or a group per period told the model nothing of which line wrote
     the largest; asked "which", the rows of that line say it. None where the question writes no
     "which", asks how many, or quotes more than one number."""

@@ -6,7 +6,7 @@ totals over every line instead, and its figure is grounded all the same.
 
 What is taken depends on the question's quoting and the file, never on particular words: the
 one text the question quotes (two or more may be alternatives or a comparison: none is taken;
-a marker beside another quote, `the 'time:' values`, says where a value is read, and is not
+a marker beside another quote, `the 'elapsed:' values`, says where a value is read, and is not
 counted: rlm.run.typed.markers),
 that is not a column's name nor a value a column lists (rlm.run.typed.conditions has those),
 with no negation just before it; of a quote with placeholders, its longest literal part. The
@@ -86,7 +86,7 @@ def quoted_part(question: str, table: dict[str, Any]) -> str | None:
     known = {n.casefold() for n in cols.names()}
     known |= {str(v).casefold() for c in cols.columns for v in (c.values or ())}
     quotes = [q for q in quoted_texts(question) if q.strip().casefold() not in known]
-    # A marker (`the 'time:' values`) says where a value is read: beside another quote, that one
+    # A marker (`the 'elapsed:' values`) says where a value is read: beside another quote, that one
     # ('status: 200') is the lines' condition. Alone, it is (the lines that carry the value).
     markers = set(marker_quotes(question))
     quotes = [q for q in quotes if q not in markers] if len(quotes) > 1 else quotes

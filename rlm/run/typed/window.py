@@ -62,7 +62,7 @@ _WHOLE_MONTH = re.compile(
 )
 # A clock: `14:30`, `14:30:05`; a colon after it may end a phrase ("through 14:30: give ...").
 _CLOCK = re.compile(r"(?<![\d:.])(\d{1,2}):(\d{2})(?::(\d{2}))?(?!\d|:\d)")
-# The end side reaches a date written after its clock ("00:29:59 on 18 May 2015", six words).
+# The end side reaches a date written after its clock ("01:10:00 on 12 March 2021", six words).
 _RANGE = re.compile(
     r"\bbetween\s+(\S.*?)\s+and\s+(\S+(?:\s+\S+){0,5})|\bfrom\s+(\S.*?)\s+(?:to|until|till|through)\s+(\S+(?:\s+\S+){0,5})",
     re.I,
