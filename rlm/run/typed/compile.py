@@ -20,7 +20,7 @@ from rlm.run.typed.share import SHARE_KEY
 from rlm.run.typed.vocabulary import AS_WRITTEN
 from rlm.text.sqltext import sql_name, sql_string, sql_value
 
-__all__ = ["compile_sql", "condition_sql", "execute_code", "read_json", "to_action"]
+__all__ = ["checked_query", "compile_sql", "condition_sql", "execute_code", "read_json", "to_action"]
 
 _MAX_STARTS = 32  # places a JSON object is tried from in one reply
 _FINEST = {TIME: "second", DATE: "day"}  # a value this precise is compared as it is
@@ -67,6 +67,19 @@ def read_json(content: str | None) -> Any:
     if first_object is not None:
         return first_object  # its checks say what it lacks
     raise Problem(f"no JSON object in your reply; reply with one JSON action, such as {_EXAMPLE}")
+
+
+def checked_query(content: str | None, table: dict[str, Any]) -> tuple[dict[str, Any], Checked] | None:
+    """The typed query in `content` as sent and as checked against `table`; None for a reply that
+    is no valid action, or an action that is no query of the table (grep, peek, final)."""
+    try:
+        action = read_json(content)
+        checked = check_action(action, table_columns(table))
+    except Problem:
+        return None
+    if checked.args is not None:
+        return None
+    return action, checked
 
 
 def condition_sql(f: Filter) -> str:

@@ -145,7 +145,8 @@ def with_conditions(
     names that it leaves out, and those conditions (`column = value`); None when there is none,
     or when any of them is not plain enough to add unasked: its value is listed by two columns
     and no word of the question names one of them (_named_column: a pickup or a dropoff
-    borough), a negation comes just before it ("other than Queens"), "or" joins another value
+    borough), a negation that is no exclusion comes just before it ("without any Queens";
+    "other than Queens" adds `!=`: excluded), "or" joins another value
     of its column to it ("ERROR or WARN"), or the filters would be more than an action takes."""
     cols = table_columns(table)
     try:

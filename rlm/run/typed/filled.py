@@ -23,9 +23,8 @@ from typing import Any
 
 from rlm.run.answer_kind import IP, columns_of_kind
 from rlm.run.typed.asked import name_words, singular
-from rlm.run.typed.check import Problem, check_action
 from rlm.run.typed.columns import Column, table_columns
-from rlm.run.typed.compile import condition_sql, read_json
+from rlm.run.typed.compile import checked_query, condition_sql
 from rlm.run.typed.fields import QuotedField, read_fields
 
 __all__ = ["onto_filled_field"]
@@ -48,14 +47,13 @@ def onto_filled_field(
     """The typed query in `content` with its key moved onto the quoted field of its kind, where no
     row it keeps fills the key and some fill the field (`counts` runs the probe: the whole numbers
     of its first row, None when it cannot), and what changed; None otherwise."""
+    sent = checked_query(content, table)
+    if sent is None:
+        return None
+    action, checked = sent
+    if checked.op not in _KEYED or checked.bucket:
+        return None
     cols = table_columns(table)
-    try:
-        action = read_json(content)
-        checked = check_action(action, cols)
-    except Problem:
-        return None
-    if checked.args is not None or checked.op not in _KEYED or checked.bucket:
-        return None
     key = checked.by if checked.op == "group" else checked.column
     if key is None or key.quoted is not None or checked.after is not None:
         return None

@@ -88,7 +88,7 @@ from rlm.run.typed.asked import (
 )
 from rlm.run.typed.check import Checked, Problem, check_action, shown_value
 from rlm.run.typed.columns import DATE, NUMBER, TIME, TableColumns, table_columns
-from rlm.run.typed.compile import read_json
+from rlm.run.typed.compile import checked_query
 from rlm.run.typed.examples_given import without_examples
 from rlm.run.typed.fields import ADDRESS_TEMPLATE, SHAPE_TEMPLATES, read_fields, stated_amounts
 from rlm.run.typed.vocabulary import ASKS, DEFAULT_K, MAX_FILTERS, MAX_K, PERIODS
@@ -668,17 +668,6 @@ def _bounds_left_out(
     return {**action, "where": [*where, *added]}, f"{said} as the question states, added to where"
 
 
-def _checked(content: str | None, table: dict[str, Any]) -> tuple[dict[str, Any], Checked] | None:
-    try:
-        action = read_json(content)
-        checked = check_action(action, table_columns(table))
-    except Problem:
-        return None
-    if checked.args is not None:  # not a table query
-        return None
-    return action, checked
-
-
 def _listed(question: str) -> bool:
     """Whether the question asks for a list (its quotes aside: "one per line" names no column `line`)."""
     return _LIST.search(unquoted(question)) is not None
@@ -741,7 +730,7 @@ def with_asked_measure(
 ) -> tuple[dict[str, Any], str] | None:
     """The typed query in `content` computing what the question's words ask for, and what
     changed (`avg instead of sum`); None when it already does, or they do not say."""
-    sent = _checked(content, table)
+    sent = checked_query(content, table)
     return _measured(sent, _read(question, table)) if sent is not None else None
 
 
@@ -844,7 +833,7 @@ def measure_left_out(question: str, content: str | None, table: dict[str, Any]) 
     """What the question's words ask the query in `content` to compute instead (a query sent
     again as written after rlm changed it, as `avg instead of sum`; a count of rows where
     distinct values are asked): [] when nothing."""
-    sent = _checked(content, table)
+    sent = checked_query(content, table)
     if sent is None:
         return []
     read = _read(question, table)  # once: the question's words are read against the table's names
