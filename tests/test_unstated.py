@@ -84,3 +84,15 @@ def test_a_value_left_out_that_the_question_does_not_state_is_made_up_too(tmp_pa
     made_up = unstated("Count the entries about a closed connection.", json.dumps(action), table, set())
     assert made_up == ["program != 'sshd'"]
     assert unstated("How many lines from programs other than sshd?", json.dumps(action), table, set()) == []
+
+
+def test_an_address_the_question_does_not_write_is_made_up(tmp_path: Path) -> None:
+    """An address has no word to name it by: a query that keeps to one the question never
+    writes (the log's first address, added to a count of one hour) is told and in doubt."""
+    table = open_source(str(FIXTURES / "access.log"), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None
+    action = {"op": "count", "where": [{"column": "ip", "cmp": "=", "value": "83.149.9.216"}]}
+    hour = "How many requests came in during the 12 o'clock hour?"
+    assert unstated(hour, json.dumps(action), table, set()) == ["ip = '83.149.9.216'"]
+    assert unstated("How many requests did 83.149.9.216 send?", json.dumps(action), table, set()) == []
+    assert unstated(hour, json.dumps(action), table, {"83.149.9.216"}) == []  # a second step's

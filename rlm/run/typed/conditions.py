@@ -94,8 +94,10 @@ def unstated(question: str, content: str | None, table: dict[str, Any], found: s
 
     A word stands for a value's word where it begins as that word does, its last two letters
     aside ("failures" for `failed_password`, "warnings" for `WARN`); a quote or an example states
-    a value as plainly as the question's own words. A value with no word of three letters (a
-    code, an id) and a number are left alone: they are compared, not named."""
+    a value as plainly as the question's own words. An address, or another value of three digits
+    or more between separators and no word (`83.149.9.216`), is stated only where the question writes it (a model had added the
+    log's first address to a count of one hour); a number, and a code of few digits, are left
+    alone: they are compared, not named."""
     try:
         checked = check_action(read_json(content), table_columns(table))
     except Problem:
@@ -116,7 +118,16 @@ def unstated(question: str, content: str | None, table: dict[str, Any], found: s
         stems = [p[: max(3, len(p) - 2)] for p in parts]
         if stems and not any(re.search(rf"(?<![0-9a-z]){re.escape(s)}", words) for s in stems):
             out.append(f"{f.column.name} {f.cmp} {f.value!r}")
+        elif not stems and _an_id(f.value) and f.value.casefold() not in words:
+            out.append(f"{f.column.name} {f.cmp} {f.value!r}")
     return out
+
+
+def _an_id(value: str) -> bool:
+    """Whether a text value with no word in it is an address or another run of three digits or
+    more between separators (`83.149.9.216`, `4.5-12`), not a number alone: a question names one
+    only by writing it."""
+    return sum(ch.isdigit() for ch in value) >= 3 and not value.strip().isdigit()
 
 
 def _times_left_out(question: str, checked: Checked, cols: TableColumns) -> list[str]:
