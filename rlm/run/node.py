@@ -44,6 +44,7 @@ from rlm.run.typed.compile import amendable, read_json
 from rlm.run.typed.describe import example_cells
 from rlm.run.typed.fields import sample_lines, with_quoted_fields
 from rlm.run.typed.filled import onto_filled_field
+from rlm.run.typed.firststep import FirstStep, first_step, onto_first_step
 from rlm.run.typed.matched import Matched, counted_filters, found_nothing, matched, shown_count
 from rlm.run.typed.measure import measure_left_out, with_asked_measure
 from rlm.run.typed.ranked import (
@@ -151,6 +152,9 @@ class Node:
         # The filter on the first value of the last ranking: what the refusal of an early final names.
         self.found_filter: dict[str, Any] | None = None
         self.stepped = False  # whether a query has filtered on one of them
+        # The ranking of the first step that rlm runs itself where a query skips it, once a node.
+        self.first_step: FirstStep | None = None
+        self.first_step_run = False
 
     def last_observations(self, count: int) -> list[str]:
         """What the model saw last (the end of the conversation), for the synthesis."""
@@ -199,7 +203,7 @@ class Node:
         if self.model.measures_usage:
             self.prompt.learn_ratio(reply.prompt_tokens, est)
         action, skipped = self._parse(reply)
-        ran, added, changed, timed = reply.content, list[str](), None, None
+        ran, added, changed, timed, stepped = reply.content, list[str](), None, None, None
         table = self.table
         query = (
             action if table is not None and isinstance(action, Action) and action.name == "execute" else None
@@ -208,7 +212,7 @@ class Node:
             table is not None and isinstance(action, ParseError) and amendable(reply.content, table)
         ):
             # A query refused only as it would run may be amended into one that runs.
-            action, ran, added, changed, timed = self._with_conditions(action, reply.content)
+            action, ran, added, changed, timed, stepped = self._with_conditions(action, reply.content)
             query = action if isinstance(action, Action) else None
         # The prompt's example as shown, nothing of the question's added: a small model copies it
         # whatever the question asks. It runs (refused once, the 1.5B model sent it again word for
@@ -244,6 +248,7 @@ class Node:
             notes += [prompts.left_out_note(conditions)] if conditions and not added else []
             notes += [prompts.measure_changed_note(changed)] if changed else []
             notes += [prompts.seconds_note(timed)] if timed else []
+            notes += [prompts.first_step_note(stepped)] if stepped else []
             notes += [prompts.measure_left_out_note(other_measure)] if other_measure else []
             notes += [prompts.unstated_note(unsaid)] if unsaid else []
             notes += [prompts.example_ran_note()] if copied else []
@@ -362,10 +367,11 @@ class Node:
 
     def _with_conditions(
         self, action: Action | ParseError, content: str
-    ) -> tuple[Action | ParseError, str, list[str], str | None, str | None]:
+    ) -> tuple[Action | ParseError, str, list[str], str | None, str | None, str | None]:
         """The typed query to run, the action it was compiled from, the conditions rlm added,
-        how it changed what the query computes (rlm.run.typed.measure), if it did, and the
-        lengths of time it made seconds (rlm.run.typed.seconds), if any.
+        how it changed what the query computes (rlm.run.typed.measure), if it did, the
+        lengths of time it made seconds (rlm.run.typed.seconds), and the first of two steps it
+        ran to keep the query to the key found (rlm.run.typed.firststep), if any.
 
         The conditions the question names that the model's query leaves out are added once
         (rlm.run.typed.conditions), and the measure its words ask for taken once: the same
@@ -374,9 +380,9 @@ class Node:
         try:
             asked = json.dumps(read_json(content), sort_keys=True)
         except Problem:
-            return action, content, [], None, None
+            return action, content, [], None, None, None
         if asked in self.amended:
-            return action, content, [], None, None
+            return action, content, [], None, None, None
         amended = with_question_conditions(self.question, content, self.table, self.runner.holds_text)
         text, added = (json.dumps(amended[0], ensure_ascii=False), amended[1]) if amended else (content, [])
         measured = with_asked_measure(self.question, text, self.table)
@@ -394,13 +400,31 @@ class Node:
                 json.dumps(filled[0], ensure_ascii=False),
                 "; ".join(filter(None, [changed, filled[1]])),
             )
-        if amended is None and measured is None and seconds is None and filled is None:
-            return action, content, [], None, None
+        # The first of two steps, where the query skips it: rlm runs the ranking and keeps to its key.
+        stepped = None
+        step = self._first_step() if self.two_steps and not self.stepped else None
+        onto_step = onto_first_step(self.question, text, step, self.table) if step is not None else None
+        if step is not None and onto_step is not None:
+            text, stepped = json.dumps(onto_step[0], ensure_ascii=False), onto_step[1]
+            self.found.add(str(step.value))
+        if amended is None and measured is None and seconds is None and filled is None and stepped is None:
+            return action, content, [], None, None, None
         self.amended.add(asked)
         query = to_action(text, self.table)
         if isinstance(query, ParseError):  # a filter the table cannot take: run as sent
-            return action, content, [], None, None
-        return query, text, added, changed, timed
+            return action, content, [], None, None, None
+        return query, text, added, changed, timed, stepped
+
+    def _first_step(self) -> FirstStep | None:
+        """The first of the question's two steps, run once a node (rlm.run.typed.firststep)."""
+        if self.first_step_run:
+            return self.first_step
+        self.first_step_run = True
+        assert self.table is not None
+        self.first_step = first_step(
+            self.question, self.table, self.runner.holds_text, self.runner.first_rows
+        )
+        return self.first_step
 
     # -- actions --------------------------------------------------------------
     def _act(self, action: Action | ParseError, step: int) -> Outcome:

@@ -205,6 +205,15 @@ def conditions_added_note(conditions: list[str]) -> str:
     )
 
 
+def first_step_note(done: str) -> str:
+    """Told after a typed query rlm kept to the key the question's first step finds
+    (rlm.run.typed.firststep)."""
+    return (
+        f"Note: {done}, so the result above is of those rows only. Only if the question asks about "
+        "all rows, send your action again to run it as you wrote it."
+    )
+
+
 def seconds_note(made: str) -> str:
     """Told after a typed query whose condition on how long a row took rlm made seconds
     (rlm.run.typed.seconds)."""

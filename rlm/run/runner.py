@@ -8,6 +8,7 @@ verify) and never talks to the model.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Callable
@@ -216,6 +217,23 @@ class ActionRunner:
             return None
         found = re.fullmatch(r"\s*\[([\d,\s]*)\]\s*", str(reply.get("output") or ""))
         return [int(n) for n in found.group(1).replace(",", " ").split()] if found else None
+
+    def first_rows(self, query: str, limit: int = 5) -> list[list[str]] | None:
+        """The cells of the first `limit` rows of `query`, as text (a ranking rlm runs itself,
+        rlm.run.typed.firststep), run in the worker outside the model's steps; None when it fails."""
+        code = f"print([[str(c) for c in r] for r in sql({query!r})[:{int(limit)}]])"
+        reply = self._request("exec", {"code": code}, timeout=self.cell_seconds(grace=5))
+        if not isinstance(reply, dict) or not reply.get("ok"):
+            return None
+        try:
+            cells = ast.literal_eval(str(reply.get("output") or "").strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return None
+        if not isinstance(cells, list) or not all(
+            isinstance(r, list) and all(isinstance(c, str) for c in r) for r in cells
+        ):
+            return None
+        return cells
 
     def would_refuse(self, name: str, args: dict[str, Any], visible_from: int) -> bool:
         """Whether `act` would refuse this action as a repeat of one already run."""

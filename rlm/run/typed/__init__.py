@@ -22,6 +22,8 @@ runs one query through the sandbox's `sql()`, a grep, a peek or a final.
                 on `line`;
                 with_question_conditions: both kinds added, as a run adds them
     steps       asks_in_two_steps: a question that asks to find one thing, then about it
+    firststep   first_step and onto_first_step: the first of those steps, run by rlm where the
+                model's query skips it, and the key it finds kept to
     fields      with_quoted_fields: the values a quoted line's placeholders stand for (`<host>`,
                 `N`), as columns read from the raw line
     filled      onto_filled_field: a key no kept row fills, moved onto the quoted field of its kind

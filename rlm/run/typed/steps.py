@@ -23,7 +23,7 @@ from rlm.run.typed.columns import NUMBER
 from rlm.run.typed.compile import read_json
 from rlm.run.typed.ranked import ranking_of
 
-__all__ = ["asks_in_two_steps", "found_filter", "second_step"]
+__all__ = ["asks_in_two_steps", "first_sentence", "found_filter", "second_step"]
 
 _SENTENCES = re.compile(r"(?<=[.?!])\s+")
 # A first sentence that sets the reader to find one thing.
@@ -45,6 +45,13 @@ def asks_in_two_steps(question: str) -> bool:
     if len(sentences) < 2 or not _FIND_FIRST.search(sentences[0]):
         return False
     return any(_ASKS_BACK.search(s) and _POINTS_BACK.search(s) for s in sentences[1:])
+
+
+def first_sentence(question: str) -> str | None:
+    """The sentence that sets the reader to find one thing, where the question asks in two steps."""
+    if not asks_in_two_steps(question):
+        return None
+    return _SENTENCES.split(question.strip())[0]
 
 
 def second_step(content: str | None, found: set[str]) -> bool:

@@ -1,0 +1,199 @@
+"""The first of a question's two steps, run by rlm where the model's query skips it.
+
+A question that asks in two steps (rlm.run.typed.steps) names, in its first sentence, one value
+to find by a ranking ("Find the <column> with the most <rows>") and then asks about that value's
+rows. A small model runs the second query alone, over every row: a total of the whole table
+where that of one key's rows was asked. Told that the question asks in two steps, it sends the
+same query again.
+
+Where the first sentence reads as such a ranking, plainly, rlm runs it (once a node) and adds
+the key it finds to a query of the model's that neither ranks that column nor filters on it,
+and tells the model, as for a condition the question names (rlm.run.typed.conditions). What is
+read is the sentence's form against the table: the column is the one whose name's words are
+all among the words before "most" (or "fewest" ...), and the rows ranked are those the rest of
+the sentence states by conditions rlm adds itself (a quoted line, a value a column lists, a
+time). A sentence with any other word left over (a kind of row no condition states, a measure
+other than a count of rows) is not read at all: a wrong first step would make a confident
+wrong answer of a right second one. The key found must lead the ranking alone (no tie), and is
+no NULL or empty value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rlm.run.typed.asked import as_number, name_words, singular
+from rlm.run.typed.check import Problem, check_action, shown_value
+from rlm.run.typed.columns import NUMBER, TEXT, Column, table_columns
+from rlm.run.typed.compile import checked_query, compile_sql
+from rlm.run.typed.conditions import unstated
+from rlm.run.typed.placeholders import quoted_texts
+from rlm.run.typed.quoted import HoldsText, with_question_conditions
+from rlm.run.typed.steps import first_sentence
+from rlm.run.typed.vocabulary import MAX_FILTERS
+
+__all__ = ["FirstStep", "first_step", "onto_first_step"]
+
+# The words that rank: the most rows first, or the fewest.
+_MOST = {"most": "most", "fewest": "least", "least": "least"}
+_EXTREME = re.compile(r"\b(?:the\s+)?(most|fewest|least)\b", re.IGNORECASE)
+# Where the name of what is to be found ends ("the host name | that logged the most errors").
+_KEY_ENDS = re.compile(r"\b(?:with|that|which|who|whose|having|most|fewest|least)\b", re.IGNORECASE)
+# The file itself, named as a place ("across the entire data file", "of this log file"): no condition.
+_THE_FILE = re.compile(
+    r"\b(?:in|of|from|across|over)\s+(?:this|the)\s+(?:[\w.-]+\s+){0,2}?(?:log|file|csv|dataset|data|table)\b",
+    re.IGNORECASE,
+)
+# Words that say nothing of which rows: articles, links, the verbs a ranking is put with.
+_FILLER = frozenset(
+    singular(w)
+    for w in "a an the one single of in on at by for from to with that which who whose what has have had "
+    "is was were are be been did does do got get gets made make makes sent send sends logged "
+    "generated produced received appears appeared appear occurs occurred shows showed seen saw "
+    "number count total amount all any there this these those its their first find look up identify "
+    "determine locate take pick work out most fewest least often whole entire".split()
+)
+# Nouns that name a row of any table, not a kind of row: a count of them is a count of rows.
+_ROWS = frozenset(
+    "line row entry record event message request response hit occurrence appearance mention time "
+    "call trip ride order transaction visit attempt try item log".split()
+)
+_RANKED_ROWS = 5  # rows the probe reads: a NULL or empty key on top is passed over
+
+
+@dataclass(frozen=True)
+class FirstStep:
+    """The ranking rlm ran for a question's first step, and what it found."""
+
+    column: Column
+    value: Any  # the key on top, as the table holds it
+    shown: str  # what it found, for the model: `'10.0.0.7' first, then '10.0.0.9'`
+    conditions: tuple[str, ...]  # the conditions of the first sentence the ranking kept to
+
+
+def _words(text: str) -> list[str]:
+    return [singular(w) for w in re.findall(r"[A-Za-z]+", text)]
+
+
+def _key_column(before: str, table: dict[str, Any]) -> Column | None:
+    """The one column whose name's words are all among `before`'s, the most of them where
+    several fit; a text or number column, never `line` or its number."""
+    said = set(_words(before))
+    fits: dict[int, list[Column]] = {}
+    for column in table_columns(table).columns:
+        words = name_words(column.name)
+        if column.name in ("line", "line_no") or column.kind not in (TEXT, NUMBER) or column.quoted:
+            continue
+        if words and all(w in said for w in words):
+            fits.setdefault(len(words), []).append(column)
+    best = fits[max(fits)] if fits else []
+    return best[0] if len(best) == 1 else None
+
+
+def _plain(rest: str, covered: set[str]) -> bool:
+    """Whether every word after the name of what is to be found (`rest`) is filler, a noun of
+    rows, or a word of a condition rlm adds (`covered`): no kind of row is left unstated."""
+    words = [w for w in _words(_THE_FILE.sub(" ", rest)) if len(w) > 1]
+    return all(w in _FILLER or w in _ROWS or w in covered for w in words)
+
+
+def _covered(sentence: str, added: list[str]) -> set[str]:
+    """The words the conditions rlm added state: the quoted texts and the values kept to."""
+    texts = [*quoted_texts(sentence), *added]
+    return {w for t in texts for w in _words(t.replace("_", " "))}
+
+
+def first_step(
+    question: str,
+    table: dict[str, Any],
+    holds_text: HoldsText,
+    rows: Callable[[str], list[list[str]] | None],
+) -> FirstStep | None:
+    """The key the question's first sentence asks to find, by a ranking rlm runs (`rows` runs a
+    query and gives the cells of its first rows as text, None when it cannot); None where the
+    sentence does not read plainly as a ranking of a column's values by their rows, or the
+    ranking has no one key on top."""
+    sentence = first_sentence(question)
+    extreme = _EXTREME.search(sentence or "")
+    if sentence is None or extreme is None:
+        return None
+    ends = _KEY_ENDS.search(sentence)
+    end = ends.start() if ends is not None else extreme.start()
+    column = _key_column(sentence[:end], table)
+    if column is None:
+        return None
+    ranking = {"op": "group", "by": column.name, "order": _MOST[extreme[1].lower()], "k": _RANKED_ROWS}
+    conditions = with_question_conditions(sentence, json.dumps(ranking), table, holds_text)
+    action, added = conditions if conditions is not None else (ranking, [])
+    if not _plain(sentence[end:], _covered(sentence, added)):
+        return None
+    try:
+        query = compile_sql(action, table)
+    except ValueError:
+        return None
+    found = rows(query)
+    ranked = [r for r in found or [] if len(r) >= 2 and r[0] not in ("", "None", "NULL")]
+    if not ranked or (len(ranked) > 1 and as_number(ranked[0][-1]) == as_number(ranked[1][-1])):
+        return None
+    value = _held(ranked[0][0], column)
+    if value is None:
+        return None
+    # No count beside the key: a small model answered a count asked of the second step with it.
+    shown = shown_value(value) + (f" first, then {ranked[1][0]!r}" if len(ranked) > 1 else "")
+    return FirstStep(column, value, shown, tuple(added))
+
+
+def _held(cell: str, column: Column) -> Any:
+    """A printed key as the column holds it: a number for a number column."""
+    if column.kind != NUMBER:
+        return cell
+    number = as_number(cell)
+    if number is None:
+        return None
+    return int(number) if number.is_integer() else number
+
+
+def onto_first_step(
+    question: str, content: str, step: FirstStep, table: dict[str, Any]
+) -> tuple[dict[str, Any], str] | None:
+    """The typed query in `content` with `step`'s key kept to, and what rlm did, in words for the
+    model; None for a query that ranks or groups that column itself (the model's own first step),
+    already filters on it, or is not a query. Where its filters leave no room, one the question
+    states in no way (rlm.run.typed.conditions.unstated: made up) gives its place."""
+    sent = checked_query(content, table)
+    if sent is None:
+        return None
+    action, checked = sent
+    keyed = checked.by if checked.op == "group" else checked.column if checked.op == "top" else None
+    if keyed is not None and keyed.name == step.column.name:
+        return None
+    if any(f.column.name == step.column.name for f in checked.where):
+        return None
+    query = {k: v for k, v in action.items() if k != "asks"}
+    where = query.get("where")
+    where = [where] if isinstance(where, dict) else list(where or [])
+    dropped = []
+    if len(where) >= MAX_FILTERS:
+        made_up = set(unstated(question, content, table, set()))
+        dropped = [f for f in where if isinstance(f, dict) and _said(f) in made_up][:1]
+        where = [f for f in where if f not in dropped]
+    amended = {**query, "where": [*where, {"column": step.column.name, "cmp": "=", "value": step.value}]}
+    try:
+        check_action(amended, table_columns(table))
+    except Problem:
+        return None
+    kept = f" (kept to {', '.join(step.conditions)})" if step.conditions else ""
+    gave_way = f", in place of {_said(dropped[0])}, which the question does not state" if dropped else ""
+    return amended, (
+        f"the question first asks for one {step.column.name}: rlm ranked them{kept} and found "
+        f"{step.shown}; {step.column.name} = {shown_value(step.value)} is added to where{gave_way}"
+    )
+
+
+def _said(f: dict[str, Any]) -> str:
+    """A filter as rlm.run.typed.conditions.unstated names it: `program = 'sshd'`."""
+    return f"{f.get('column')} {f.get('cmp')} {f.get('value')!r}"

@@ -1,0 +1,139 @@
+"""The first of a question's two steps, run by rlm where the model's query skips it
+(rlm.run.typed.firststep): the key the first sentence ranks for, kept to by the second query."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from conftest import ask_typed_once, run_typed
+
+from rlm.input.source import open_source
+from rlm.run.runner import text_pattern
+from rlm.run.typed.firststep import first_step, onto_first_step
+
+DATA = Path(__file__).resolve().parent.parent / "fixtures"
+TAXIS = DATA / "data" / "seaborn" / "taxis.csv"
+AUTH = DATA / "auth.log"
+
+
+def _table(path: Path, cache: Path) -> dict[str, Any]:
+    table = open_source(str(path), cache_dir=str(cache)).profile.table
+    assert table is not None
+    return table
+
+
+@pytest.fixture(scope="module")
+def taxis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    yield _table(TAXIS, tmp_path_factory.mktemp("first-step"))
+
+
+@pytest.fixture(scope="module")
+def trips() -> list[dict[str, str]]:
+    with TAXIS.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _helpers(path: Path, table: dict[str, Any]) -> tuple[Any, Any]:
+    """What the worker gives a run, over the same file and table: holds_text and first_rows."""
+    text = path.read_text(errors="replace")
+
+    def holds(part: str, whole: bool = False, case: bool = False) -> bool:
+        return re.search(text_pattern(part, whole), text, 0 if case else re.IGNORECASE) is not None
+
+    def rows(query: str) -> list[list[str]]:
+        with duckdb.connect(table["path"], read_only=True) as con:
+            return [[str(c) for c in r] for r in con.execute(query).fetchall()[:5]]
+
+    return holds, rows
+
+
+def test_the_key_a_first_sentence_ranks_for_is_the_most_common(
+    taxis: dict[str, Any], trips: list[dict[str, str]]
+) -> None:
+    question = "Find the dropoff zone with the most rides. What share of its rides were paid in cash?"
+    zone, _ = Counter(t["dropoff_zone"] for t in trips if t["dropoff_zone"]).most_common(1)[0]
+    step = first_step(question, taxis, *_helpers(TAXIS, taxis))
+    assert step is not None and step.column.name == "dropoff_zone" and step.value == zone
+
+
+def test_the_first_sentences_condition_is_kept_to_by_its_ranking(
+    taxis: dict[str, Any], trips: list[dict[str, str]]
+) -> None:
+    """A value a column lists, stated in the first sentence, holds for the ranking: the zone with
+    the most cash rides, not the one with the most rides."""
+    question = "Find the pickup zone with the most cash rides. How many of its rides had a tip?"
+    cash = Counter(t["pickup_zone"] for t in trips if t["payment"] == "cash" and t["pickup_zone"])
+    everyone = Counter(t["pickup_zone"] for t in trips if t["pickup_zone"])
+    assert cash.most_common(1)[0][0] != everyone.most_common(1)[0][0]
+    step = first_step(question, taxis, *_helpers(TAXIS, taxis))
+    assert step is not None and step.value == cash.most_common(1)[0][0]
+    assert step.conditions == ("payment = 'cash'",)
+
+
+def test_a_first_sentence_with_a_kind_of_row_no_condition_states_is_not_read(taxis: dict[str, Any]) -> None:
+    """ "late" names rows no column lists: ranking every ride would find the wrong zone."""
+    question = "Find the pickup zone with the most late rides. How many of its rides had a tip?"
+    assert first_step(question, taxis, *_helpers(TAXIS, taxis)) is None
+
+
+def test_a_question_in_one_step_has_no_first_step(taxis: dict[str, Any]) -> None:
+    question = "Which pickup zone has the most rides?"
+    assert first_step(question, taxis, *_helpers(TAXIS, taxis)) is None
+
+
+def test_a_tie_on_top_finds_no_key(tmp_path: Path) -> None:
+    path = tmp_path / "tied.csv"
+    path.write_text("city,amount\nOslo,1\nOslo,2\nLima,3\nLima,4\nRome,5\n")
+    table = _table(path, tmp_path / "cache")
+    question = "Find the city with the most rows. What is the total amount of its rows?"
+    assert first_step(question, table, *_helpers(path, table)) is None
+
+
+def test_the_second_query_is_kept_to_the_key_and_gives_that_keys_figure(
+    taxis: dict[str, Any], trips: list[dict[str, str]]
+) -> None:
+    question = "Take the dropoff zone with the most rides. How many of its rides were paid in cash?"
+    zone, _ = Counter(t["dropoff_zone"] for t in trips if t["dropoff_zone"]).most_common(1)[0]
+    step = first_step(question, taxis, *_helpers(TAXIS, taxis))
+    assert step is not None
+    sent = {"op": "count", "where": [{"column": "payment", "cmp": "=", "value": "cash"}]}
+    kept = onto_first_step(question, json.dumps(sent), step, taxis)
+    assert kept is not None and f"dropoff_zone = {zone!r} is added to where" in kept[1]
+    _, rows = run_typed(kept[0], taxis)
+    assert rows == [(sum(1 for t in trips if t["dropoff_zone"] == zone and t["payment"] == "cash"),)]
+    # The model's own first step, and a query already on a key, are left as sent.
+    ranking = {"op": "top", "column": "dropoff_zone", "k": 3}
+    assert onto_first_step(question, json.dumps(ranking), step, taxis) is None
+    other = {"op": "count", "where": [{"column": "dropoff_zone", "cmp": "=", "value": "Astoria"}]}
+    assert onto_first_step(question, json.dumps(other), step, taxis) is None
+
+
+def test_the_cli_answers_the_second_step_of_the_key_rlm_found(tmp_path: Path) -> None:
+    """Through the CLI, the real worker and a model that skips the first step: the count the
+    model is shown is of the top address's failed logins for root, and it is told why."""
+    lines = AUTH.read_text().splitlines()
+    failing = [m[1] for x in lines if "Failed password" in x and (m := re.search(r"from (\S+) port", x))]
+    top, _ = Counter(failing).most_common(1)[0]
+    want = sum(
+        1
+        for x in lines
+        if "Failed password" in x and f"from {top} port" in x and re.search(r"for root from", x)
+    )
+    assert 0 < want < sum(1 for x in lines if "Failed password for root from" in x)
+    question = (
+        "Find the source IP with the most 'Failed password' lines. How many of its failed logins "
+        "were for the user root? Just the number."
+    )
+    sent = {"op": "count", "where": [{"column": "user", "cmp": "=", "value": "root"}]}
+    proc, stub = ask_typed_once(AUTH, question, sent, str(want), cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert f"src_ip = {top!r} is added to where" in told and re.search(rf"\b{want}\b", told)
