@@ -5,6 +5,7 @@ and through the CLI a model's action on one runs in the real worker."""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import statistics
@@ -444,3 +445,25 @@ def test_a_key_some_kept_row_fills_or_of_another_kind_is_left_as_sent(
     )
     by_user = {"op": "group", "by": "user", "where": ftpd}
     assert onto_filled_field(json.dumps(by_user), table, counts) is None
+
+
+def test_a_csv_lines_fields_beside_a_counted_word_are_no_number_written_with_it(tmp_path: Path) -> None:
+    """In a CSV line (`78,081109,214043,2561,WARN,...`) the digits before the level are other
+    columns, not a number written with the word: a count of the level's rows stays a count
+    (through the CLI, the real worker and a model that sends the right count)."""
+    path = LOGHUB / "HDFS_2k.log_structured.csv"
+    with path.open(newline="") as fh:
+        want = sum(1 for r in csv.DictReader(fh) if r["Level"] == "WARN" and r["Date"] == "081109")
+    assert want > 0
+    sent = {
+        "op": "count",
+        "where": [
+            {"column": "Date", "cmp": "=", "value": "081109"},
+            {"column": "Level", "cmp": "=", "value": "WARN"},
+        ],
+    }
+    proc, stub = ask_typed_once(path, "How many WARN lines are there on day 081109? Just the number.", sent,
+                                str(want), cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "<warn>" not in told and re.search(rf"\b{want}\b", told)

@@ -5,8 +5,9 @@ for "failed passwords"; one that sees `event: 'failed_password' 520, 'failed_non
 does. A format declares its categorical columns (logformats.TableFormat.
 categories) and its entity columns (what questions count distinct or rank:
 an IP, a user, a path); for CSV and JSON lines they are found: the text and
-boolean columns with at most MAX_DISTINCT values are categories, text columns
-with more are entities, judged by DuckDB's approximate count over the whole
+boolean columns with at most MAX_DISTINCT values are categories, then those with
+fewer than VOCABULARY (their whole set listed), text columns with more than
+MAX_DISTINCT are entities, judged by DuckDB's approximate count over the whole
 table in one scan.
 
 The examples are the shapes aggregate questions take (how many, how many
@@ -94,7 +95,12 @@ def _found(con: Any, columns: list[tuple[str, str]]) -> tuple[list[str], list[st
         "SELECT " + ", ".join(f"approx_count_distinct({sql_name(n)})" for n in text) + " FROM log"
     ).fetchone()
     judged = [(n, int(k or 0)) for n, k in zip(text, counts, strict=True)]
-    categorical = [n for n, k in judged if 1 < k <= MAX_DISTINCT][:MAX_FOUND]
+    # The columns of few values first; then those of more, fewer than VOCABULARY, whose whole set
+    # is then known too: a value a question states of one (a sub-region of seventeen) is a
+    # condition rlm can add (rlm.run.typed.conditions), not a word inside another's value.
+    categorical = [n for n, k in judged if 1 < k <= MAX_DISTINCT]
+    categorical += [n for n, k in judged if MAX_DISTINCT < k < VOCABULARY]
+    categorical = categorical[:MAX_FOUND]
     entities = [n for n, k in judged if k > MAX_DISTINCT][:2]
     return categorical, entities
 

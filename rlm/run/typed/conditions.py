@@ -253,6 +253,7 @@ def _missing(question: str, checked: Checked, cols: TableColumns) -> list[tuple[
                 _condition_like(text)
                 and _spoken(text) not in filter_text
                 and _states(question, text)
+                and not _inside_a_name(question, text)
                 and not _either(question, text, column)
             ):
                 found.append((text, column, value))
@@ -327,6 +328,21 @@ def _stated(text: str) -> str:
 def _states(question: str, text: str) -> bool:
     """Whether the question states `text` as a whole word, in any case."""
     return re.search(_stated(text), question, re.IGNORECASE) is not None
+
+
+def _inside_a_name(question: str, text: str) -> bool:
+    """Whether a value written as a name (`Asia`, `Queens`) is stated only as part of a longer
+    one: a capitalised word right before it, not the sentence's first, or right after it ("the
+    Central Asia sub-region" states no region `Asia`). A value in capitals (`ERROR`, `GET`) or
+    lower case is a name of nothing else."""
+    if re.fullmatch(r"[A-Z][a-z]+(?:[ _][A-Za-z][a-z]*)*", text) is None:
+        return False
+    found = list(re.finditer(_stated(text), question, re.IGNORECASE))
+    return bool(found) and all(
+        re.search(r"(?<=[^.?!:\s]\s)[A-Z][a-z]+\s$", question[: m.start()]) is not None
+        or re.match(r"\s[A-Z][a-z]+\b", question[m.end() :]) is not None
+        for m in found
+    )
 
 
 def negated(question: str, text: str) -> bool:

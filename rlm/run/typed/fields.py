@@ -345,7 +345,9 @@ _NOT_COUNTED = frozenset(
     "which what who that this these those it its they them their there here any each every one".split()
 )
 _AFTER_ASKING = 2
-_FIGURE = r"(\d[\d,]*(?:\.\d+)?)"  # a number as lines write one: `2364`, `1,203`, `0.5`
+# A number as lines write one: `2364`, `1,203`, `0.5`. A comma only between groups of three
+# digits: in `78,081109,2561,WARN` (a CSV line) no number is written with the word.
+_FIGURE = r"(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
 _FIGURE_END = r"(?:[^\w.,]|$)"  # a number's end: not inside a longer token
 
 
