@@ -39,6 +39,7 @@ from rlm.run.typed import (
     unstated,
     with_question_conditions,
 )
+from rlm.run.typed.as_shown import as_shown, shown_cells
 from rlm.run.typed.check import Problem
 from rlm.run.typed.compile import amendable, read_json
 from rlm.run.typed.describe import example_cells
@@ -152,6 +153,7 @@ class Node:
         # The filter on the first value of the last ranking: what the refusal of an early final names.
         self.found_filter: dict[str, Any] | None = None
         self.stepped = False  # whether a query has filtered on one of them
+        self.shown_cells: set[str] = set()  # the cells of the last query's rows (rlm.run.typed.as_shown)
         # The ranking of the first step that rlm runs itself where a query skips it, once a node.
         self.first_step: FirstStep | None = None
         self.first_step_run = False
@@ -258,6 +260,7 @@ class Node:
                 self.ranked = keys
             self.found_filter = found_filter(ran, keys, table) or self.found_filter
             self.measured = ranked_measures(ran, outcome.observation, table) if outcome.ok else []
+            self.shown_cells = shown_cells(outcome.observation) if outcome.ok else self.shown_cells
             self.in_full = ranked_in_full(outcome.observation)
             self.stepped = self.stepped or (outcome.ok and second_step(ran, self.found))
             self.found |= {key for key, _ in self.measured}
@@ -448,8 +451,14 @@ class Node:
                 return Outcome(refused_kind, ok=False)
             if self.protocol == "typed" and (off := self._answer_doubt(args["answer"])):
                 self.left_out.append(kind_doubt(off[1]))  # refused once already: taken, in doubt
-            self.host.add_finding(args["answer"], "final_draft", self.id, step, topic="final_draft")
-            return Outcome("final answer recorded", final=args["answer"])
+            answer = args["answer"]
+            # A value copied with an end character lost (a path's `/`) is written as shown.
+            shown = as_shown(answer, self.shown_cells) if self.protocol == "typed" else None
+            recorded = "final answer recorded"
+            if shown is not None:
+                answer, recorded = shown, f"{recorded}, its values as the rows write them: {shown}"
+            self.host.add_finding(answer, "final_draft", self.id, step, topic="final_draft")
+            return Outcome(recorded, final=answer)
         self.look_again = False  # an action after a refused final: a final may follow it
         visible_from = self.prompt.visible_from()
         return self.runner.act(name, args, step, visible_from=visible_from, subcall=self._subcall)

@@ -27,6 +27,7 @@ runs one query through the sandbox's `sql()`, a grep, a peek or a final.
     fields      with_quoted_fields: the values a quoted line's placeholders stand for (`<host>`,
                 `N`), as columns read from the raw line
     filled      onto_filled_field: a key no kept row fills, moved onto the quoted field of its kind
+    as_shown    as_shown: a final's values written as the rows shown write them (a path's `/`)
 
 Imports rlm.run.actions and actionspec (the actions it compiles to), rlm.input.tablevalues,
 rlm.sandbox.worker.sql_result (how many rows a result shows) and rlm.text only.

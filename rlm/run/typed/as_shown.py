@@ -1,0 +1,54 @@
+"""A final's values written as the rows the model was shown write them.
+
+A small model copies a value from a result with a character lost at its end: `misc/a.php` for
+the path `/misc/a.php` it was shown, a value a script then looks up and does not find. Where an
+item of a typed final (the answer, or one of its comma-separated items) holds a letter, is no
+value the last result shows, and is what exactly one shown value is with only characters that
+are no letter or digit taken off its ends, the item is written as shown. Nothing else is
+changed: a number, a word the rows do not hold, an item two values fit.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["as_shown", "shown_cells"]
+
+_RULE = re.compile(r"^-+(?:\+-+)*$")
+_ENDS = " \t/\\'\"`.,;:()[]{}<>*-_#"
+
+
+def shown_cells(observation: str) -> set[str]:
+    """The cells of a printed result's rows (rlm.sandbox.worker.sql_result): those between the
+    rule under its header and its closing `(N rows)`; empty for any other output."""
+    lines = observation.splitlines()
+    rule = next((k for k, line in enumerate(lines[:3]) if _RULE.match(line.strip())), None)
+    if rule is None:
+        return set()
+    cells: set[str] = set()
+    for line in lines[rule + 1 :]:
+        if line.startswith("("):
+            break
+        cells.update(cell.strip() for cell in line.split(" | ") if cell.strip())
+    return cells
+
+
+def _core(text: str) -> str:
+    return text.strip(_ENDS).casefold()
+
+
+def as_shown(answer: str, cells: set[str]) -> str | None:
+    """`answer` with each item written as the one shown cell it is with end characters lost;
+    None when no item changes."""
+    if not cells:
+        return None
+    parts = re.split(r"(\s*,\s*)", answer.strip())
+    changed = False
+    for k in range(0, len(parts), 2):
+        item = parts[k]
+        if not re.search(r"[^\W\d_]", item) or item in cells:
+            continue
+        fits = [c for c in cells if _core(c) == _core(item) and item.casefold() in c.casefold() and c != item]
+        if len(fits) == 1:
+            parts[k], changed = fits[0], True
+    return "".join(parts) if changed else None
