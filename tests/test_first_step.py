@@ -137,3 +137,71 @@ def test_the_cli_answers_the_second_step_of_the_key_rlm_found(tmp_path: Path) ->
     assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
     told = stub.requests[1]["body"]["messages"][-1]["content"]
     assert f"src_ip = {top!r} is added to where" in told and re.search(rf"\b{want}\b", told)
+
+
+def test_the_row_a_first_sentence_asks_for_by_a_largest_value_is_found(
+    taxis: dict[str, Any], trips: list[dict[str, str]]
+) -> None:
+    """ "the ride with the biggest tip": the row of the largest tip, by its line number; kept to
+    by a total of another column, which is then that row's value."""
+    question = "Find the ride with the biggest tip. What was its fare? Just the number."
+    tips = sorted((float(t["tip"]), k) for k, t in enumerate(trips))
+    assert tips[-1][0] > tips[-2][0]
+    step = first_step(question, taxis, *_helpers(TAXIS, taxis))
+    assert step is not None and step.column.name == "line_no" and step.by == "tip"
+    sent = {"op": "sum", "column": "fare"}
+    kept = onto_first_step(question, json.dumps(sent), step, taxis)
+    assert kept is not None
+    _, rows = run_typed(kept[0], taxis)
+    assert rows == [(float(trips[tips[-1][1]]["fare"]),)]
+    # The model's own ordering by the tip is its first step: left as sent.
+    own = {"op": "rows", "columns": ["fare"], "order_by": "tip", "take": "last", "k": 1}
+    assert onto_first_step(question, json.dumps(own), step, taxis) is None
+
+
+def test_the_row_that_lasted_longest_is_found_by_the_time_between_its_times(
+    taxis: dict[str, Any], trips: list[dict[str, str]]
+) -> None:
+    from datetime import datetime
+
+    from rlm.run.typed.spans import with_spans
+
+    question = "Find the ride that lasted the longest. Which dropoff zone did it end in?"
+    took = sorted(
+        (datetime.fromisoformat(t["dropoff"]) - datetime.fromisoformat(t["pickup"]), k)
+        for k, t in enumerate(trips)
+    )
+    assert took[-1][0] > took[-2][0]
+    table = with_spans(taxis, question)
+    step = first_step(question, table, *_helpers(TAXIS, table))
+    assert step is not None and step.column.name == "line_no"
+    kept = onto_first_step(question, json.dumps({"op": "top", "column": "dropoff_zone"}), step, table)
+    assert kept is not None
+    _, rows = run_typed(kept[0], table)
+    assert rows == [(trips[took[-1][1]]["dropoff_zone"], 1)]
+
+
+def test_a_row_sentence_that_names_no_column_or_more_is_not_read(taxis: dict[str, Any]) -> None:
+    for question in (
+        "Find the ride with the biggest surcharge. What was its fare?",  # no such column
+        "Find the ride with the biggest tip on a rainy night. What was its fare?",  # rows unstated
+    ):
+        assert first_step(question, taxis, *_helpers(TAXIS, taxis)) is None, question
+
+
+def test_the_cli_answers_of_the_row_rlm_found(tmp_path: Path, trips: list[dict[str, str]]) -> None:
+    """Through the CLI and the real worker: a model that lists the first ride's fare is shown the
+    fare of the ride of the biggest tip, and told why."""
+    best = max(trips, key=lambda t: float(t["tip"]))
+    want = best["fare"].removesuffix(".0")
+    assert trips[0]["fare"] != best["fare"]
+    question = "Find the ride with the biggest tip. What was its fare? Just the number."
+    sent = {"op": "rows", "columns": ["fare"], "k": 1}
+    proc, stub = ask_typed_once(TAXIS, question, sent, want, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert (
+        "(the row of the largest tip)" in told
+        and "line_no = " in told
+        and f"| {best['fare']}\n(1 row" in told
+    )

@@ -6,6 +6,10 @@ rows. A small model runs the second query alone, over every row: a total of the 
 where that of one key's rows was asked. Told that the question asks in two steps, it sends the
 same query again.
 
+The first step may also find one row, by the largest or smallest value of a column ("the
+single ride with the biggest tip"; where the table offers how long a row took, "the ride that
+lasted the longest"): its line number is then the key (`line_no = 5366`).
+
 Where the first sentence reads as such a ranking, plainly, rlm runs it (once a node) and adds
 the key it finds to a query of the model's that neither ranks that column nor filters on it,
 and tells the model, as for a condition the question names (rlm.run.typed.conditions). What is
@@ -33,6 +37,7 @@ from rlm.run.typed.compile import checked_query, compile_sql
 from rlm.run.typed.conditions import unstated
 from rlm.run.typed.placeholders import quoted_texts
 from rlm.run.typed.quoted import HoldsText, with_question_conditions
+from rlm.run.typed.spans import asks_a_span
 from rlm.run.typed.steps import first_sentence
 from rlm.run.typed.vocabulary import MAX_FILTERS
 
@@ -59,8 +64,23 @@ _FILLER = frozenset(
 )
 # Nouns that name a row of any table, not a kind of row: a count of them is a count of rows.
 _ROWS = frozenset(
-    "line row entry record event message request response hit occurrence appearance mention time "
+    "line row entry record event message request response hit occurrence appearance mention time snapshot "
     "call trip ride order transaction visit attempt try item log".split()
+)
+# The words that ask for one row by the largest or smallest value of a column.
+_ROW_EXTREME = re.compile(
+    r"\b(longest|largest|highest|biggest|greatest|maximum|shortest|smallest|lowest|least|minimum)\b",
+    re.IGNORECASE,
+)
+_LARGEST = frozenset({"longest", "largest", "highest", "biggest", "greatest", "maximum"})
+_ROW_WORDS = frozenset(
+    singular(w)
+    for w in "longest largest highest biggest greatest maximum shortest smallest lowest least minimum "
+    "by value amount figure single whose".split()
+)
+# How a sentence writes the time between two of a row's times (rlm.run.typed.spans).
+_SPAN_WORDS = frozenset(
+    singular(w) for w in "duration took lasted long time minus elapsed length spent".split()
 )
 _RANKED_ROWS = 5  # rows the probe reads: a NULL or empty key on top is passed over
 
@@ -73,6 +93,7 @@ class FirstStep:
     value: Any  # the key on top, as the table holds it
     shown: str  # what it found, for the model: `'10.0.0.7' first, then '10.0.0.9'`
     conditions: tuple[str, ...]  # the conditions of the first sentence the ranking kept to
+    by: str  # the column the ranking groups or orders by: a query on it is the model's own first step
 
 
 def _words(text: str) -> list[str]:
@@ -118,9 +139,11 @@ def first_step(
     sentence does not read plainly as a ranking of a column's values by their rows, or the
     ranking has no one key on top."""
     sentence = first_sentence(question)
-    extreme = _EXTREME.search(sentence or "")
-    if sentence is None or extreme is None:
+    if sentence is None:
         return None
+    extreme = _EXTREME.search(sentence)
+    if extreme is None:
+        return _row_step(sentence, table, holds_text, rows)
     ends = _KEY_ENDS.search(sentence)
     end = ends.start() if ends is not None else extreme.start()
     column = _key_column(sentence[:end], table)
@@ -144,7 +167,60 @@ def first_step(
         return None
     # No count beside the key: a small model answered a count asked of the second step with it.
     shown = shown_value(value) + (f" first, then {ranked[1][0]!r}" if len(ranked) > 1 else "")
-    return FirstStep(column, value, shown, tuple(added))
+    return FirstStep(column, value, shown, tuple(added), column.name)
+
+
+def _ordered_column(sentence: str, table: dict[str, Any]) -> Column | None:
+    """The one number column the sentence names, of amounts (no id or code): all of its name's
+    words among the sentence's, the most of them where several fit; or, where the sentence asks
+    how long a row took (rlm.run.typed.spans), the table's one time between two of its times."""
+    said = set(_words(sentence))
+    cols = table_columns(table)
+    fits: dict[int, list[Column]] = {}
+    for column in cols.columns:
+        words = name_words(column.name)
+        if column.amount and column.quoted is None and column.span is None and words and set(words) <= said:
+            fits.setdefault(len(words), []).append(column)
+    if fits:
+        best = fits[max(fits)]
+        return best[0] if len(best) == 1 else None
+    spans = [c for c in cols.columns if c.span is not None]
+    return spans[0] if len(spans) == 1 and asks_a_span(sentence) else None
+
+
+def _row_step(
+    sentence: str, table: dict[str, Any], holds_text: HoldsText, rows: Callable[[str], list[list[str]] | None]
+) -> FirstStep | None:
+    """The one row the sentence asks to find by the largest (smallest) value of a column ("the
+    single ride with the longest distance"), as its line number; None where the sentence names
+    no one column of amounts, states a kind of row no condition rlm adds states, or two rows
+    share the largest value."""
+    extreme = _ROW_EXTREME.search(sentence)
+    column = _ordered_column(sentence, table) if extreme is not None else None
+    if extreme is None or column is None:
+        return None
+    largest = extreme[1].lower() in _LARGEST
+    ranking = {"op": "rows", "columns": [column.name], "order_by": column.name, "k": 2}
+    ranking["take"] = "last" if largest else "first"
+    conditions = with_question_conditions(sentence, json.dumps(ranking), table, holds_text)
+    action, added = conditions if conditions is not None else (ranking, [])
+    own = set(name_words(column.name)) | (
+        {w for end in column.span for w in name_words(end)} | _SPAN_WORDS if column.span else set()
+    )
+    if not _plain(sentence, _covered(sentence, added) | own | _ROW_WORDS):
+        return None
+    try:
+        query = compile_sql(action, table)
+    except ValueError:
+        return None
+    found = [r for r in rows(query) or [] if len(r) == 2 and r[1] not in ("", "None", "NULL")]
+    line = as_number(found[0][0]) if found else None
+    if line is None or (len(found) > 1 and as_number(found[0][1]) == as_number(found[1][1])):
+        return None
+    line_no = next(c for c in table_columns(table).columns if c.name == "line_no")
+    which = "largest" if largest else "smallest"
+    shown = f"{int(line)} (the row of the {which} {column.name})"
+    return FirstStep(line_no, int(line), shown, tuple(added), column.name)
 
 
 def _held(cell: str, column: Column) -> Any:
@@ -168,8 +244,8 @@ def onto_first_step(
     if sent is None:
         return None
     action, checked = sent
-    keyed = checked.by if checked.op == "group" else checked.column if checked.op == "top" else None
-    if keyed is not None and keyed.name == step.column.name:
+    own = {"group": checked.by, "top": checked.column, "rows": checked.order_by}.get(checked.op)
+    if own is not None and own.name in (step.column.name, step.by):
         return None
     if any(f.column.name == step.column.name for f in checked.where):
         return None
