@@ -63,6 +63,7 @@ from rlm.run.typed.share import with_share
 from rlm.run.typed.spans import with_spans
 from rlm.run.typed.steps import asks_in_two_steps, found_filter, second_step
 from rlm.run.typed.window import with_line_zone
+from rlm.run.typed.wordvalue import onto_word_of_value
 from rlm.sandbox.client import WorkerLost
 from rlm.trace.schema import BridgeCallRecord, StopReason
 from rlm.trace.writer import preview
@@ -388,6 +389,10 @@ class Node:
             return action, content, [], None, None, None
         amended = with_question_conditions(self.question, content, self.table, self.runner.holds_text)
         text, added = (json.dumps(amended[0], ensure_ascii=False), amended[1]) if amended else (content, [])
+        # A value named by one of its words, where the lines say the word names its rows.
+        worded = onto_word_of_value(self.question, text, self.table, self.runner.counts)
+        if worded is not None:
+            text, added = json.dumps(worded[0], ensure_ascii=False), [*added, worded[1]]
         measured = with_asked_measure(self.question, text, self.table)
         changed = None
         if measured is not None:
@@ -410,7 +415,7 @@ class Node:
         if step is not None and onto_step is not None:
             text, stepped = json.dumps(onto_step[0], ensure_ascii=False), onto_step[1]
             self.found.add(str(step.value))
-        if amended is None and measured is None and seconds is None and filled is None and stepped is None:
+        if not added and measured is None and seconds is None and filled is None and stepped is None:
             return action, content, [], None, None, None
         self.amended.add(asked)
         query = to_action(text, self.table)

@@ -28,6 +28,8 @@ runs one query through the sandbox's `sql()`, a grep, a peek or a final.
                 `N`), as columns read from the raw line
     filled      onto_filled_field: a key no kept row fills, moved onto the quoted field of its kind
     as_shown    as_shown: a final's values written as the rows shown write them (a path's `/`)
+    wordvalue   onto_word_of_value: a value named by one of its words, where the lines that
+                write the word are its rows
 
 Imports rlm.run.actions and actionspec (the actions it compiles to), rlm.input.tablevalues,
 rlm.sandbox.worker.sql_result (how many rows a result shows) and rlm.text only.
