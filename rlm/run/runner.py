@@ -138,6 +138,7 @@ class ActionRunner:
         self.done: dict[str, Done] = {}
         self.failures: dict[str, int] = {}  # how often each exact call failed
         self._held: dict[str, bool] = {}  # patterns of texts looked for in the input (holds_text)
+        self._counted: dict[str, list[int]] = {}  # probes run (counts)
         # Bumped by anything that may change the worker's variables: a cell, a restart,
         # partition_map's result variable. The same code against a new state is not a repeat.
         self.state = 0
@@ -209,14 +210,20 @@ class ActionRunner:
 
     def counts(self, query: str) -> list[int] | None:
         """The whole numbers of the first row of `query` (a count of each condition alone,
-        rlm.run.typed.matched), run in the worker outside the model's steps; None when it fails."""
+        rlm.run.typed.matched), run in the worker outside the model's steps; None when it fails.
+        Kept a run: the same probe again (a word's rows, asked of each query) is not run again."""
+        if query in self._counted:
+            return self._counted[query]
         reply = self._request(
             "exec", {"code": f"print(list(sql({query!r})[0]))"}, timeout=self.cell_seconds(grace=5)
         )
         if not isinstance(reply, dict) or not reply.get("ok"):
             return None
         found = re.fullmatch(r"\s*\[([\d,\s]*)\]\s*", str(reply.get("output") or ""))
-        return [int(n) for n in found.group(1).replace(",", " ").split()] if found else None
+        if found is None:
+            return None
+        self._counted[query] = [int(n) for n in found.group(1).replace(",", " ").split()]
+        return self._counted[query]
 
     def first_rows(self, query: str, limit: int = 5) -> list[list[str]] | None:
         """The cells of the first `limit` rows of `query`, as text (a ranking rlm runs itself,
