@@ -205,3 +205,36 @@ def test_the_cli_answers_of_the_row_rlm_found(tmp_path: Path, trips: list[dict[s
         and "line_no = " in told
         and f"| {best['fare']}\n(1 row" in told
     )
+
+
+def test_a_query_that_reads_nothing_of_the_column_asked_is_of_the_rows_value_instead(
+    taxis: dict[str, Any], trips: list[dict[str, str]]
+) -> None:
+    """One row found: a count per hour of it says nothing of its zone; the zone is shown."""
+    from datetime import datetime
+
+    from rlm.run.typed.spans import with_spans
+
+    question = "Find the ride that lasted the longest. What was its dropoff_zone?"
+    longest = max(
+        trips, key=lambda t: datetime.fromisoformat(t["dropoff"]) - datetime.fromisoformat(t["pickup"])
+    )
+    table = with_spans(taxis, question)
+    step = first_step(question, table, *_helpers(TAXIS, table))
+    assert step is not None
+    hourly = {"op": "group", "by": "pickup", "bucket": "hour", "k": 1}
+    kept = onto_first_step(question, json.dumps(hourly), step, table)
+    assert kept is not None and "the query is of that row's dropoff_zone" in kept[1]
+    _, rows = run_typed(kept[0], table)
+    assert [r[1] for r in rows] == [longest["dropoff_zone"]]
+
+
+def test_a_group_in_its_keys_order_is_no_first_step_of_the_models(taxis: dict[str, Any]) -> None:
+    question = "Take the dropoff zone with the most rides. How many of its rides were paid in cash?"
+    step = first_step(question, taxis, *_helpers(TAXIS, taxis))
+    assert step is not None
+    keyed = {"op": "group", "by": "dropoff_zone", "order": "key", "k": 1}
+    kept = onto_first_step(question, json.dumps(keyed), step, taxis)
+    assert kept is not None and kept[0]["where"] == [
+        {"column": "dropoff_zone", "cmp": "=", "value": step.value}
+    ]

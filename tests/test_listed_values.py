@@ -58,3 +58,42 @@ def test_the_cli_keeps_a_list_to_the_sub_region_the_question_names(tmp_path: Pat
     told = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "sub-region = 'Southern Europe'" in told and "region = 'Europe'" not in told
     assert all(code in told for code in want) and not any(code in told for code in others)
+
+
+def test_the_column_a_later_sentence_lists_is_the_one_asked_for(tmp_path: Path) -> None:
+    from rlm.run.typed.asked import asked_column
+    from rlm.run.typed.columns import table_columns
+
+    table = open_source(str(COUNTRIES), cache_dir=str(tmp_path)).profile.table
+    assert table is not None
+    cols = table_columns(table)
+    assert asked_column("Which entries are Polynesian? List the alpha-3 codes.", table, cols) == "alpha-3"
+    assert asked_column("List the three-letter (alpha-3) codes of Polynesia.", table, cols) == "alpha-3"
+    assert asked_column("Which entries are Polynesian?", table, cols) is None
+
+
+def test_a_quoted_name_inside_a_longer_one_adds_no_condition(tmp_path: Path) -> None:
+    path = tmp_path / "places.csv"
+    path.write_text("place,region\n" + "".join(f"p{i},{r}\n" for i, r in enumerate(["Asia", "Europe"] * 5)))
+    table = open_source(str(path), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None
+    question = "How many places lie in the 'Central Asia' group?"
+    # No line writes the quote, so it is no condition of its own either.
+    assert (
+        with_question_conditions(question, json.dumps({"op": "count"}), table, lambda *_, **__: False) is None
+    )
+
+
+def test_the_cli_lists_the_column_asked_of_the_rows_of_the_value_stated(tmp_path: Path) -> None:
+    """Through the CLI and the real worker: a model that counts the rows of each sub-region is
+    shown the codes asked for, of the sub-region the question states."""
+    with COUNTRIES.open(newline="") as fh:
+        want = sorted(r["alpha-3"] for r in csv.DictReader(fh) if r["sub-region"] == "Polynesia")
+    assert len(want) > 3
+    question = "Which entries belong to 'Polynesia'? List the alpha-3 codes, comma-separated."
+    sent = {"op": "group", "by": "sub-region"}
+    proc, stub = ask_typed_once(COUNTRIES, question, sent, ", ".join(want), cwd=tmp_path)
+    assert proc.returncode == 0 and sorted(proc.stdout.strip().split(", ")) == want, proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "top alpha-3, the values the question asks for, instead of sub-region" in told
+    assert "sub-region = 'Polynesia'" in told and all(f"{code} " in told for code in want)

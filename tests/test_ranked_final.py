@@ -200,3 +200,24 @@ def test_a_final_naming_a_lower_period_of_a_group_per_day_is_refused_with_the_fi
     table = open_source(str(access), cache_dir=str(tmp_path / "cache")).profile.table
     assert table is not None
     assert found_filter(group, ranked, table) is None
+
+
+def test_the_cli_refuses_once_the_value_beside_a_lower_row_of_the_largest(tmp_path: Path) -> None:
+    """Rows listed largest first (rlm's rows of the largest total, with the zone asked): a final
+    naming the second row's zone is refused once, and the first row's taken."""
+    taxis = FIXTURES / "data" / "seaborn" / "taxis.csv"
+    with taxis.open(newline="") as fh:
+        rides = sorted(csv.DictReader(fh), key=lambda r: -float(r["total"]))
+    first, second = rides[0]["pickup_zone"], rides[1]["pickup_zone"]
+    assert first and second and first != second and float(rides[0]["total"]) > float(rides[1]["total"])
+    replies = [
+        json.dumps({"op": "top", "column": "pickup_zone"}),
+        json.dumps({"op": "final", "answer": second}),
+        json.dumps({"op": "final", "answer": first}),
+        json.dumps({"answer": first, "citations": ["F1"]}),
+    ]
+    question = "Which pickup zone had the ride with the highest total? Zone only."
+    proc, stub = ask_typed_cli(taxis, question, replies, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{first}\n", proc.stderr
+    refused = stub.requests[2]["body"]["messages"][-1]["content"]
+    assert "your answer is not the first row" in refused and first in refused

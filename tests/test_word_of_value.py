@@ -78,3 +78,11 @@ def test_the_cli_ranks_the_users_of_the_accepted_logins(tmp_path: Path) -> None:
     told = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "event = 'accepted_password' (the lines that write 'accepted')" in told
     assert re.search(rf"{re.escape(users[0])}\s*\|\s*{len(users)}\n\(1 row", told)
+
+
+def test_a_noun_of_any_row_or_a_word_of_a_long_text_names_no_value(tmp_path: Path) -> None:
+    """ "its messages" is every line's; a template of many words is a text, not a kind of line."""
+    path = FIXTURES / "data" / "loghub" / "OpenSSH_2k.log_structured.csv"
+    question = "Which remote IP appears in the messages of the busiest Pid?"
+    amended, probes = _amended(path, question, {"op": "top", "column": "Pid"}, tmp_path)
+    assert amended is None and probes == []

@@ -397,6 +397,11 @@ class Node:
         changed = None
         if measured is not None:
             text, changed = json.dumps(measured[0], ensure_ascii=False), measured[1]
+            # The query measured is another (a ranking of the column asked, not of the one the
+            # question states a value of): the conditions it now leaves out are added too.
+            again = with_question_conditions(self.question, text, self.table, self.runner.holds_text)
+            if again is not None:
+                text, added = json.dumps(again[0], ensure_ascii=False), [*added, *again[1]]
         seconds = in_seconds(self.question, text, self.table)
         timed = None
         if seconds is not None:

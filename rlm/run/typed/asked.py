@@ -77,10 +77,11 @@ _UNITS = frozenset(
 )
 # "which <things>", "what <things>", "list (every) <thing>": the words that name what is asked for
 # (`ip:port` and `requests.total` are words of a name too).
+# A word after them may be put in brackets: "the two-letter (alpha-2) codes".
 _WHICH = re.compile(
-    r"\b(?:which|what)\s+(?!(?:is|was|are|were|does|did|do|has|had)\b)((?:[\w:.-]+\s+){0,3}[\w:.-]+)"
-    r"|\bwhat\s+(?:is|was|are|were)\s+(?:the|its|their)\s+((?:[\w:.-]+\s+){0,3}[\w:.-]+)"
-    r"|\blist\s+(?:(?:every|all|each|the|of|distinct|unique|different)\s+){0,3}((?:[\w:.-]+\s+){0,3}[\w:.-]+)",
+    r"\b(?:which|what)\s+(?!(?:is|was|are|were|does|did|do|has|had)\b)((?:[\w:.()-]+\s+){0,3}[\w:.()-]+)"
+    r"|\bwhat\s+(?:is|was|are|were)\s+(?:the|its|their)\s+((?:[\w:.()-]+\s+){0,3}[\w:.()-]+)"
+    r"|\blist\s+(?:(?:every|all|each|the|of|distinct|unique|different)\s+){0,3}((?:[\w:.()-]+\s+){0,3}[\w:.()-]+)",
     re.I,
 )
 # A column's name in short, as the question writes it in full ("src_ip" for "source IP").
@@ -126,18 +127,18 @@ def asked_column(question: str, table: dict[str, Any], cols: TableColumns) -> st
     whose name's words are all among those after its "which", "what" or "list", the most of them
     where several fit; else, where an IP address is asked, the table's one column of them. None
     when no column, or more than one, fits."""
-    m = _WHICH.search(unquoted(question))
-    if m is None:
-        return None
-    said = {singular(w) for w in re.findall(r"[^\W_]+", next(g for g in m.groups() if g))}
-    fits: dict[int, list[str]] = {}
-    for column in cols.columns:
-        words = name_words(column.name)
-        if column.name not in ("line", "line_no") and words and all(w in said for w in words):
-            fits.setdefault(len(words), []).append(column.name)
-    if fits:
-        best = fits[max(fits)]
-        return best[0] if len(best) == 1 else None
+    # The first "which", "what" or "list" after which a column is named ("Which jobs failed? List
+    # the job ids": `job_id`).
+    for m in _WHICH.finditer(unquoted(question)):
+        said = {singular(w) for w in re.findall(r"[^\W_]+", next(g for g in m.groups() if g))}
+        fits: dict[int, list[str]] = {}
+        for column in cols.columns:
+            words = name_words(column.name)
+            if column.name not in ("line", "line_no") and words and all(w in said for w in words):
+                fits.setdefault(len(words), []).append(column.name)
+        if fits:
+            best = fits[max(fits)]
+            return best[0] if len(best) == 1 else None
     kind = asked_kind(question)
     addresses = columns_of_kind(IP, table) if kind is not None and kind.kind == IP else []
     return addresses[0] if len(addresses) == 1 else None

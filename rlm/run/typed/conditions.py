@@ -337,6 +337,7 @@ def _inside_a_name(question: str, text: str) -> bool:
     lower case is a name of nothing else."""
     if re.fullmatch(r"[A-Z][a-z]+(?:[ _][A-Za-z][a-z]*)*", text) is None:
         return False
+    question = re.sub(r"[\"'`‘’“”]", "", question)  # a quote round the name: 'Central Asia'
     found = list(re.finditer(_stated(text), question, re.IGNORECASE))
     return bool(found) and all(
         re.search(r"(?<=[^.?!:\s]\s)[A-Z][a-z]+\s$", question[: m.start()]) is not None

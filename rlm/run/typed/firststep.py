@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rlm.run.typed.asked import as_number, name_words, singular
+from rlm.run.typed.asked import as_number, asked_column, name_words, singular
 from rlm.run.typed.check import Problem, check_action, shown_value
 from rlm.run.typed.columns import NUMBER, TEXT, Column, table_columns
 from rlm.run.typed.compile import checked_query, compile_sql
@@ -39,7 +39,7 @@ from rlm.run.typed.placeholders import quoted_texts
 from rlm.run.typed.quoted import HoldsText, with_question_conditions
 from rlm.run.typed.spans import asks_a_span
 from rlm.run.typed.steps import first_sentence
-from rlm.run.typed.vocabulary import MAX_FILTERS
+from rlm.run.typed.vocabulary import MAX_FILTERS, ROW_NOUNS
 
 __all__ = ["FirstStep", "first_step", "onto_first_step"]
 
@@ -61,11 +61,6 @@ _FILLER = frozenset(
     "generated produced received appears appeared appear occurs occurred shows showed seen saw "
     "number count total amount all any there this these those its their first find look up identify "
     "determine locate take pick work out most fewest least often whole entire".split()
-)
-# Nouns that name a row of any table, not a kind of row: a count of them is a count of rows.
-_ROWS = frozenset(
-    "line row entry record event message request response hit occurrence appearance mention time snapshot "
-    "call trip ride order transaction visit attempt try item log".split()
 )
 # The words that ask for one row by the largest or smallest value of a column.
 _ROW_EXTREME = re.compile(
@@ -119,7 +114,7 @@ def _plain(rest: str, covered: set[str]) -> bool:
     """Whether every word after the name of what is to be found (`rest`) is filler, a noun of
     rows, or a word of a condition rlm adds (`covered`): no kind of row is left unstated."""
     words = [w for w in _words(_THE_FILE.sub(" ", rest)) if len(w) > 1]
-    return all(w in _FILLER or w in _ROWS or w in covered for w in words)
+    return all(w in _FILLER or w in ROW_NOUNS or w in covered for w in words)
 
 
 def _covered(sentence: str, added: list[str]) -> set[str]:
@@ -244,11 +239,23 @@ def onto_first_step(
     if sent is None:
         return None
     action, checked = sent
-    own = {"group": checked.by, "top": checked.column, "rows": checked.order_by}.get(checked.op)
+    # The model's own first step: a ranking of that column (a group in the key's order is none).
+    ranking = checked.by if checked.order != "key" else None
+    own = {"group": ranking, "top": checked.column, "rows": checked.order_by}.get(checked.op)
     if own is not None and own.name in (step.column.name, step.by):
         return None
     if any(f.column.name == step.column.name for f in checked.where):
         return None
+    kept_to = {"column": step.column.name, "cmp": "=", "value": step.value}
+    # One row found: a query that reads nothing of the column asked gives nothing of it (a count
+    # per hour of that one row); the row's value of that column is shown instead.
+    asked = asked_column(question, table, table_columns(table))
+    read = {c.name for c in (checked.column, checked.by, checked.order_by, *checked.columns) if c is not None}
+    if step.column.name == "line_no" and asked is not None and asked not in read:
+        return {"op": "rows", "columns": [asked], "where": [kept_to]}, (
+            f"the question first asks for one row: rlm ordered the rows and found line_no {step.shown}; "
+            f"the query is of that row's {asked}, the column the question asks for"
+        )
     query = {k: v for k, v in action.items() if k != "asks"}
     where = query.get("where")
     where = [where] if isinstance(where, dict) else list(where or [])
@@ -257,7 +264,7 @@ def onto_first_step(
         made_up = set(unstated(question, content, table, set()))
         dropped = [f for f in where if isinstance(f, dict) and _said(f) in made_up][:1]
         where = [f for f in where if f not in dropped]
-    amended = {**query, "where": [*where, {"column": step.column.name, "cmp": "=", "value": step.value}]}
+    amended = {**query, "where": [*where, kept_to]}
     try:
         check_action(amended, table_columns(table))
     except Problem:

@@ -546,23 +546,30 @@ def _listing(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dic
             **least,
             **rows,
         }, f"top {asked} instead of a count of rows"
-    # A top of another column than the one asked for; not of a quoted line's own placeholder,
-    # which is what the question quotes the line for.
+    # A top (or a count of rows per value) of another column than the one asked for; not of a
+    # quoted line's own placeholder, which is what the question quotes the line for.
+    key = checked.column if checked.op == "top" else checked.by if _counts_per_value(checked) else None
     ranks_other = (
-        checked.op == "top"
-        and checked.column is not None
-        and checked.column.name != asked
-        and checked.column.quoted in (None, ADDRESS_TEMPLATE, *SHAPE_TEMPLATES)
+        key is not None and key.name != asked and key.quoted in (None, ADDRESS_TEMPLATE, *SHAPE_TEMPLATES)
     )
     # Not where the question names the value after a marker: that is what it asks for (_onto_marked).
     unmarked = read.marked is None and checked.after is None
     if ranks_other and asked is not None and asked not in named and unmarked and plain and not ranked:
-        other = checked.column.name if checked.column is not None else ""
+        other = key.name if key is not None else ""
+        kept = {k: v for k, v in action.items() if k in ("k", "min_count", "where")}
+        every = {"k": MAX_K} if read.listed else {}
         return {
-            **action,
+            "op": "top",
+            **kept,
             "column": asked,
+            **every,
         }, f"top {asked}, the values the question asks for, instead of {other}"
     return None
+
+
+def _counts_per_value(checked: Checked) -> bool:
+    """Whether a `group` counts the rows of each value of a column (no total, no period)."""
+    return checked.op == "group" and checked.by is not None and checked.agg is None and not checked.bucket
 
 
 def _stated_bounds(action: dict[str, Any], checked: Checked, words: str) -> tuple[dict[str, Any], str] | None:

@@ -60,11 +60,24 @@ def ranking_of(content: str | None, table: dict[str, Any]) -> Checked | None:
 
 
 def ranked_keys(content: str | None, observation: str, table: dict[str, Any]) -> list[str]:
-    """The keys, in rank order, of the typed ranking `content` ran (its first column, as printed);
-    [] for any other action."""
-    if ranking_of(content, table) is None:
-        return []
-    return [cells[0] for cells in _printed_rows(observation)]
+    """The keys, in rank order, of the typed ranking `content` ran (its first column, as printed),
+    or of the rows it listed largest value first (the first column after `line_no`: the value
+    beside the largest, which a small model took from the row below); [] for any other action."""
+    if ranking_of(content, table) is not None:
+        return [cells[0] for cells in _printed_rows(observation)]
+    if _largest_first(content, table):
+        return [cells[1] for cells in _printed_rows(observation) if len(cells) > 1]
+    return []
+
+
+def _largest_first(content: str | None, table: dict[str, Any]) -> bool:
+    """Whether `content` is a typed `rows` ordered by a column, its largest value first."""
+    try:
+        checked = check_action(read_json(content), table_columns(table))
+    except Problem:
+        return False
+    by = checked.order_by
+    return checked.op == "rows" and by is not None and by.name != "line_no" and checked.take == "last"
 
 
 def ranked_measures(content: str | None, observation: str, table: dict[str, Any]) -> list[tuple[str, str]]:

@@ -32,6 +32,7 @@ __all__ = [
     "ORDERS",
     "PERIODS",
     "REQUIRED",
+    "ROW_NOUNS",
     "SQL_OPS",
     "TAKES",
     "TEXT_MATCH",
@@ -62,6 +63,12 @@ TEXT_MATCHES = (*TEXT_MATCH, AS_WRITTEN)
 ORDERS = ("most", "least", "key")  # `group`: by the measure, high or low first, or by the key
 TAKES = ("first", "last")  # `rows`: the first or the last k in the order asked
 
+# Nouns that name a row of any table, not a kind of row ("the most messages", "that Pid's
+# lines"): no condition, whatever value's word they also are.
+ROW_NOUNS = frozenset(
+    "line row entry record event message request response hit occurrence appearance mention time snapshot "
+    "call trip ride order transaction visit attempt try item log".split()
+)
 MAX_FILTERS = 4  # a time range and two more conditions; each filter costs the grammar a copy
 DEFAULT_K = 10  # top values and rows, when `k` is not given
 # Groups, when `k` is not given: as many as the REPL's echo of a result shows.

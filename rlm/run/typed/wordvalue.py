@@ -8,7 +8,8 @@ question about those is not about closed connections.
 
 So the word is taken for the value only where the table says it is: the rows holding the value
 are exactly as many as the lines that write the word (one query of two counts), and some. Only a
-word of four letters or more, the word of one listed value of all the table's columns, which the
+word of four letters or more, no noun of any row ("message"), of a value of two or three words,
+the word of one listed value of all the table's columns, which the
 question writes whole, not negated; for a query with no filter on
 that column that neither ranks nor groups by it. rlm adds the filter and tells the model, as
 for a condition stated whole.
@@ -24,12 +25,13 @@ from rlm.run.typed.check import Problem, check_action
 from rlm.run.typed.columns import Column, table_columns
 from rlm.run.typed.compile import checked_query, condition_sql
 from rlm.run.typed.conditions import negated
-from rlm.run.typed.vocabulary import MAX_FILTERS
+from rlm.run.typed.vocabulary import MAX_FILTERS, ROW_NOUNS
 from rlm.text.sqltext import sql_value
 
 __all__ = ["onto_word_of_value"]
 
 _MIN_LETTERS = 4
+_MAX_WORDS = 3  # a value of more is a text (a message's template), not the name of a kind of line
 # Words a question writes for its own sake ("how many", "more than"), not to name lines.
 _OWN_WORDS = frozenset(
     "many much more most less least than with from have that this what which when where there "
@@ -52,12 +54,13 @@ def _named(question: str, table: dict[str, Any]) -> list[tuple[Column, Any, str]
     out = []
     for column, value in listed:
         words = _words(value)
-        if len(words) < 2:
+        if not 2 <= len(words) <= _MAX_WORDS:
             continue
         for word in words:
             if (
                 len(word) >= _MIN_LETTERS
                 and word not in _OWN_WORDS
+                and word not in ROW_NOUNS
                 and len(owners[word]) == 1
                 and re.search(rf"(?<![A-Za-z]){word}s?(?![A-Za-z])", question, re.IGNORECASE)
                 and not negated(question, word)
