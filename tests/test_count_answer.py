@@ -59,9 +59,10 @@ def test_the_cli_withholds_a_count_given_for_a_list_under_strict(tmp_path: Path)
         json.dumps({"answer": "2", "citations": ["F1"]}),
     ]
     # The count of a row of its ranking is refused once (rlm.run.typed.ranked); sent again after
-    # one more query, it is taken, in doubt.
+    # one more query, it is taken, in doubt. (A question that names the column asked, "which
+    # jobs", gets the list of that column instead: rlm.run.typed.measure.)
     again = [*replies[:2], json.dumps({"op": "group", "by": "state", "k": 5}), *replies[1:]]
-    proc, _ = ask_typed_cli(jobs, "Which jobs ended in the failed state? Name them.", again, cwd=tmp_path)
+    proc, _ = ask_typed_cli(jobs, "Which ones ended in the failed state? Name them.", again, cwd=tmp_path)
     assert proc.returncode == 1 and proc.stdout == "", (proc.returncode, proc.stdout, proc.stderr)
     assert "is a count of lines its query made" in proc.stderr and "Traceback" not in proc.stderr
     # The same answer to a question that asks how many is printed.

@@ -77,7 +77,7 @@ _UNITS = frozenset(
 )
 # "which <things>", "what <things>", "list (every) <thing>": the words that name what is asked for
 # (`ip:port` and `requests.total` are words of a name too).
-# A word after them may be put in brackets: "the two-letter (alpha-2) codes".
+# A word after them may be put in brackets: "the short (iso) names".
 _WHICH = re.compile(
     r"\b(?:which|what)\s+(?!(?:is|was|are|were|does|did|do|has|had)\b)((?:[\w:.()-]+\s+){0,3}[\w:.()-]+)"
     r"|\bwhat\s+(?:is|was|are|were)\s+(?:the|its|their)\s+((?:[\w:.()-]+\s+){0,3}[\w:.()-]+)"
