@@ -55,15 +55,6 @@ def _helpers(path: Path, table: dict[str, Any]) -> tuple[Any, Any]:
     return holds, rows
 
 
-def test_the_key_a_first_sentence_ranks_for_is_the_most_common(
-    taxis: dict[str, Any], trips: list[dict[str, str]]
-) -> None:
-    question = "Find the dropoff zone with the most rides. What share of its rides were paid in cash?"
-    zone, _ = Counter(t["dropoff_zone"] for t in trips if t["dropoff_zone"]).most_common(1)[0]
-    step = first_step(question, taxis, *_helpers(TAXIS, taxis))
-    assert step is not None and step.column.name == "dropoff_zone" and step.value == zone
-
-
 def test_the_first_sentences_condition_is_kept_to_by_its_ranking(
     taxis: dict[str, Any], trips: list[dict[str, str]]
 ) -> None:
