@@ -12,25 +12,17 @@ from __future__ import annotations
 
 import re
 
+from rlm.run.typed.ranked import printed_rows
+
 __all__ = ["as_shown", "shown_cells"]
 
-_RULE = re.compile(r"^-+(?:\+-+)*$")
 _ENDS = " \t/\\'\"`.,;:()[]{}<>*-_#"
 
 
 def shown_cells(observation: str) -> set[str]:
-    """The cells of a printed result's rows (rlm.sandbox.worker.sql_result): those between the
-    rule under its header and its closing `(N rows)`; empty for any other output."""
-    lines = observation.splitlines()
-    rule = next((k for k, line in enumerate(lines[:3]) if _RULE.match(line.strip())), None)
-    if rule is None:
-        return set()
-    cells: set[str] = set()
-    for line in lines[rule + 1 :]:
-        if line.startswith("("):
-            break
-        cells.update(cell.strip() for cell in line.split(" | ") if cell.strip())
-    return cells
+    """The cells of a printed result's rows (rlm.run.typed.ranked.printed_rows); empty for any
+    other output."""
+    return {cell for row in printed_rows(observation) for cell in row if cell}
 
 
 def _core(text: str) -> str:

@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from rlm.run.answer_kind import IP, asked_kind, columns_of_kind
-from rlm.run.typed.columns import NUMBER, TableColumns
+from rlm.run.typed.columns import NUMBER, Column, TableColumns
 from rlm.run.typed.placeholders import unquoted
 
 __all__ = [
@@ -131,17 +131,23 @@ def asked_column(question: str, table: dict[str, Any], cols: TableColumns) -> st
     # the job ids": `job_id`).
     for m in _WHICH.finditer(unquoted(question)):
         said = {singular(w) for w in re.findall(r"[^\W_]+", next(g for g in m.groups() if g))}
-        fits: dict[int, list[str]] = {}
-        for column in cols.columns:
-            words = name_words(column.name)
-            if column.name not in ("line", "line_no") and words and all(w in said for w in words):
-                fits.setdefault(len(words), []).append(column.name)
-        if fits:
-            best = fits[max(fits)]
-            return best[0] if len(best) == 1 else None
+        best = best_named(said, [c for c in cols.columns if c.name not in ("line", "line_no")])
+        if best:
+            return best[0].name if len(best) == 1 else None
     kind = asked_kind(question)
     addresses = columns_of_kind(IP, table) if kind is not None and kind.kind == IP else []
     return addresses[0] if len(addresses) == 1 else None
+
+
+def best_named(said: set[str], columns: list[Column]) -> list[Column]:
+    """Of `columns`, those whose name's words are all among the words `said`, the most of them
+    (several where as many fit); [] when none fits."""
+    fits: dict[int, list[Column]] = {}
+    for column in columns:
+        words = name_words(column.name)
+        if words and set(words) <= said:
+            fits.setdefault(len(words), []).append(column)
+    return fits[max(fits)] if fits else []
 
 
 def lines_bound(words: str, cols: TableColumns) -> int | None:

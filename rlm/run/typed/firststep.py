@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rlm.run.typed.asked import as_number, asked_column, name_words, singular
+from rlm.run.typed.asked import as_number, asked_column, best_named, name_words, singular
 from rlm.run.typed.check import Problem, check_action, shown_value
 from rlm.run.typed.columns import NUMBER, TEXT, Column, table_columns
 from rlm.run.typed.compile import checked_query, compile_sql
@@ -98,15 +98,12 @@ def _words(text: str) -> list[str]:
 def _key_column(before: str, table: dict[str, Any]) -> Column | None:
     """The one column whose name's words are all among `before`'s, the most of them where
     several fit; a text or number column, never `line` or its number."""
-    said = set(_words(before))
-    fits: dict[int, list[Column]] = {}
-    for column in table_columns(table).columns:
-        words = name_words(column.name)
-        if column.name in ("line", "line_no") or column.kind not in (TEXT, NUMBER) or column.quoted:
-            continue
-        if words and all(w in said for w in words):
-            fits.setdefault(len(words), []).append(column)
-    best = fits[max(fits)] if fits else []
+    keys = [
+        c
+        for c in table_columns(table).columns
+        if c.name not in ("line", "line_no") and c.kind in (TEXT, NUMBER) and not c.quoted
+    ]
+    best = best_named(set(_words(before)), keys)
     return best[0] if len(best) == 1 else None
 
 
@@ -169,15 +166,10 @@ def _ordered_column(sentence: str, table: dict[str, Any]) -> Column | None:
     """The one number column the sentence names, of amounts (no id or code): all of its name's
     words among the sentence's, the most of them where several fit; or, where the sentence asks
     how long a row took (rlm.run.typed.spans), the table's one time between two of its times."""
-    said = set(_words(sentence))
     cols = table_columns(table)
-    fits: dict[int, list[Column]] = {}
-    for column in cols.columns:
-        words = name_words(column.name)
-        if column.amount and column.quoted is None and column.span is None and words and set(words) <= said:
-            fits.setdefault(len(words), []).append(column)
-    if fits:
-        best = fits[max(fits)]
+    amounts = [c for c in cols.columns if c.amount and c.quoted is None and c.span is None]
+    best = best_named(set(_words(sentence)), amounts)
+    if best:
         return best[0] if len(best) == 1 else None
     spans = [c for c in cols.columns if c.span is not None]
     return spans[0] if len(spans) == 1 and asks_a_span(sentence) else None

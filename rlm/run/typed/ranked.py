@@ -20,6 +20,7 @@ __all__ = [
     "lone_value",
     "measure_for_key",
     "off_top",
+    "printed_rows",
     "ranked_keys",
     "ranked_in_full",
     "ranked_measures",
@@ -64,9 +65,9 @@ def ranked_keys(content: str | None, observation: str, table: dict[str, Any]) ->
     or of the rows it listed largest value first (the first column after `line_no`: the value
     beside the largest, which a small model took from the row below); [] for any other action."""
     if ranking_of(content, table) is not None:
-        return [cells[0] for cells in _printed_rows(observation)]
+        return [cells[0] for cells in printed_rows(observation)]
     if _largest_first(content, table):
-        return [cells[1] for cells in _printed_rows(observation) if len(cells) > 1]
+        return [cells[1] for cells in printed_rows(observation) if len(cells) > 1]
     return []
 
 
@@ -86,7 +87,7 @@ def ranked_measures(content: str | None, observation: str, table: dict[str, Any]
     action."""
     if ranking_of(content, table) is None:
         return []
-    return [(cells[0], cells[-1]) for cells in _printed_rows(observation) if len(cells) >= 2]
+    return [(cells[0], cells[-1]) for cells in printed_rows(observation) if len(cells) >= 2]
 
 
 def ranked_in_full(observation: str) -> bool:
@@ -129,15 +130,17 @@ def measure_for_key(question: str, answer: str, measured: list[tuple[str, str]])
     return f"the answer is what a ranking counts for its row {row}, not the row's value, where the question asks which"
 
 
-def _printed_rows(observation: str) -> list[list[str]]:
-    """The cells of each row of a printed result (rlm.sandbox.worker.sql_result.render_table)."""
+def printed_rows(observation: str) -> list[list[str]]:
+    """The cells of each row of a printed result (rlm.sandbox.worker.sql_result.render_table),
+    those between the rule under its header and its closing `(N rows)`; [] for other output."""
     lines = observation.splitlines()
     rule = next((k for k, line in enumerate(lines[:3]) if _RULE.match(line.strip())), None)
     if rule is None:
         return []
+    one_column = rule == 0 or " | " not in lines[rule - 1]
     rows = []
     for line in lines[rule + 1 :]:
-        if " | " not in line:
+        if not line.strip() or line.startswith("(") or (" | " not in line and not one_column):
             break
         rows.append([cell.strip() for cell in line.split(" | ")])
     return rows
@@ -153,7 +156,7 @@ def top_tied(
     checked = ranking_of(content, table)
     if checked is None or not _MOST.search(question) or _MANY.search(question):
         return None
-    rows = _printed_rows(observation)
+    rows = printed_rows(observation)
     if not rows or len(rows[0]) < 2:
         return None
     top = rows[0][-1]
