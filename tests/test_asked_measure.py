@@ -20,6 +20,7 @@ from conftest import ask_typed_cli, ask_typed_once, latest_trace
 from rlm.input.source import open_source
 from rlm.run.doubts import doubt_clause, measure_doubt
 from rlm.run.typed import compile_sql
+from rlm.run.typed.fields import read_fields, sample_lines, with_quoted_fields
 from rlm.run.typed.measure import measure_left_out, with_asked_measure
 
 TAXIS = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "seaborn" / "taxis.csv"
@@ -787,3 +788,38 @@ def test_the_latest_time_asked_is_the_max_of_the_time_not_a_count_per_hour(tmp_p
     span = "How long passed from the earliest WARN line to the latest?"
     assert with_asked_measure(span, json.dumps(sent), table) is None
     assert with_asked_measure("Which hour logged most WARN lines?", json.dumps(sent), table) is None
+
+
+def test_a_word_a_quoted_line_names_its_number_by_is_no_total_asked(tmp_path: Path) -> None:
+    """`total = N` in a quoted line: "total" in the question names that number, as a column's
+    name would, and asks for no sum. A sum sent where the greatest is asked becomes its max,
+    the model told, and the answer is the largest of the values Python reads from the lines."""
+    log = tmp_path / "batches.log"
+    lines = []
+    for i in range(400):
+        if i % 4 == 0:
+            lines.append(
+                f"2026-03-04 10:{i // 60:02d}:{i % 60:02d} INFO worker-{i % 5} batch done: total = {(i * 37) % 991}, wait = {i % 13}"
+            )
+        else:
+            lines.append(f"2026-03-04 10:{i // 60:02d}:{i % 60:02d} DEBUG worker-{i % 5} polling queue {i}")
+    log.write_text("\n".join(lines) + "\n")
+    values = [int(m[1]) for m in (re.search(r"total = (\d+),", x) for x in lines) if m]
+    want = max(values)
+    assert sum(values) != want
+    question = "Batch lines say 'batch done: total = N, wait = ...'. What is the greatest total of any batch? Only the figure."
+    sent = {"op": "sum", "column": "N"}
+    proc, stub = ask_typed_once(log, question, sent, str(want), cwd=tmp_path)
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "max instead of sum" in told and f"{want}.0" in told, told[-900:]
+    assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
+    # Asked for the sum of that number, it stays a sum.
+    summed = "Batch lines say 'batch done: total = N, wait = ...'. Add up N over every batch."
+    table = with_quoted_fields(_table(log, tmp_path), summed, lambda: sample_lines(str(log)))
+    assert "N" in [f.name for f in read_fields(table)]
+    assert with_asked_measure(summed, json.dumps(sent), table) is None
+    greatest = with_quoted_fields(_table(log, tmp_path), question, lambda: sample_lines(str(log)))
+    assert with_asked_measure(question, json.dumps(sent), greatest) == (
+        {"asks": "the highest, largest or latest value", "op": "max", "column": "N"},
+        "max instead of sum",
+    )

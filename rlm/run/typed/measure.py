@@ -146,6 +146,8 @@ def _words(question: str, table: dict[str, Any]) -> str:
     names = sorted(cols.names(), key=len, reverse=True)
     for name in names:
         text = re.sub(rf"(?<![\w.]){re.escape(name)}{_NAME_ENDS}", " ", text, flags=re.I)
+    for label in _quoted_labels(table):
+        text = re.sub(rf"(?<![\w.]){re.escape(label)}(?!\w)", " ", text, flags=re.I)
     for name in cols.names(NUMBER):
         words = name_words(name)
         if len(words) >= 2:
@@ -153,6 +155,21 @@ def _words(question: str, table: dict[str, Any]) -> str:
             phrase = rf"(?:\b(?:number|count|amount)\s+of\s+)?\b{word}(?:\s+{word}){{{len(words) - 1}}}\b"
             text = re.sub(phrase, " ", text, flags=re.I)
     return text
+
+
+def _quoted_labels(table: dict[str, Any]) -> set[str]:
+    """The words a quoted line writes as the name of its number placeholder (`total = N`,
+    `elapsed: N`): in the question ("the largest total value") they name that number, as a
+    column's name does, and ask for no total. A run summed the values a quote labelled `total`
+    where their largest was asked."""
+    labels = set()
+    for field in read_fields(table):
+        if not field.number or field.marked or field.counted:
+            continue
+        found = re.search(rf"([^\W\d_][\w.-]*)\s*[=:]\s*{re.escape(field.name)}(?!\w)", field.template)
+        if found is not None:
+            labels.add(found.group(1))
+    return labels
 
 
 @dataclass(frozen=True)
