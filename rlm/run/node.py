@@ -53,10 +53,12 @@ from rlm.run.typed.ranked import (
     lone_value,
     measure_for_key,
     off_top,
+    one_said,
     ranked_in_full,
     ranked_keys,
     ranked_measures,
     top_tied,
+    unasked_top,
 )
 from rlm.run.typed.seconds import in_seconds
 from rlm.run.typed.share import with_share
@@ -142,6 +144,7 @@ class Node:
         # The keys of the last typed ranking of several rows, in rank order (rlm.run.typed.ranked):
         # a final naming a lower one where the most is asked is refused once too, then in doubt.
         self.ranked: list[str] = []
+        self.shown_keys: list[str] = []  # the keys of the last query, if it ranked
         # The (key, count or total) rows of the last typed query, if a ranking: a final giving a
         # row's count where the question asks which value is refused once too, then in doubt.
         self.measured: list[tuple[str, str]] = []
@@ -259,6 +262,8 @@ class Node:
             # several rows is kept.
             if len(keys := ranked_keys(ran, outcome.observation, table) if outcome.ok else []) > 1:
                 self.ranked = keys
+            if outcome.ok:  # of the last query that ran: a later one may have kept one row
+                self.shown_keys = keys
             self.found_filter = found_filter(ran, keys, table) or self.found_filter
             self.measured = ranked_measures(ran, outcome.observation, table) if outcome.ok else []
             self.shown_cells = shown_cells(outcome.observation) if outcome.ok else self.shown_cells
@@ -283,6 +288,9 @@ class Node:
             if outcome.ok and (tied := top_tied(self.question, ran, outcome.observation, table)) is not None:
                 self.left_out.append(rows_doubt(tied[1]))
                 notes.append(tied[0])
+            if outcome.ok and (many := one_said(self.question, ran, outcome.observation, table)) is not None:
+                self.left_out.append(rows_doubt(many[1]))
+                notes.append(many[0])
             for note in notes:
                 told = note if told is None else told.rstrip("\n") + "\n" + note
         # The model reads the run's notes (the table's news, a condition left out) after what
@@ -522,12 +530,14 @@ class Node:
     def _answer_doubt(self, answer: str) -> tuple[str, str] | None:
         """(which, why) a final does not answer as the question asks, if it does not (_REFUSED
         names each): a lower row of a ranking where the most is asked, a row's count where its
-        value is, part of a list, or the first of two steps only."""
+        value is, part of a list, the first of two steps only, or the first row of a ranking
+        where no most is asked."""
         checks: tuple[tuple[str, Callable[[], str | None]], ...] = (
             ("lower", lambda: off_top(self.question, answer, self.ranked)),
             ("counted", lambda: measure_for_key(self.question, answer, self.measured)),
             ("short", lambda: list_left_short(self.question, answer, self.measured, self.in_full)),
             ("early", self._one_step_short),
+            ("unasked", lambda: unasked_top(self.question, answer, self.shown_keys)),
         )
         return next(((which, why) for which, check in checks if (why := check()) is not None), None)
 
@@ -589,6 +599,9 @@ _REFUSED = {
     "question asks which value: that is the row's first column.",
     "short": "final refused: the question asks for a list, and your answer leaves out values your "
     "ranking shows: list every one it asks for.",
+    "unasked": "final refused: your answer is the first row of a ranking, and the question asks for no "
+    "most: the first row is only the commonest of the rows your query kept. Filter on what the question "
+    "says of the one it asks about, so that your query keeps its rows alone.",
     "early": "final refused: the question asks in two steps: first find the one value it names, then "
     "run a query of that value's rows for what it asks about it.",
 }

@@ -20,12 +20,14 @@ __all__ = [
     "lone_value",
     "measure_for_key",
     "off_top",
+    "one_said",
     "printed_rows",
     "ranked_keys",
     "ranked_in_full",
     "ranked_measures",
     "ranking_of",
     "top_tied",
+    "unasked_top",
 ]
 
 # The question asks for one value that is the most: not a list, not a number of them ("top 3").
@@ -179,10 +181,87 @@ def top_tied(
     return None
 
 
+# The question says there is one such thing ("exactly one", "the only", "a single"), in a sentence
+# that is not the answer's form ("Reply with a single number").
+_ONE_SAID = re.compile(
+    r"\b(?:exactly|only|just)\s+(?:one|1|a single)\b(?!\s+(?:of each|per)\b)|\bone and only\b"
+    r"|\ba single\b|\bthe only\b|\b(?:exactly|only) once\b",
+    re.I,
+)
+_FORM_SENTENCE = re.compile(
+    r"^\W*(?:reply|answer|respond|return|give|output|print|write|format|just|only|provide|state|"
+    r"use|list|name)\b",
+    re.I,
+)
+
+
+def _says_one(question: str) -> bool:
+    sentences = re.split(r"(?<=[.?!])\s+", question)
+    return any(_ONE_SAID.search(s) for s in sentences if not _FORM_SENTENCE.match(s))
+
+
+def one_said(
+    question: str, content: str | None, observation: str, table: dict[str, Any]
+) -> tuple[str, str] | None:
+    """(note for the model, the answer's doubt) where the question says there is exactly one
+    such line or event, and the first row of the typed ranking `content` ran counts several
+    lines: the query kept more than the one the question describes (a run ranked every
+    address of a log where one login was asked about, and answered the one on top); None
+    otherwise."""
+    checked = ranking_of(content, table)
+    if checked is None or checked.agg is not None or not _says_one(question):
+        return None
+    rows = printed_rows(observation)
+    if not rows or len(rows[0]) < 2 or not re.fullmatch(r"\d[\d,]*", rows[0][-1]):
+        return None
+    counted = int(rows[0][-1].replace(",", ""))
+    if counted < 2:
+        return None
+    return (
+        f"Note: the question says there is exactly one such line, and {rows[0][0]!r}, ranked first, "
+        f"counts {counted} lines: the query kept lines other than the one the question describes. "
+        "Filter on what the question says sets that line apart, so that the query keeps it alone.",
+        f"ranked {rows[0][0]!r} first with {counted} lines, where the question says there is one",
+    )
+
+
 def _names(text: str, key: str) -> bool:
     # Not inside a longer name: no word, path or dotted character on either side (a sentence's
     # full stop after it is not one).
     return bool(key) and re.search(rf"(?<![\w/.-]){re.escape(key)}(?![\w/-]|\.\w)", text, re.I) is not None
+
+
+# Words by which a question ranks, or asks for an order: the first row of a ranking may then be
+# what it asks for. Read wide on purpose: where one is written, the first row is not doubted.
+_RANKS = re.compile(
+    r"\b(?:most|mostly|top|busiest|largest|highest|greatest|biggest|commonest|heaviest|longest|"
+    r"hottest|noisiest|slowest|fastest|loudest|worst|best|peak|popular|frequent|frequently|common|"
+    r"commonly|dominant|dominates|leading|leads|max|maximum|majority|least|fewest|rarest|min|minimum|"
+    r"smallest|lowest|shortest|earliest|latest|first|last|more|fewer|less|rank|ranked|ranks|"
+    r"order|ordered|sorted|primary|main|chief|often|repeatedly|usually|typically)\b",
+    re.I,
+)
+_HOW_MANY = re.compile(r"\bhow (?:many|much)\b|\bnumber of\b|\bcount\b", re.I)
+
+
+def unasked_top(question: str, answer: str, keys: list[str]) -> str | None:
+    """Why `answer` does not fit: it names the first row of a ranking of several values, and
+    only that row, where the question asks for no most, no order and no list. Such a question
+    asks about one thing (the line it describes, the one it says there is); the first row of a
+    ranking is the commonest of the rows the query kept, which is that thing only if the
+    query's filters kept its rows alone. A run ranked every address of a log, where the question
+    said there was one such login, and answered the address of the brute force on top. None
+    when it fits."""
+    if len(keys) < 2 or keys[0] == keys[1] or _RANKS.search(question) or _MANY.search(question):
+        return None
+    if _HOW_MANY.search(question) or not _names(answer, keys[0]):
+        return None
+    if any(key != keys[0] and _names(answer, key) for key in keys[1:]):
+        return None
+    return (
+        "the answer is the first row of a ranking of several values, and the question asks for no "
+        "most: the first row is the commonest of the rows the query kept, not the one asked about"
+    )
 
 
 def off_top(question: str, answer: str, keys: list[str]) -> str | None:
