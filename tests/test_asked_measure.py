@@ -814,7 +814,7 @@ def test_a_word_a_quoted_line_names_its_number_by_is_no_total_asked(tmp_path: Pa
     assert "max instead of sum" in told and f"{want}.0" in told, told[-900:]
     assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
     # Asked for the sum of that number, it stays a sum.
-    summed = "Batch lines say 'batch done: total = N, wait = ...'. Add up N over every batch."
+    summed = "Batch lines say 'batch done: total = N, wait = ...'. Sum N across all batches."
     table = with_quoted_fields(_table(log, tmp_path), summed, lambda: sample_lines(str(log)))
     assert "N" in [f.name for f in read_fields(table)]
     assert with_asked_measure(summed, json.dumps(sent), table) is None

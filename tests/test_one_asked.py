@@ -1,7 +1,7 @@
 """A question about one thing answered with the first row of a ranking of many
 (rlm.run.typed.ranked): where the question asks for no most, a final naming the first of
-several ranked values is refused once and in doubt after; where it says there is exactly one
-such line, a first row counting several lines leaves the answer in doubt, the model told."""
+several ranked values is refused once and in doubt after; where it says one line of a kind
+occurs once, a first row counting several lines leaves the answer in doubt, the model told."""
 
 from __future__ import annotations
 
@@ -90,17 +90,18 @@ def test_a_rankings_top_answered_where_no_most_is_asked_is_refused_once_then_in_
 
 
 def test_a_first_row_counting_many_lines_where_one_is_said_is_in_doubt(tmp_path: Path) -> None:
-    """The question says there is exactly one such line; the ranking's first row counts 299:
+    """The question says one job of a kind occurs once; the ranking's first row counts 299:
     the model is told, and its answer from that row is withheld under --strict."""
     jobs = tmp_path / "jobs.csv"
     _write_jobs(jobs)
-    question = "Exactly one job in this log was cut short. Which worker ran it? Reply with only the worker."
+    question = "Exactly one job got cut short today. Which worker ran it? Give the worker alone."
     first = json.dumps({"op": "group", "by": "worker", "k": 1})
     replies = [first, json.dumps({"op": "final", "answer": "w-17"}), json.dumps({"answer": "w-17"})]
     proc, stub = ask_typed_cli(jobs, question, replies, cwd=tmp_path)
     told = stub.requests[1]["body"]["messages"][-1]["content"]
     assert (
-        "the question says there is exactly one such line, and 'w-17', ranked first, counts 299 lines" in told
+        "the question says one line of that kind is in the input, and 'w-17', ranked first, counts 299 lines"
+        in told
     )
     assert proc.returncode == 1 and proc.stdout == "", proc.stderr
     assert latest_trace(tmp_path)["synthesis"]["doubts"] == [
@@ -114,9 +115,10 @@ def test_a_first_row_counting_many_lines_where_one_is_said_is_in_doubt(tmp_path:
         ("Exactly one job was aborted. Which worker ran it?", True),
         ("Which worker ran the only aborted job?", True),
         ("A single job was aborted: by which worker?", True),
-        ("Which worker ran aborted jobs? Reply with a single name.", False),  # the answer's form
+        ("Which worker ran aborted jobs? Answer with a single name.", False),  # the answer's form
         ("Which worker ran aborted jobs? Only one name, please.", False),
         ("Which worker aborted jobs?", False),
+        ("Every retry line comes from a single worker. Which?", False),  # one value, many lines
     ],
 )
 def test_one_thing_said_is_read_outside_the_answers_form(tmp_path: Path, question: str, said: bool) -> None:

@@ -64,6 +64,7 @@ from rlm.run.typed.seconds import in_seconds
 from rlm.run.typed.share import with_share
 from rlm.run.typed.spans import with_spans
 from rlm.run.typed.steps import asks_in_two_steps, found_filter, second_step
+from rlm.run.typed.unreached import unreached_doubt
 from rlm.run.typed.window import with_line_zone
 from rlm.run.typed.wordvalue import onto_word_of_value
 from rlm.sandbox.client import WorkerLost
@@ -145,6 +146,8 @@ class Node:
         # a final naming a lower one where the most is asked is refused once too, then in doubt.
         self.ranked: list[str] = []
         self.shown_keys: list[str] = []  # the keys of the last query, if it ranked
+        # Fields the question names that no typed query reads (rlm.run.typed.unreached).
+        self.unreached = unreached_doubt(question, self.table) if self.table else None
         # The (key, count or total) rows of the last typed query, if a ranking: a final giving a
         # row's count where the question asks which value is refused once too, then in doubt.
         self.measured: list[tuple[str, str]] = []
@@ -250,6 +253,7 @@ class Node:
             self.left_out = [*conditions, *map(measure_doubt, other_measure)]
             self.left_out += [rows_doubt(f"kept only {u}, which the question does not state") for u in unsaid]
             self.left_out += [EXAMPLE_COPIED] if copied else []
+            self.left_out += [rows_doubt(self.unreached)] if self.unreached else []
             notes = [prompts.conditions_added_note(added)] if added else []
             notes += [prompts.left_out_note(conditions)] if conditions and not added else []
             notes += [prompts.measure_changed_note(changed)] if changed else []

@@ -159,7 +159,7 @@ def _words(question: str, table: dict[str, Any]) -> str:
 
 def _quoted_labels(table: dict[str, Any]) -> set[str]:
     """The words a quoted line writes as the name of its number placeholder (`total = N`,
-    `elapsed: N`): in the question ("the largest total value") they name that number, as a
+    `elapsed: N`): in the question ("which total was the biggest") they name that number, as a
     column's name does, and ask for no total. A run summed the values a quote labelled `total`
     where their largest was asked."""
     labels = set()

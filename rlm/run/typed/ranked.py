@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rlm.run.typed.asked import name_words
 from rlm.run.typed.check import Checked, Problem, check_action
 from rlm.run.typed.columns import table_columns
 from rlm.run.typed.compile import read_json
@@ -182,7 +183,7 @@ def top_tied(
 
 
 # The question says there is one such thing ("exactly one", "the only", "a single"), in a sentence
-# that is not the answer's form ("Reply with a single number").
+# that is not the answer's form ("Give one number").
 _ONE_SAID = re.compile(
     r"\b(?:exactly|only|just)\s+(?:one|1|a single)\b(?!\s+(?:of each|per)\b)|\bone and only\b"
     r"|\ba single\b|\bthe only\b|\b(?:exactly|only) once\b",
@@ -195,22 +196,30 @@ _FORM_SENTENCE = re.compile(
 )
 
 
-def _says_one(question: str) -> bool:
-    sentences = re.split(r"(?<=[.?!])\s+", question)
-    return any(_ONE_SAID.search(s) for s in sentences if not _FORM_SENTENCE.match(s))
+def _one_thing_said(question: str) -> str | None:
+    """The words after the question's "exactly one" (the thing it says there is one of), in a
+    sentence that is not the answer's form; None where it says no such thing."""
+    for sentence in re.split(r"(?<=[.?!])\s+", question):
+        if not _FORM_SENTENCE.match(sentence) and (found := _ONE_SAID.search(sentence)) is not None:
+            return " ".join(re.findall(r"[^\W_]+", sentence[found.end() :])[:3])
+    return None
 
 
 def one_said(
     question: str, content: str | None, observation: str, table: dict[str, Any]
 ) -> tuple[str, str] | None:
-    """(note for the model, the answer's doubt) where the question says there is exactly one
-    such line or event, and the first row of the typed ranking `content` ran counts several
+    """(note for the model, the answer's doubt) where the question says a line or event of its
+    kind occurs once, and the first row of the typed ranking `content` ran counts several
     lines: the query kept more than the one the question describes (a run ranked every
     address of a log where one login was asked about, and answered the one on top); None
     otherwise."""
     checked = ranking_of(content, table)
-    if checked is None or checked.agg is not None or not _says_one(question):
+    thing = _one_thing_said(question)
+    if checked is None or checked.agg is not None or thing is None:
         return None
+    by = checked.by or checked.column
+    if by is not None and set(name_words(by.name)) & set(name_words(thing)):
+        return None  # one value of the ranked column ("a single EventId"), which many lines share
     rows = printed_rows(observation)
     if not rows or len(rows[0]) < 2 or not re.fullmatch(r"\d[\d,]*", rows[0][-1]):
         return None
@@ -218,7 +227,7 @@ def one_said(
     if counted < 2:
         return None
     return (
-        f"Note: the question says there is exactly one such line, and {rows[0][0]!r}, ranked first, "
+        f"Note: the question says one line of that kind is in the input, and {rows[0][0]!r}, ranked first, "
         f"counts {counted} lines: the query kept lines other than the one the question describes. "
         "Filter on what the question says sets that line apart, so that the query keeps it alone.",
         f"ranked {rows[0][0]!r} first with {counted} lines, where the question says there is one",
