@@ -115,7 +115,7 @@ def test_a_first_row_counting_many_lines_where_one_is_said_is_in_doubt(tmp_path:
         ("Exactly one job was aborted. Which worker ran it?", True),
         ("Which worker ran the only aborted job?", True),
         ("A single job was aborted: by which worker?", True),
-        ("Which worker ran aborted jobs? Answer with a single name.", False),  # the answer's form
+        ("Which worker ran aborted jobs? Give a single name, please.", False),  # the answer's form
         ("Which worker ran aborted jobs? Only one name, please.", False),
         ("Which worker aborted jobs?", False),
         ("Every retry line comes from a single worker. Which?", False),  # one value, many lines

@@ -219,7 +219,7 @@ def one_said(
         return None
     by = checked.by or checked.column
     if by is not None and set(name_words(by.name)) & set(name_words(thing)):
-        return None  # one value of the ranked column ("a single EventId"), which many lines share
+        return None  # one value of the ranked column ("one worker"), which many lines share
     rows = printed_rows(observation)
     if not rows or len(rows[0]) < 2 or not re.fullmatch(r"\d[\d,]*", rows[0][-1]):
         return None

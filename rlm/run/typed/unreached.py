@@ -45,7 +45,7 @@ def _all_names(duckdb_type: str, out: set[str]) -> None:
 
 
 def _held_only_deeper(table: dict[str, Any]) -> set[str]:
-    """The names of the fields no offered column reads: fields of a list, of an object inside
+    """What no offered column reads, by name: the fields of a list, of an object inside
     an object, and columns left out; as single words (singular, lower case)."""
     offered = table_columns(table)
     reached = {word for name in offered.names() for word in name_words(name)}
