@@ -823,3 +823,28 @@ def test_a_word_a_quoted_line_names_its_number_by_is_no_total_asked(tmp_path: Pa
         {"asks": "the highest, largest or latest value", "op": "max", "column": "N"},
         "max instead of sum",
     )
+
+
+def test_a_bound_on_a_number_the_question_writes_after_its_column_name_is_that_value(tmp_path: Path) -> None:
+    """ "port 8443" names one port: the model's `port > 8443` is made `=`, the model told, and
+    the count is Python's; a number the question compares ("port 8443 or above") stays a bound."""
+    conns = tmp_path / "conns.csv"
+    rows = [
+        (f"10.0.{i % 7}.{i % 50}", (8443, 8443, 9000, 443)[i % 4] + (i % 3 == 0) * (i % 4 == 2))
+        for i in range(500)
+    ]
+    conns.write_text("client,port\n" + "".join(f"{c},{p}\n" for c, p in rows))
+    want = sum(1 for _, p in rows if p == 8443)
+    assert 0 < want != sum(1 for _, p in rows if p > 8443)
+    sent = {"op": "count", "where": [{"column": "port", "cmp": ">", "value": 8443}]}
+    question = "How many connections reached the service on port 8443?"
+    proc, stub = ask_typed_once(conns, question, sent, str(want), cwd=tmp_path)
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "port = 8443, the value the question names, instead of >" in told, told[-900:]
+    assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
+    table = _table(conns, tmp_path)
+    for bounded in (
+        "How many connections used port 8443 and above?",
+        "How many used a port after port 8443?",
+    ):
+        assert with_asked_measure(bounded, json.dumps(sent), table) is None, bounded

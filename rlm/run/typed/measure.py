@@ -222,6 +222,8 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
         return {**action, "k": DEFAULT_K}, f"a list (k {DEFAULT_K} instead of 1)"
     if (stated := _stated_bounds(action, checked, words)) is not None:
         return stated
+    if (equal := _equal_as_named(action, checked, read)) is not None:
+        return equal
     if (window := _window_as_stated(action, checked, read)) is not None:
         return window
     if (starts := _starts_as_stated(action, checked, read.question)) is not None:
@@ -620,6 +622,71 @@ def _stated_bounds(action: dict[str, Any], checked: Checked, words: str) -> tupl
         f"{checked.where[i].column.name} {cmp} {shown_value(checked.where[i].value)} as the question states, "
         f"instead of {checked.where[i].cmp}"
         for i, cmp in wanted.items()
+    )
+    return {**action, "where": fixed}, change
+
+
+# Words that compare or bound a number stated after a name ("pid after 400", "port up to 1024"):
+# the number is then no value the rows must equal.
+_BOUNDING = re.compile(
+    r"\b(?:more|less|fewer|higher|lower|above|below|over|under|greater|larger|smaller|bigger|least|most|"
+    r"exceed\w*|beyond|past|after|before|since|until|till|up|to|from|between|within|outside|other|"
+    r"except|but|not|than|range|top|last|first|min\w*|max\w*)\b",
+    re.I,
+)
+
+
+# What after a number leaves a range open ("64857 and above", "22+", "1000 onwards").
+_OPEN_END = re.compile(
+    r"\s*(?:\+|(?:and|or)\s+(?:above|up|higher|more|over|greater|beyond|later|below|under|lower|less|"
+    r"fewer|earlier|down)\b|onwards?\b|upwards?\b|plus\b)",
+    re.I,
+)
+
+
+def _equal_as_named(
+    action: dict[str, Any], checked: Checked, read: _Read
+) -> tuple[dict[str, Any], str] | None:
+    """A bound (`pid > 64857`) on a number the question writes right after the column's name
+    ("worker pid 64857", "port 22") with no word that compares or bounds it: the rows of that
+    value, `=`. A run counted the snapshots of pids above the one asked about, and answered 0."""
+    text = unquoted(read.question)
+    where = action.get("where")
+    if not isinstance(where, list) or len(where) != len(checked.where):
+        return None
+    compared = {  # the numbers the question compares ("64857 or higher"): bounds, as they are
+        n
+        for pattern, _ in STATED
+        for m in pattern.finditer(text)
+        for g in m.groups()
+        if g and (n := as_number(g)) is not None
+    }
+    wanted = {}
+    for i, f in enumerate(checked.where):
+        number = as_number(f.value) if f.column.kind == NUMBER and f.cmp in _LOWER | _UPPER else None
+        if number is None or f.column.quoted is not None or number in compared:
+            continue
+        words = "|".join(re.escape(w) for w in {f.column.name, *name_words(f.column.name)} if len(w) >= 2)
+        written = re.escape(_plain(number))
+        named = re.search(
+            rf"\b(?:{words})(?:e?s)?\s*(?:[:=#]\s*|no\.?\s*|number\s+)?{written}(?![\d.,]\d)", text, re.I
+        )
+        # The one word before the name: "between port 22 and ...", "after pid 400".
+        before = " ".join(text[: named.start()].split()[-1:]) if named is not None else ""
+        after = text[named.end() : named.end() + 24] if named is not None else ""
+        if (
+            named is not None
+            and not _BOUNDING.search(before)
+            and not _OPEN_END.match(after)
+            and len(re.findall(rf"(?<![\d.]){written}(?![\d])", text)) == 1
+        ):
+            wanted[i] = f
+    if not wanted:
+        return None
+    fixed = [{**w, "cmp": "="} if i in wanted and isinstance(w, dict) else w for i, w in enumerate(where)]
+    change = "; ".join(
+        f"{f.column.name} = {shown_value(f.value)}, the value the question names, instead of {f.cmp}"
+        for f in wanted.values()
     )
     return {**action, "where": fixed}, change
 
