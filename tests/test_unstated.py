@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import duckdb
-from conftest import FIXTURES, ask_typed_cli
+from conftest import FIXTURES, ask_typed_cli, ask_typed_once
 
 from rlm.input.source import open_source
 from rlm.run.typed import unstated
@@ -96,3 +96,24 @@ def test_an_address_the_question_does_not_write_is_made_up(tmp_path: Path) -> No
     assert unstated(hour, json.dumps(action), table, set()) == ["ip = '83.149.9.216'"]
     assert unstated("How many requests did 83.149.9.216 send?", json.dumps(action), table, set()) == []
     assert unstated(hour, json.dumps(action), table, {"83.149.9.216"}) == []  # a second step's
+
+
+def test_made_up_filters_give_their_place_to_the_line_the_question_quotes(tmp_path: Path) -> None:
+    """Through the CLI and the real worker: a count whose four filters the question states in no
+    way leaves no room for the line it quotes; those filters give their place to it, the model
+    is told which, and the count is that of the lines Python finds writing the quote."""
+    log = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "loghub" / "OpenStack_2k.log"
+    want = sum(1 for x in log.read_text().splitlines() if "status: 200" in x)
+    made_up = [
+        {"column": "level", "cmp": "!=", "value": "WARNING"},
+        {"column": "component", "cmp": "!=", "value": "nova.compute.manager"},
+        {"column": "component", "cmp": "!=", "value": "nova.virt.libvirt.imagecache"},
+        {"column": "logfile", "cmp": "!=", "value": "nova-compute.log.1.2017-05-16_13:55:31"},
+    ]
+    sent = {"op": "count", "where": made_up}
+    question = "Count the lines that write 'status: 200' in them."
+    proc, stub = ask_typed_once(log, question, sent, str(want), cwd=tmp_path)
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "line contains 'status: 200'" in told and "(in place of level != 'WARNING';" in told, told[-900:]
+    assert f"\n{want}\n" in told
+    assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr

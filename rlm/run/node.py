@@ -38,6 +38,7 @@ from rlm.run.typed import (
     to_action,
     unstated,
     with_question_conditions,
+    with_stated_in_place,
 )
 from rlm.run.typed.as_shown import as_shown, shown_cells
 from rlm.run.typed.check import Problem
@@ -399,7 +400,7 @@ class Node:
             return action, content, [], None, None, None
         if asked in self.amended:
             return action, content, [], None, None, None
-        amended = with_question_conditions(self.question, content, self.table, self.runner.holds_text)
+        amended = with_stated_in_place(self.question, content, self.table, self.runner.holds_text, self.found)
         text, added = (json.dumps(amended[0], ensure_ascii=False), amended[1]) if amended else (content, [])
         # A value named by one of its words, where the lines say the word names its rows.
         worded = onto_word_of_value(self.question, text, self.table, self.runner.counts)

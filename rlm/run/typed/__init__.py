@@ -20,7 +20,9 @@ runs one query through the sandbox's `sql()`, a grep, a peek or a final.
     measure     with_asked_measure: the query the question's words ask for, where another was sent
     quoted      quoted_part, with_quoted, quoted_left_out: the line a question quotes, as a filter
                 on `line`;
-                with_question_conditions: both kinds added, as a run adds them
+                with_question_conditions: both kinds added, as a run adds them;
+                with_stated_in_place: made-up filters give their place to them where
+                the action has no room left
     steps       asks_in_two_steps: a question that asks to find one thing, then about it
     firststep   first_step and onto_first_step: the first of those steps, run by rlm where the
                 model's query skips it, and the key it finds kept to
@@ -40,7 +42,13 @@ from __future__ import annotations
 from rlm.run.typed.compile import compile_sql, execute_code, to_action
 from rlm.run.typed.conditions import left_out, unstated, with_conditions
 from rlm.run.typed.describe import describe_actions
-from rlm.run.typed.quoted import quoted_left_out, quoted_part, with_question_conditions, with_quoted
+from rlm.run.typed.quoted import (
+    quoted_left_out,
+    quoted_part,
+    with_question_conditions,
+    with_quoted,
+    with_stated_in_place,
+)
 from rlm.run.typed.schema import action_schema
 
 __all__ = [
@@ -55,5 +63,6 @@ __all__ = [
     "unstated",
     "with_conditions",
     "with_question_conditions",
+    "with_stated_in_place",
     "with_quoted",
 ]

@@ -41,7 +41,7 @@ from rlm.run.typed.examples_given import without_examples
 from rlm.run.typed.placeholders import quoted_texts
 from rlm.run.typed.vocabulary import MAX_FILTERS, TEXT_MATCHES
 
-__all__ = ["excluded", "left_out", "negated", "unstated", "with_conditions"]
+__all__ = ["excluded", "left_out", "negated", "said_filter", "unstated", "with_conditions"]
 
 # Values that stand for no condition when a question states them ("answer yes or no").
 _NOT_CONDITIONS = frozenset({"yes", "no", "true", "false", "none", "null", "n/a", "unknown", "other", "all"})
@@ -121,6 +121,11 @@ def unstated(question: str, content: str | None, table: dict[str, Any], found: s
         elif not stems and _an_id(f.value) and f.value.casefold() not in words:
             out.append(f"{f.column.name} {f.cmp} {f.value!r}")
     return out
+
+
+def said_filter(f: dict[str, Any]) -> str:
+    """A filter as sent, in the words `unstated` names it with: `program = 'sshd'`."""
+    return f"{f.get('column')} {f.get('cmp')} {f.get('value')!r}"
 
 
 def _an_id(value: str) -> bool:

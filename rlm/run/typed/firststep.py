@@ -34,7 +34,7 @@ from rlm.run.typed.asked import as_number, asked_column, best_named, name_words,
 from rlm.run.typed.check import Problem, check_action, shown_value
 from rlm.run.typed.columns import NUMBER, TEXT, Column, table_columns
 from rlm.run.typed.compile import checked_query, compile_sql
-from rlm.run.typed.conditions import unstated
+from rlm.run.typed.conditions import said_filter, unstated
 from rlm.run.typed.placeholders import quoted_texts
 from rlm.run.typed.quoted import HoldsText, with_question_conditions
 from rlm.run.typed.spans import asks_a_span
@@ -254,7 +254,7 @@ def onto_first_step(
     dropped = []
     if len(where) >= MAX_FILTERS:
         made_up = set(unstated(question, content, table, set()))
-        dropped = [f for f in where if isinstance(f, dict) and _said(f) in made_up][:1]
+        dropped = [f for f in where if isinstance(f, dict) and said_filter(f) in made_up][:1]
         where = [f for f in where if f not in dropped]
     amended = {**query, "where": [*where, kept_to]}
     try:
@@ -262,13 +262,10 @@ def onto_first_step(
     except Problem:
         return None
     kept = f" (kept to {', '.join(step.conditions)})" if step.conditions else ""
-    gave_way = f", in place of {_said(dropped[0])}, which the question does not state" if dropped else ""
+    gave_way = (
+        f", in place of {said_filter(dropped[0])}, which the question does not state" if dropped else ""
+    )
     return amended, (
         f"the question first asks for one {step.column.name}: rlm ranked them{kept} and found "
         f"{step.shown}; {step.column.name} = {shown_value(step.value)} is added to where{gave_way}"
     )
-
-
-def _said(f: dict[str, Any]) -> str:
-    """A filter as rlm.run.typed.conditions.unstated names it: `program = 'sshd'`."""
-    return f"{f.get('column')} {f.get('cmp')} {f.get('value')!r}"

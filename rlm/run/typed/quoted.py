@@ -41,7 +41,7 @@ from typing import Any, Protocol
 from rlm.run.typed.check import Problem, check_action
 from rlm.run.typed.columns import table_columns
 from rlm.run.typed.compile import read_json
-from rlm.run.typed.conditions import negated, with_conditions
+from rlm.run.typed.conditions import negated, said_filter, unstated, with_conditions
 from rlm.run.typed.examples_given import without_examples
 from rlm.run.typed.fields import names_a_field
 from rlm.run.typed.markers import marker_quotes
@@ -55,6 +55,7 @@ __all__ = [
     "quoted_left_out",
     "quoted_part",
     "with_question_conditions",
+    "with_stated_in_place",
     "with_quoted",
 ]
 
@@ -217,6 +218,35 @@ def with_question_conditions(
     if windowed is not None:
         query, added = windowed[0], [*added, *windowed[1]]
     return (query, added) if added else None
+
+
+def with_stated_in_place(
+    question: str, content: str, table: dict[str, Any], holds_text: HoldsText, found: set[str]
+) -> tuple[dict[str, Any], list[str]] | None:
+    """with_question_conditions; and where the action's filters are as many as it takes, so that
+    a condition the question names has no room, the filters the question states in no way
+    (rlm.run.typed.conditions.unstated; not a value an earlier query `found`) give their place
+    to it. A run's four made-up filters (`level != 'INFO'`, twice) left no room for the line
+    the question quoted, and its count was 0. None where nothing is added."""
+    amended = with_question_conditions(question, content, table, holds_text)
+    if amended is not None:
+        return amended
+    try:
+        action = read_json(content)
+    except Problem:
+        return None
+    where = _where(action)
+    if len(where) < MAX_FILTERS:
+        return None
+    made_up = set(unstated(question, content, table, found))
+    kept = [f for f in where if not (isinstance(f, dict) and said_filter(f) in made_up)]
+    if len(kept) == len(where):
+        return None
+    again = with_question_conditions(question, json.dumps({**action, "where": kept}), table, holds_text)
+    if again is None:
+        return None
+    dropped = "; ".join(said_filter(f) for f in where if f not in kept)
+    return again[0], [*again[1][:-1], f"{again[1][-1]} (in place of {dropped}, which it does not state)"]
 
 
 def quoted_left_out(
