@@ -229,3 +229,35 @@ def test_a_group_in_its_keys_order_is_no_first_step_of_the_models(taxis: dict[st
     assert kept is not None and kept[0]["where"] == [
         {"column": "dropoff_zone", "cmp": "=", "value": step.value}
     ]
+
+
+ACCESS = DATA / "access.log"
+
+
+def test_the_cli_answers_of_the_key_with_the_largest_total_of_an_amount(tmp_path: Path) -> None:
+    """ "the <column> that ... the most <amount>": the key with the largest total of that amount
+    column, not of lines. Through the CLI, the real worker and a model that counts every line,
+    the count it is shown is of that key's requests."""
+    totals: Counter[str] = Counter()
+    lines: Counter[str] = Counter()
+    for x in ACCESS.read_text().splitlines():
+        m = re.match(r'(\S+) .*" \d{3} (\d+|-) ', x)
+        if m:
+            totals[m[1]] += int(m[2]) if m[2] != "-" else 0
+            lines[m[1]] += 1
+    (top, most), (_, second) = totals.most_common(2)
+    assert most > second and top != lines.most_common(1)[0][0]  # not the address of the most lines
+    table = _table(ACCESS, tmp_path / "cache")
+    holds, rows = _helpers(ACCESS, table)
+    question = "Find the ip that was sent the most bytes in total. How many requests did it make?"
+    step = first_step(question, table, holds, rows)
+    assert step is not None and step.column.name == "ip" and step.value == top, step
+    # A kind of row the question names that no condition states is not read.
+    assert (
+        first_step("Find the ip sent the most bytes by crawlers. Then its requests?", table, holds, rows)
+        is None
+    )
+    proc, stub = ask_typed_once(ACCESS, question, {"op": "count"}, str(lines[top]), cwd=tmp_path)
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert f"ip = {top!r} is added to where" in told and re.search(rf"\b{lines[top]}\b", told), told[-900:]
+    assert proc.returncode == 0 and proc.stdout == f"{lines[top]}\n", proc.stderr

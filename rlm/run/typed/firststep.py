@@ -6,6 +6,9 @@ rows. A small model runs the second query alone, over every row: a total of the 
 where that of one key's rows was asked. Told that the question asks in two steps, it sends the
 same query again.
 
+Where the words after "most" name a column of amounts ("the host sent the most bytes in
+total"), the ranking is of each key's total of it, not of its lines.
+
 The first step may also find one row, by the largest or smallest value of a column ("the
 single ride with the biggest tip"; where the table offers how long a row took, "the ride that
 lasted the longest"): its line number is then the key (`line_no = 5366`).
@@ -77,6 +80,8 @@ _ROW_WORDS = frozenset(
 _SPAN_WORDS = frozenset(
     singular(w) for w in "duration took lasted long time minus elapsed length spent".split()
 )
+# Words that say the amount ranked by is added up over each key's rows ("the most bytes in total").
+_SUMMED = frozenset(singular(w) for w in "total sum summed overall combined altogether".split())
 _RANKED_ROWS = 5  # rows the probe reads: a NULL or empty key on top is passed over
 
 
@@ -142,9 +147,15 @@ def first_step(
     if column is None:
         return None
     ranking = {"op": "group", "by": column.name, "order": _MOST[extreme[1].lower()], "k": _RANKED_ROWS}
+    # "the most bytes": the total of an amount column the words after the extreme name, not lines.
+    amount = _amount_named(sentence[extreme.end() :], table)
+    own: set[str] = set()
+    if amount is not None and amount.name != column.name:
+        ranking |= {"agg": "sum", "column": amount.name}
+        own = set(name_words(amount.name)) | _SUMMED
     conditions = with_question_conditions(sentence, json.dumps(ranking), table, holds_text)
     action, added = conditions if conditions is not None else (ranking, [])
-    if not _plain(sentence[end:], _covered(sentence, added)):
+    if not _plain(sentence[end:], _covered(sentence, added) | own):
         return None
     try:
         query = compile_sql(action, table)
@@ -162,15 +173,22 @@ def first_step(
     return FirstStep(column, value, shown, tuple(added), column.name)
 
 
+def _amount_named(words: str, table: dict[str, Any]) -> Column | None:
+    """The one column of amounts (no id, code nor time between times) whose name's words are all
+    among `words`, the most of them where several fit."""
+    amounts = [c for c in table_columns(table).columns if c.amount and c.quoted is None and c.span is None]
+    best = best_named(set(_words(words)), amounts)
+    return best[0] if len(best) == 1 else None
+
+
 def _ordered_column(sentence: str, table: dict[str, Any]) -> Column | None:
     """The one number column the sentence names, of amounts (no id or code): all of its name's
     words among the sentence's, the most of them where several fit; or, where the sentence asks
     how long a row took (rlm.run.typed.spans), the table's one time between two of its times."""
     cols = table_columns(table)
     amounts = [c for c in cols.columns if c.amount and c.quoted is None and c.span is None]
-    best = best_named(set(_words(sentence)), amounts)
-    if best:
-        return best[0] if len(best) == 1 else None
+    if best_named(set(_words(sentence)), amounts):
+        return _amount_named(sentence, table)
     spans = [c for c in cols.columns if c.span is not None]
     return spans[0] if len(spans) == 1 and asks_a_span(sentence) else None
 
