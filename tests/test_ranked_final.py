@@ -221,3 +221,25 @@ def test_the_cli_refuses_once_the_value_beside_a_lower_row_of_the_largest(tmp_pa
     assert proc.returncode == 0 and proc.stdout == f"{first}\n", proc.stderr
     refused = stub.requests[2]["body"]["messages"][-1]["content"]
     assert "your answer is not the first row" in refused and first in refused
+
+
+def test_a_ranking_sent_again_after_a_refused_final_keeps_the_conditions_rlm_added(tmp_path: Path) -> None:
+    """Through the CLI and the real worker: rlm adds the borough the question names to a ranking,
+    the model answers a lower row and is refused; it sends its ranking again, which keeps the
+    borough this time (a ranking of every trip's zone is no answer), and its first row is taken."""
+    ranking = _ranking()
+    group = json.dumps({"op": "group", "by": "dropoff_zone", "k": 20})  # no borough: rlm adds it
+    replies = [
+        group,
+        json.dumps({"op": "final", "answer": ranking[2]}),
+        group,
+        json.dumps({"op": "final", "answer": ranking[0]}),
+        json.dumps({"answer": ranking[0]}),
+    ]
+    proc, stub = ask_typed_cli(TAXIS, QUESTION, replies, cwd=tmp_path)
+    assert (
+        "final refused: the question asks for the most" in stub.requests[2]["body"]["messages"][-1]["content"]
+    )
+    again = stub.requests[3]["body"]["messages"][-1]["content"]
+    assert "dropoff_borough = 'Brooklyn'" in again, again[-900:]
+    assert proc.returncode == 0 and proc.stdout == f"{ranking[0]}\n", proc.stderr

@@ -392,13 +392,16 @@ class Node:
 
         The conditions the question names that the model's query leaves out are added once
         (rlm.run.typed.conditions), and the measure its words ask for taken once: the same
-        action sent again after that runs as written."""
+        action sent again after that runs as written, but right after a refused final."""
         assert self.table is not None
         try:
             asked = json.dumps(read_json(content), sort_keys=True)
         except Problem:
             return action, content, [], None, None, None
-        if asked in self.amended:
+        # Sent again, an action rlm amended runs as written: the model's way to undo rlm's change.
+        # Not right after a refused final: a small model sends its last query again then, told to
+        # find the value asked, and the query as written was a ranking of other rows.
+        if asked in self.amended and not self.look_again:
             return action, content, [], None, None, None
         amended = with_stated_in_place(self.question, content, self.table, self.runner.holds_text, self.found)
         text, added = (json.dumps(amended[0], ensure_ascii=False), amended[1]) if amended else (content, [])
