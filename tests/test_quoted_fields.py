@@ -467,3 +467,21 @@ def test_a_csv_lines_fields_beside_a_counted_word_are_no_number_written_with_it(
     assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
     told = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "<warn>" not in told and re.search(rf"\b{want}\b", told)
+
+
+def test_a_value_a_column_lists_is_no_unit_of_a_number_the_lines_write_before_it(tmp_path: Path) -> None:
+    """`148 WARN` in a raw line: the number is the line's pid, and WARN a value of its level
+    column. A count of that level's lines stays a count (through the CLI, the real worker and a
+    model that sends the right count); the table offers no `<warn>` amount."""
+    path = LOGHUB / "HDFS_2k.log"
+    want = sum(1 for x in path.read_text().splitlines() if x.split()[3:4] == ["WARN"])
+    assert want > 0
+    question = "How many WARN lines does this HDFS log hold? Just the number."
+    table = open_source(str(path), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None
+    assert not read_fields(with_quoted_fields(table, question, lambda: sample_lines(str(path))))
+    sent = {"op": "count", "where": [{"column": "level", "cmp": "=", "value": "WARN"}]}
+    proc, stub = ask_typed_once(path, question, sent, str(want), cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "<warn>" not in told and re.search(rf"\b{want}\b", told)

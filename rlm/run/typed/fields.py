@@ -399,13 +399,28 @@ def _next_word(question: str, word: str) -> str | None:
     return after if after and after.lower() not in _NOT_COUNTED | _BETWEEN | _ASKING else None
 
 
+def _listed_values(table: dict[str, Any]) -> set[str]:
+    """The values the table's description lists of its columns, case folded."""
+    listed = table.get("values") or {}
+    return {
+        str(pair[0]).casefold()
+        for values in listed.values()
+        if isinstance(values, list)
+        for pair in values
+        if isinstance(pair, list | tuple) and pair
+    }
+
+
 def _counted_fields(
-    question: str, names: list[str], taken: list[QuotedField], sample: Sample
+    question: str, names: list[str], taken: list[QuotedField], sample: Sample, listed: set[str]
 ) -> list[QuotedField]:
     """The number the lines write just before a word the question asks an amount of (`2364
     bytes`), or else just after it (`size 67108864`), as a field of that word (`<bytes>`), where
-    no column is named so and some of the first lines write it so (its plural or singular)."""
+    no column is named so and some of the first lines write it so (its plural or singular). Not
+    of a value a column lists (`listed`): "WARN-level lines" counts lines of a level, and the
+    number a line writes before `WARN` is its pid, no amount of warnings."""
     known = {n.casefold().strip("<>") for n in names} | {f.name.casefold().strip("<>") for f in taken}
+    known |= listed
     out: list[QuotedField] = []
     for word in _counted_words(question):
         if len(taken) + len(out) >= MAX_FIELDS:
@@ -484,7 +499,7 @@ def with_quoted_fields(
     if address and _ADDRESS_NAME not in {n.casefold() for n in names}:
         fields += [f for f in [_address_field(fields, lines)] if f is not None]
     fields += _shape_fields(question, names, fields, lines) if shaped else []
-    fields += _counted_fields(question, names, fields, lines) if counted else []
+    fields += _counted_fields(question, names, fields, lines, _listed_values(table)) if counted else []
     return {**table, FIELDS_KEY: [f.as_json() for f in fields]} if fields else table
 
 
