@@ -160,8 +160,7 @@ def _words(question: str, table: dict[str, Any]) -> str:
 def _quoted_labels(table: dict[str, Any]) -> set[str]:
     """The words a quoted line writes as the name of its number placeholder (`total = N`,
     `elapsed: N`): in the question ("which total was the biggest") they name that number, as a
-    column's name does, and ask for no total. A run summed the values a quote labelled `total`
-    where their largest was asked."""
+    column's name does, and ask for no total."""
     labels = set()
     for field in read_fields(table):
         if not field.number or field.marked or field.counted:
@@ -636,7 +635,7 @@ _BOUNDING = re.compile(
 )
 
 
-# What after a number leaves a range open ("64857 and above", "22+", "1000 onwards").
+# What after a number leaves a range open ("8443 and above", "22+", "1000 onwards").
 _OPEN_END = re.compile(
     r"\s*(?:\+|(?:and|or)\s+(?:above|up|higher|more|over|greater|beyond|later|below|under|lower|less|"
     r"fewer|earlier|down)\b|onwards?\b|upwards?\b|plus\b)",
@@ -647,14 +646,14 @@ _OPEN_END = re.compile(
 def _equal_as_named(
     action: dict[str, Any], checked: Checked, read: _Read
 ) -> tuple[dict[str, Any], str] | None:
-    """A bound (`pid > 64857`) on a number the question writes right after the column's name
-    ("worker pid 64857", "port 22") with no word that compares or bounds it: the rows of that
-    value, `=`. A run counted the snapshots of pids above the one asked about, and answered 0."""
+    """A bound (`port > 8443`) on a number the question writes right after the column's name
+    ("port 8443", "process 4242") with no word that compares or bounds it: the rows of that
+    value, `=`: the rows above it are none of those asked about."""
     text = unquoted(read.question)
     where = action.get("where")
     if not isinstance(where, list) or len(where) != len(checked.where):
         return None
-    compared = {  # the numbers the question compares ("64857 or higher"): bounds, as they are
+    compared = {  # the numbers the question compares ("8443 or higher"): bounds, as they are
         n
         for pattern, _ in STATED
         for m in pattern.finditer(text)

@@ -226,8 +226,8 @@ def with_stated_in_place(
     """with_question_conditions; and where the action's filters are as many as it takes, so that
     a condition the question names has no room, the filters the question states in no way
     (rlm.run.typed.conditions.unstated; not a value an earlier query `found`) give their place
-    to it. A run's four made-up filters (`level != 'INFO'`, twice) left no room for the line
-    the question quoted, and its count was 0. None where nothing is added."""
+    to it: four made-up filters had left no room for the line a question quoted, and the
+    count was of other rows. None where nothing is added."""
     amended = with_question_conditions(question, content, table, holds_text)
     if amended is not None:
         return amended

@@ -210,9 +210,8 @@ def one_said(
 ) -> tuple[str, str] | None:
     """(note for the model, the answer's doubt) where the question says a line or event of its
     kind occurs once, and the first row of the typed ranking `content` ran counts several
-    lines: the query kept more than the one the question describes (a run ranked every
-    address of a log where one login was asked about, and answered the one on top); None
-    otherwise."""
+    lines: the query kept more than the one the question describes, and its top is the
+    commonest of those, not that line's; None otherwise."""
     checked = ranking_of(content, table)
     thing = _one_thing_said(question)
     if checked is None or checked.agg is not None or thing is None:
@@ -258,9 +257,7 @@ def unasked_top(question: str, answer: str, keys: list[str]) -> str | None:
     only that row, where the question asks for no most, no order and no list. Such a question
     asks about one thing (the line it describes, the one it says there is); the first row of a
     ranking is the commonest of the rows the query kept, which is that thing only if the
-    query's filters kept its rows alone. A run ranked every address of a log, where the question
-    said there was one such login, and answered the address of the brute force on top. None
-    when it fits."""
+    query's filters kept its rows alone. None when it fits."""
     if len(keys) < 2 or keys[0] == keys[1] or _RANKS.search(question) or _MANY.search(question):
         return None
     if _HOW_MANY.search(question) or not _names(answer, keys[0]):

@@ -1,10 +1,10 @@
 """What a question names that only the table's nested parts hold, which no typed query reads.
 
 A JSON record's objects are offered one level down (`connections.idle`: rlm.run.typed.columns);
-a field deeper than that, or inside a list (`upstreams.<name>.peers[].state`), is held in the
+a field deeper than that, or inside a list (`pools.<name>.members[].health`), is held in the
 table and read by no op of the typed vocabulary. A question about such a field gets a query of
-what can be read, and its answer is of another thing: asked which peers were ever in some
-state, a run listed the one top-level address column, grounded and wrong. Where the question
+what can be read, and its answer is of another thing, grounded in that query's rows and
+wrong. Where the question
 names a field only those parts hold, and no column offered has that word in its name, the
 answer is in doubt.
 """
