@@ -133,3 +133,28 @@ def test_one_thing_said_is_read_outside_the_answers_form(tmp_path: Path, questio
     assert (one_said(question, content, printed, table) is not None) is said
     counted_once = "worker | count\n-------+------\nw-08   | 1\n(1 row)\n"
     assert one_said(question, content, counted_once, table) is None
+
+
+def test_a_top_one_is_run_again_to_see_whether_its_row_is_alone(tmp_path: Path) -> None:
+    """Through the CLI and the real worker: a ranking cut at one row says nothing of whether it
+    is alone. Where no most is asked, rlm runs it again for two rows: a first row among several
+    is refused once and in doubt after; a row that is alone (the rows of the one job the
+    question names) is taken."""
+    jobs = tmp_path / "jobs.csv"
+    _write_jobs(jobs)
+    top_one = json.dumps({"op": "top", "column": "worker", "k": 1})
+
+    def final(answer: str) -> str:
+        return json.dumps({"op": "final", "answer": answer})
+
+    question = "The log holds one job that was cut short. Which worker ran it?"
+    replies = [top_one, final("w-17"), top_one, final("w-17"), json.dumps({"answer": "w-17"})]
+    proc, stub = ask_typed_cli(jobs, question, replies, cwd=tmp_path)
+    assert "the question asks for no most" in stub.requests[2]["body"]["messages"][-1]["content"]
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+    # The question names the aborted job: rlm keeps the ranking to it, and its one row is alone.
+    question = "Which worker ran the aborted job?"
+    replies = [top_one, final("w-08"), json.dumps({"answer": "w-08"})]
+    proc, stub = ask_typed_cli(jobs, question, replies, cwd=tmp_path)
+    assert "event = 'aborted'" in stub.requests[1]["body"]["messages"][-1]["content"]
+    assert proc.returncode == 0 and proc.stdout == "w-08\n", proc.stderr

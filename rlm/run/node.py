@@ -42,7 +42,7 @@ from rlm.run.typed import (
 )
 from rlm.run.typed.as_shown import as_shown, shown_cells
 from rlm.run.typed.check import Problem
-from rlm.run.typed.compile import amendable, read_json
+from rlm.run.typed.compile import amendable, compile_sql, read_json
 from rlm.run.typed.describe import example_cells
 from rlm.run.typed.fields import sample_lines, with_quoted_fields
 from rlm.run.typed.filled import onto_filled_field
@@ -147,6 +147,7 @@ class Node:
         # a final naming a lower one where the most is asked is refused once too, then in doubt.
         self.ranked: list[str] = []
         self.shown_keys: list[str] = []  # the keys of the last query, if it ranked
+        self.cut_ranking: str | None = None  # that query, where its LIMIT cut it to one row
         # Fields the question names that no typed query reads (rlm.run.typed.unreached).
         self.unreached = unreached_doubt(question, self.table) if self.table else None
         # The (key, count or total) rows of the last typed query, if a ranking: a final giving a
@@ -269,6 +270,9 @@ class Node:
                 self.ranked = keys
             if outcome.ok:  # of the last query that ran: a later one may have kept one row
                 self.shown_keys = keys
+                # One row of a ranking its LIMIT cut: whether it is alone is asked when it matters.
+                cut = len(keys) == 1 and not ranked_in_full(outcome.observation)
+                self.cut_ranking = ran if cut else None
             self.found_filter = found_filter(ran, keys, table) or self.found_filter
             self.measured = ranked_measures(ran, outcome.observation, table) if outcome.ok else []
             self.shown_cells = shown_cells(outcome.observation) if outcome.ok else self.shown_cells
@@ -545,9 +549,23 @@ class Node:
             ("counted", lambda: measure_for_key(self.question, answer, self.measured)),
             ("short", lambda: list_left_short(self.question, answer, self.measured, self.in_full)),
             ("early", self._one_step_short),
-            ("unasked", lambda: unasked_top(self.question, answer, self.shown_keys)),
+            ("unasked", lambda: unasked_top(self.question, answer, self._keys_past_the_cut())),
         )
         return next(((which, why) for which, check in checks if (why := check()) is not None), None)
+
+    def _keys_past_the_cut(self) -> list[str]:
+        """The keys of the last ranking; where its LIMIT cut it to one row, its first two, run
+        again once (a small model asks for the top 1, which says nothing of whether it is alone)."""
+        if self.cut_ranking is None or self.table is None:
+            return self.shown_keys
+        cut, self.cut_ranking = self.cut_ranking, None
+        try:
+            query = compile_sql({**read_json(cut), "k": 2}, self.table)
+        except (ValueError, Problem):
+            return self.shown_keys
+        rows = self.runner.first_rows(query, limit=2)
+        self.shown_keys = [r[0] for r in rows if r] if rows else self.shown_keys
+        return self.shown_keys
 
     def _one_step_short(self) -> str | None:
         """Why a final is early: the question asks in two steps, and no query filtered on a value
