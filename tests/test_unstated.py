@@ -117,3 +117,17 @@ def test_made_up_filters_give_their_place_to_the_line_the_question_quotes(tmp_pa
     assert "line contains 'status: 200'" in told and "(in place of level != 'WARNING';" in told, told[-900:]
     assert f"\n{want}\n" in told
     assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
+
+
+def test_a_filters_copies_give_their_place_to_the_line_the_question_quotes(tmp_path: Path) -> None:
+    """One filter written four times leaves no room either: its copies give their place to the
+    quoted line, the model told, and the count is Python's over the raw lines."""
+    log = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "loghub" / "OpenStack_2k.log"
+    want = sum(1 for x in log.read_text().splitlines() if " INFO " in x and "status: 200" in x)
+    info = {"column": "level", "cmp": "=", "value": "INFO"}
+    sent = {"op": "count", "where": [info, info, info, info]}
+    question = "How many INFO lines write 'status: 200'?"
+    proc, stub = ask_typed_once(log, question, sent, str(want), cwd=tmp_path)
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "(in place of a copy of level = 'INFO')" in told and f"\n{want}\n" in told, told[-900:]
+    assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr

@@ -224,10 +224,10 @@ def with_stated_in_place(
     question: str, content: str, table: dict[str, Any], holds_text: HoldsText, found: set[str]
 ) -> tuple[dict[str, Any], list[str]] | None:
     """with_question_conditions; and where the action's filters are as many as it takes, so that
-    a condition the question names has no room, the filters the question states in no way
-    (rlm.run.typed.conditions.unstated; not a value an earlier query `found`) give their place
-    to it: four made-up filters had left no room for the line a question quoted, and the
-    count was of other rows. None where nothing is added."""
+    a condition the question names has no room, a filter's copies, then the filters the
+    question states in no way (rlm.run.typed.conditions.unstated; not a value an earlier query
+    `found`), give their place to it: four such filters had left no room for the line a
+    question quoted, and the count was of other rows. None where nothing is added."""
     amended = with_question_conditions(question, content, table, holds_text)
     if amended is not None:
         return amended
@@ -238,15 +238,24 @@ def with_stated_in_place(
     where = _where(action)
     if len(where) < MAX_FILTERS:
         return None
-    made_up = set(unstated(question, content, table, found))
-    kept = [f for f in where if not (isinstance(f, dict) and said_filter(f) in made_up)]
+    # A filter written twice holds no more rows apart than once: its copies go first.
+    kept = [f for i, f in enumerate(where) if f not in where[:i]]
+    copies = list(dict.fromkeys(said_filter(f) for i, f in enumerate(where) if f in where[:i]))
+    dropped: list[str] = []
+    if len(kept) >= MAX_FILTERS:
+        made_up = set(unstated(question, content, table, found))
+        dropped = [said_filter(f) for f in kept if isinstance(f, dict) and said_filter(f) in made_up]
+        kept = [f for f in kept if not (isinstance(f, dict) and said_filter(f) in made_up)]
     if len(kept) == len(where):
         return None
     again = with_question_conditions(question, json.dumps({**action, "where": kept}), table, holds_text)
     if again is None:
         return None
-    dropped = "; ".join(said_filter(f) for f in where if f not in kept)
-    return again[0], [*again[1][:-1], f"{again[1][-1]} (in place of {dropped}, which it does not state)"]
+    gave_way = [
+        *([f"a copy of {'; '.join(copies)}"] if copies else []),
+        *([f"{'; '.join(dropped)}, which it does not state"] if dropped else []),
+    ]
+    return again[0], [*again[1][:-1], f"{again[1][-1]} (in place of {', and '.join(gave_way)})"]
 
 
 def quoted_left_out(
