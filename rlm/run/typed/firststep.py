@@ -6,8 +6,8 @@ rows. A small model runs the second query alone, over every row: a total of the 
 where that of one key's rows was asked. Told that the question asks in two steps, it sends the
 same query again.
 
-Where the words after "most" name a column of amounts ("the host sent the most bytes in
-total"), the ranking is of each key's total of it, not of its lines.
+Where the words after "most" name a column of amounts ("the zone with the most fare"), the
+ranking is of each key's total of it, not of its lines.
 
 The first step may also find one row, by the largest or smallest value of a column ("the
 single ride with the biggest tip"; where the table offers how long a row took, "the ride that
@@ -80,7 +80,7 @@ _ROW_WORDS = frozenset(
 _SPAN_WORDS = frozenset(
     singular(w) for w in "duration took lasted long time minus elapsed length spent".split()
 )
-# Words that say the amount ranked by is added up over each key's rows ("the most bytes in total").
+# Words that say the amount ranked by is added up over each key's rows ("the most fare overall").
 _SUMMED = frozenset(singular(w) for w in "total sum summed overall combined altogether".split())
 _RANKED_ROWS = 5  # rows the probe reads: a NULL or empty key on top is passed over
 
@@ -147,7 +147,7 @@ def first_step(
     if column is None:
         return None
     ranking = {"op": "group", "by": column.name, "order": _MOST[extreme[1].lower()], "k": _RANKED_ROWS}
-    # "the most bytes": the total of an amount column the words after the extreme name, not lines.
+    # "the most <amount>": the total of an amount column the words after the extreme name, not lines.
     amount = _amount_named(sentence[extreme.end() :], table)
     own: set[str] = set()
     if amount is not None and amount.name != column.name:
