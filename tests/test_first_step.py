@@ -235,7 +235,7 @@ ACCESS = DATA / "access.log"
 
 
 def test_the_cli_answers_of_the_key_with_the_largest_total_of_an_amount(tmp_path: Path) -> None:
-    """ "the <column> that ... the most <amount>": the key with the largest total of that amount
+    """ "the <column> that ... the most <amount>": the key whose total of that amount is largest
     column, not of lines. Through the CLI, the real worker and a model that counts every line,
     the count it is shown is of that key's requests."""
     totals: Counter[str] = Counter()
@@ -249,12 +249,12 @@ def test_the_cli_answers_of_the_key_with_the_largest_total_of_an_amount(tmp_path
     assert most > second and top != lines.most_common(1)[0][0]  # not the address of the most lines
     table = _table(ACCESS, tmp_path / "cache")
     holds, rows = _helpers(ACCESS, table)
-    question = "Find the ip that got the most bytes overall. How many requests did it make?"
+    question = "Find the ip which received the most bytes overall. What is its number of requests?"
     step = first_step(question, table, holds, rows)
     assert step is not None and step.column.name == "ip" and step.value == top, step
     # A kind of row the question names that no condition states is not read.
     assert (
-        first_step("Find the ip sent the most bytes by crawlers. Then its requests?", table, holds, rows)
+        first_step("Find the ip receiving most bytes from crawlers. Then its requests?", table, holds, rows)
         is None
     )
     proc, stub = ask_typed_once(ACCESS, question, {"op": "count"}, str(lines[top]), cwd=tmp_path)

@@ -6,7 +6,7 @@ rows. A small model runs the second query alone, over every row: a total of the 
 where that of one key's rows was asked. Told that the question asks in two steps, it sends the
 same query again.
 
-Where the words after "most" name a column of amounts ("the zone with the most fare"), the
+Where the words after "most" name a column of amounts ("the most fare" of a zone), the
 ranking is of each key's total of it, not of its lines.
 
 The first step may also find one row, by the largest or smallest value of a column ("the
