@@ -249,7 +249,7 @@ def test_the_cli_answers_of_the_key_with_the_largest_total_of_an_amount(tmp_path
     assert most > second and top != lines.most_common(1)[0][0]  # not the address of the most lines
     table = _table(ACCESS, tmp_path / "cache")
     holds, rows = _helpers(ACCESS, table)
-    question = "Find the ip which received the most bytes overall. What is its number of requests?"
+    question = "Find the ip that received most bytes overall. What is its number of requests?"
     step = first_step(question, table, holds, rows)
     assert step is not None and step.column.name == "ip" and step.value == top, step
     # A kind of row the question names that no condition states is not read.

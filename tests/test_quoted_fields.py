@@ -476,7 +476,7 @@ def test_a_value_a_column_lists_is_no_unit_of_a_number_the_lines_write_before_it
     path = LOGHUB / "HDFS_2k.log"
     want = sum(1 for x in path.read_text().splitlines() if x.split()[3:4] == ["WARN"])
     assert want > 0
-    question = "How many WARN entries sit in this HDFS file? Just the number."
+    question = "How many WARN-tagged entries sit in this HDFS file? Give a number."
     table = open_source(str(path), cache_dir=str(tmp_path / "cache")).profile.table
     assert table is not None
     assert not read_fields(with_quoted_fields(table, question, lambda: sample_lines(str(path))))
