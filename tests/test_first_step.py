@@ -234,7 +234,7 @@ def test_a_group_in_its_keys_order_is_no_first_step_of_the_models(taxis: dict[st
 ACCESS = DATA / "access.log"
 
 
-def test_the_cli_answers_of_the_key_with_the_largest_total_of_an_amount(tmp_path: Path) -> None:
+def test_the_cli_answers_of_the_key_whose_amount_adds_up_highest(tmp_path: Path) -> None:
     """ "the <column> that ... the most <amount>": the key whose total of that amount is largest
     column, not of lines. Through the CLI, the real worker and a model that counts every line,
     the count it is shown is of that key's requests."""
