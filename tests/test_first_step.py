@@ -13,7 +13,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from conftest import ask_typed_once, run_typed
+from conftest import ask_typed_cli, ask_typed_once, run_typed
 
 from rlm.input.source import open_source
 from rlm.run.runner import text_pattern
@@ -261,3 +261,30 @@ def test_the_cli_answers_of_the_key_whose_amount_adds_up_highest(tmp_path: Path)
     told = stub.requests[1]["body"]["messages"][-1]["content"]
     assert f"ip = {top!r} is added to where" in told and re.search(rf"\b{lines[top]}\b", told), told[-900:]
     assert proc.returncode == 0 and proc.stdout == f"{lines[top]}\n", proc.stderr
+
+
+def test_the_second_query_sent_again_after_a_refused_final_is_the_one_rlm_ran(tmp_path: Path) -> None:
+    """A final of the wrong kind is refused, and the model sends its count again: that is the
+    count rlm ran, kept to the key the first step found (shown again as a repeat), not the
+    count of every row, and the figure is taken."""
+    lines = AUTH.read_text().splitlines()
+    failing = [m[1] for x in lines if "Failed password" in x and (m := re.search(r"from (\S+) port", x))]
+    top, _ = Counter(failing).most_common(1)[0]
+    want = sum(1 for x in lines if "Failed password for root from" in x and f"from {top} port" in x)
+    question = (
+        "Find the source IP with the most 'Failed password' lines. How many of its failed logins "
+        "were for the user root? Just the number."
+    )
+    sent = json.dumps({"op": "count", "where": [{"column": "user", "cmp": "=", "value": "root"}]})
+    replies = [
+        sent,
+        json.dumps({"op": "final", "answer": top}),  # an address where a number is asked: refused
+        sent,
+        json.dumps({"op": "final", "answer": str(want)}),
+        json.dumps({"answer": str(want)}),
+    ]
+    proc, stub = ask_typed_cli(AUTH, question, replies, cwd=tmp_path)
+    assert "final refused" in stub.requests[2]["body"]["messages"][-1]["content"]
+    again = stub.requests[3]["body"]["messages"][-1]["content"]
+    assert "not run: you already ran exactly this at step 1" in again and re.search(rf"\b{want}\b", again)
+    assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr

@@ -96,7 +96,8 @@ def test_a_first_row_counting_many_lines_where_one_is_said_is_in_doubt(tmp_path:
     _write_jobs(jobs)
     question = "Exactly one job got cut short today. Which worker ran it? Give the worker alone."
     first = json.dumps({"op": "group", "by": "worker", "k": 1})
-    replies = [first, json.dumps({"op": "final", "answer": "w-17"}), json.dumps({"answer": "w-17"})]
+    final = json.dumps({"op": "final", "answer": "w-17"})
+    replies = [first, final, first, final, json.dumps({"answer": "w-17"})]
     proc, stub = ask_typed_cli(jobs, question, replies, cwd=tmp_path)
     told = stub.requests[1]["body"]["messages"][-1]["content"]
     assert (
@@ -104,9 +105,8 @@ def test_a_first_row_counting_many_lines_where_one_is_said_is_in_doubt(tmp_path:
         in told
     )
     assert proc.returncode == 1 and proc.stdout == "", proc.stderr
-    assert latest_trace(tmp_path)["synthesis"]["doubts"] == [
-        "rows: ranked 'w-17' first with 299 lines, where the question says there is one"
-    ]
+    doubts = latest_trace(tmp_path)["synthesis"]["doubts"]
+    assert "rows: ranked 'w-17' first with 299 lines, where the question says there is one" in doubts
 
 
 @pytest.mark.parametrize(

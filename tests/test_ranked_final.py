@@ -225,8 +225,9 @@ def test_the_cli_refuses_once_the_value_beside_a_lower_row_of_the_largest(tmp_pa
 
 def test_a_ranking_sent_again_after_a_refused_final_keeps_the_conditions_rlm_added(tmp_path: Path) -> None:
     """Through the CLI and the real worker: rlm adds the borough the question names to a ranking,
-    the model answers a lower row and is refused; it sends its ranking again, which keeps the
-    borough this time (a ranking of every trip's zone is no answer), and its first row is taken."""
+    the model answers a lower row and is refused; it sends its ranking again, which is the
+    ranking rlm ran, with the borough (a ranking of every trip's zone is no answer): shown again
+    as a repeat, its first row is taken."""
     ranking = _ranking()
     group = json.dumps({"op": "group", "by": "dropoff_zone", "k": 20})  # no borough: rlm adds it
     replies = [
@@ -241,5 +242,6 @@ def test_a_ranking_sent_again_after_a_refused_final_keeps_the_conditions_rlm_add
         "final refused: the question asks for the most" in stub.requests[2]["body"]["messages"][-1]["content"]
     )
     again = stub.requests[3]["body"]["messages"][-1]["content"]
-    assert "dropoff_borough = 'Brooklyn'" in again, again[-900:]
+    assert "not run: you already ran exactly this at step 1" in again and ranking[0] in again, again[-900:]
+    assert "dropoff_borough" in latest_trace(tmp_path)["steps"][2]["action"]["args"]["code"]  # rlm's query
     assert proc.returncode == 0 and proc.stdout == f"{ranking[0]}\n", proc.stderr

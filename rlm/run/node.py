@@ -136,8 +136,10 @@ class Node:
         self.unusable = ""  # why the last reply could not be used, if it could not
         # What the question names that the last typed query left out: a final answer after it is in doubt.
         self.left_out: list[str] = []
+        self.doubts_of: dict[str, list[str]] = {}  # each query that ran (its text): its doubts
         # The model's actions (their JSON) rlm added conditions to: sent again, they run as written.
-        self.amended: set[str] = set()
+        # And what each became: sent again right after a refused final, it becomes the same again.
+        self.amended: dict[str, tuple[Action, str]] = {}
         # The kind of value the question asks for: a final of another kind is refused once, and
         # the next turn's grammar offers no final (a small model sends the same final again).
         self.asked = asked_kind(question)
@@ -300,6 +302,12 @@ class Node:
             if outcome.ok and (many := one_said(self.question, ran, outcome.observation, table)) is not None:
                 self.left_out.append(rows_doubt(many[1]))
                 notes.append(many[0])
+            # A query sent again is not run: its doubts are those it had when it ran (a note's
+            # doubt of its rows, a tie) rather than none.
+            if outcome.ok:
+                self.doubts_of[ran] = list(self.left_out)
+            elif outcome.repeated == "result" and ran in self.doubts_of:
+                self.left_out = list(self.doubts_of[ran])
             for note in notes:
                 told = note if told is None else told.rstrip("\n") + "\n" + note
         # The model reads the run's notes (the table's news, a condition left out) after what
@@ -404,9 +412,15 @@ class Node:
             return action, content, [], None, None, None
         # Sent again, an action rlm amended runs as written: the model's way to undo rlm's change.
         # Not right after a refused final: a small model sends its last query again then, told to
-        # find the value asked, and the query as written was a ranking of other rows.
-        if asked in self.amended and not self.look_again:
-            return action, content, [], None, None, None
+        # find the value asked, and the query as written was a ranking of other rows. It is run
+        # as rlm ran it before (a repeat, which the runner answers with what it showed), not
+        # amended anew: a first step is run once, and a query without it is of every row.
+        if asked in self.amended:
+            return (
+                (*self.amended[asked], [], None, None, None)
+                if self.look_again
+                else (action, content, [], None, None, None)
+            )
         amended = with_stated_in_place(self.question, content, self.table, self.runner.holds_text, self.found)
         text, added = (json.dumps(amended[0], ensure_ascii=False), amended[1]) if amended else (content, [])
         # A value named by one of its words, where the lines say the word names its rows.
@@ -442,10 +456,10 @@ class Node:
             self.found.add(str(step.value))
         if not added and measured is None and seconds is None and filled is None and stepped is None:
             return action, content, [], None, None, None
-        self.amended.add(asked)
         query = to_action(text, self.table)
         if isinstance(query, ParseError):  # a filter the table cannot take: run as sent
             return action, content, [], None, None, None
+        self.amended[asked] = (query, text)
         return query, text, added, changed, timed, stepped
 
     def _first_step(self) -> FirstStep | None:
