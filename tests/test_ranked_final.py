@@ -245,3 +245,26 @@ def test_a_ranking_sent_again_after_a_refused_final_keeps_the_conditions_rlm_add
     assert "not run: you already ran exactly this at step 1" in again and ranking[0] in again, again[-900:]
     assert "dropoff_borough" in latest_trace(tmp_path)["steps"][2]["action"]["args"]["code"]  # rlm's query
     assert proc.returncode == 0 and proc.stdout == f"{ranking[0]}\n", proc.stderr
+
+
+def test_a_list_left_short_sent_again_after_its_query_is_repeated_is_in_doubt(tmp_path: Path) -> None:
+    """Through the CLI and the real worker: a list that leaves out a value its ranking shows is
+    refused once; the model sends the same ranking (not run: a repeat) and the same list. The
+    repeat shows what the ranking showed, so the list is checked against it: in doubt, withheld."""
+    events = tmp_path / "events.csv"
+    rows = ["retry"] * 40 + ["finished"] * 30 + ["aborted"] * 2
+    events.write_text("n,event\n" + "".join(f"{i},{e}\n" for i, e in enumerate(rows)))
+    question = "List every kind of event other than retry that the file writes."
+    ranking = json.dumps({"op": "top", "column": "event", "k": 5})
+    short = json.dumps({"op": "final", "answer": "finished"})
+    replies = [ranking, short, ranking, short, json.dumps({"answer": "finished"})]
+    proc, stub = ask_typed_cli(events, question, replies, cwd=tmp_path)
+    assert (
+        "your answer leaves out values your ranking shows"
+        in stub.requests[2]["body"]["messages"][-1]["content"]
+    )
+    assert "not run: you already ran exactly this" in stub.requests[3]["body"]["messages"][-1]["content"]
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+    assert latest_trace(tmp_path)["synthesis"]["doubts"] == [
+        "kind: the answer lists 1 of the 2 values its ranking shows"
+    ]

@@ -136,7 +136,8 @@ class Node:
         self.unusable = ""  # why the last reply could not be used, if it could not
         # What the question names that the last typed query left out: a final answer after it is in doubt.
         self.left_out: list[str] = []
-        self.doubts_of: dict[str, list[str]] = {}  # each query that ran (its text): its doubts
+        # Each query that ran (its text): its doubts, its ranking's rows, whole or not, and keys.
+        self.shown_of: dict[str, tuple[list[str], list[tuple[str, str]], bool, list[str]]] = {}
         # The model's actions (their JSON) rlm added conditions to: sent again, they run as written.
         # And what each became: sent again right after a refused final, it becomes the same again.
         self.amended: dict[str, tuple[Action, str]] = {}
@@ -302,12 +303,14 @@ class Node:
             if outcome.ok and (many := one_said(self.question, ran, outcome.observation, table)) is not None:
                 self.left_out.append(rows_doubt(many[1]))
                 notes.append(many[0])
-            # A query sent again is not run: its doubts are those it had when it ran (a note's
-            # doubt of its rows, a tie) rather than none.
+            # A query sent again is not run: what the final is checked against is what it showed
+            # when it ran (its doubts: a note on its rows, a tie; its ranking, whole or not),
+            # not nothing. A list left short, refused once, was taken whole after a repeat.
             if outcome.ok:
-                self.doubts_of[ran] = list(self.left_out)
-            elif outcome.repeated == "result" and ran in self.doubts_of:
-                self.left_out = list(self.doubts_of[ran])
+                self.shown_of[ran] = (list(self.left_out), self.measured, self.in_full, self.shown_keys)
+            elif outcome.repeated == "result" and ran in self.shown_of:
+                doubts, self.measured, self.in_full, self.shown_keys = self.shown_of[ran]
+                self.left_out = list(doubts)
             for note in notes:
                 told = note if told is None else told.rstrip("\n") + "\n" + note
         # The model reads the run's notes (the table's news, a condition left out) after what
