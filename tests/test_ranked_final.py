@@ -268,3 +268,32 @@ def test_a_list_left_short_sent_again_after_its_query_is_repeated_is_in_doubt(tm
     assert latest_trace(tmp_path)["synthesis"]["doubts"] == [
         "kind: the answer lists 1 of the 2 values its ranking shows"
     ]
+
+
+def test_a_final_naming_a_lower_row_of_a_ranking_fewest_first_is_refused_with_the_first(
+    tmp_path: Path,
+) -> None:
+    """Through the CLI and the real worker: the fewest asked, the ranking runs fewest first
+    (rlm.run.typed.measure), and a final naming its second row is refused once, the first row
+    named; sent again after the ranking again (a repeat), it is in doubt and withheld."""
+    rides = tmp_path / "rides.csv"
+    counts = {"Dock": 5, "Mill": 3, "Pier": 7, "Quay": 1, "Weir": 9}
+    rows = [zone for zone, n in counts.items() for _ in range(n)]
+    rides.write_text("ride,zone\n" + "".join(f"{i},{z}\n" for i, z in enumerate(rows)))
+    question = "Which zone has the fewest rides?"
+    group = json.dumps({"op": "group", "by": "zone", "k": 10})
+
+    def final(answer: str) -> str:
+        return json.dumps({"op": "final", "answer": answer})
+
+    replies = [group, final("Mill"), group, final("Quay"), json.dumps({"answer": "Quay"})]
+    proc, stub = ask_typed_cli(rides, question, replies, cwd=tmp_path)
+    refused = stub.requests[2]["body"]["messages"][-1]["content"]
+    assert (
+        "final refused: the question asks for the fewest" in refused and "The first row is 'Quay'." in refused
+    )
+    assert proc.returncode == 0 and proc.stdout == "Quay\n", proc.stderr
+    again = [group, final("Mill"), group, final("Mill"), json.dumps({"answer": "Mill"})]
+    proc, _ = ask_typed_cli(rides, question, again, cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+    assert "row 2 of a ranking, fewest first, where the question asks for the fewest" in proc.stderr

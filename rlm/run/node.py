@@ -50,6 +50,7 @@ from rlm.run.typed.firststep import FirstStep, first_step, onto_first_step
 from rlm.run.typed.matched import Matched, counted_filters, found_nothing, matched, shown_count
 from rlm.run.typed.measure import measure_left_out, with_asked_measure
 from rlm.run.typed.ranked import (
+    fewest_first,
     list_left_short,
     lone_value,
     measure_for_key,
@@ -149,6 +150,7 @@ class Node:
         # The keys of the last typed ranking of several rows, in rank order (rlm.run.typed.ranked):
         # a final naming a lower one where the most is asked is refused once too, then in doubt.
         self.ranked: list[str] = []
+        self.ranked_fewest = False  # that ranking is a group fewest first
         self.shown_keys: list[str] = []  # the keys of the last query, if it ranked
         self.cut_ranking: str | None = None  # that query, where its LIMIT cut it to one row
         # Fields the question names that no typed query reads (rlm.run.typed.unreached).
@@ -270,7 +272,7 @@ class Node:
             # A ranking of one row (a top-1 after the refusal) ranks nothing: the last one of
             # several rows is kept.
             if len(keys := ranked_keys(ran, outcome.observation, table) if outcome.ok else []) > 1:
-                self.ranked = keys
+                self.ranked, self.ranked_fewest = keys, fewest_first(ran, table)
             if outcome.ok:  # of the last query that ran: a later one may have kept one row
                 self.shown_keys = keys
                 # One row of a ranking its LIMIT cut: whether it is alone is asked when it matters.
@@ -543,7 +545,7 @@ class Node:
         """The value a refusal (_REFUSED[which]) names for the model to copy, as a sentence; "" where
         none is known. Told only "the first row", the model sent its ranking again, and a ranking
         sent again runs as written, rlm's change to it undone."""
-        if which == "lower" and self.ranked:
+        if which in ("lower", "lower_fewest") and self.ranked:
             return f" The first row is {self.ranked[0]!r}."
         given = answer.strip().replace(",", "")
         counted = next((k for k, m in self.measured if m.replace(",", "") == given), None)
@@ -558,11 +560,17 @@ class Node:
 
     def _answer_doubt(self, answer: str) -> tuple[str, str] | None:
         """(which, why) a final does not answer as the question asks, if it does not (_REFUSED
-        names each): a lower row of a ranking where the most is asked, a row's count where its
+        names each): a lower row of a ranking where the most (fewest) is asked, a row's count where its
         value is, part of a list, the first of two steps only, or the first row of a ranking
         where no most is asked."""
         checks: tuple[tuple[str, Callable[[], str | None]], ...] = (
-            ("lower", lambda: off_top(self.question, answer, self.ranked)),
+            ("lower", lambda: None if self.ranked_fewest else off_top(self.question, answer, self.ranked)),
+            (
+                "lower_fewest",
+                lambda: (
+                    off_top(self.question, answer, self.ranked, fewest=True) if self.ranked_fewest else None
+                ),
+            ),
             ("counted", lambda: measure_for_key(self.question, answer, self.measured)),
             ("short", lambda: list_left_short(self.question, answer, self.measured, self.in_full)),
             ("early", self._one_step_short),
@@ -582,6 +590,9 @@ class Node:
             return self.shown_keys
         rows = self.runner.first_rows(query, limit=2)
         self.shown_keys = [r[0] for r in rows if r] if rows else self.shown_keys
+        if cut in self.shown_of:  # what that query showed, as a repeat of it brings back
+            doubts, measured, in_full, _ = self.shown_of[cut]
+            self.shown_of[cut] = (doubts, measured, in_full, self.shown_keys)
         return self.shown_keys
 
     def _one_step_short(self) -> str | None:
@@ -638,6 +649,8 @@ class Node:
 _REFUSED = {
     "lower": "final refused: the question asks for the most, and your answer is not the first row of "
     "your ranking (the first row is the most).",
+    "lower_fewest": "final refused: the question asks for the fewest, and your answer is not the first row "
+    "of your ranking, fewest first (the first row is the fewest).",
     "counted": "final refused: your answer is the count (or total) your ranking gives a row, and the "
     "question asks which value: that is the row's first column.",
     "short": "final refused: the question asks for a list, and your answer leaves out values your "

@@ -18,6 +18,7 @@ from rlm.run.typed.compile import read_json
 
 __all__ = [
     "list_left_short",
+    "fewest_first",
     "lone_value",
     "measure_for_key",
     "off_top",
@@ -31,6 +32,7 @@ __all__ = [
     "unasked_top",
 ]
 
+_FEWEST = re.compile(r"\b(?:fewest|least|rarest)\b", re.I)  # the one fewest: ranked least first
 # The question asks for one value that is the most: not a list, not a number of them ("top 3").
 _MOST = re.compile(r"\b(?:most|top|busiest|largest|highest|greatest|biggest|commonest)\b", re.I)
 _MANY = re.compile(
@@ -64,14 +66,24 @@ def ranking_of(content: str | None, table: dict[str, Any]) -> Checked | None:
 
 
 def ranked_keys(content: str | None, observation: str, table: dict[str, Any]) -> list[str]:
-    """The keys, in rank order, of the typed ranking `content` ran (its first column, as printed),
-    or of the rows it listed largest value first (the first column after `line_no`: the value
-    beside the largest, which a small model took from the row below); [] for any other action."""
-    if ranking_of(content, table) is not None:
+    """The keys, in rank order, of the typed ranking `content` ran (its first column, as printed;
+    a group fewest first too), or of the rows it listed largest value first (the first column
+    after `line_no`: the value beside the largest, which a small model took from the row below);
+    [] for any other action."""
+    if ranking_of(content, table) is not None or fewest_first(content, table):
         return [cells[0] for cells in printed_rows(observation)]
     if _largest_first(content, table):
         return [cells[1] for cells in printed_rows(observation) if len(cells) > 1]
     return []
+
+
+def fewest_first(content: str | None, table: dict[str, Any]) -> bool:
+    """Whether `content` is a typed `group` ordered least first: its first row is the fewest."""
+    try:
+        checked = check_action(read_json(content), table_columns(table))
+    except Problem:
+        return False
+    return checked.op == "group" and checked.order == "least" and checked.args is None
 
 
 def _largest_first(content: str | None, table: dict[str, Any]) -> bool:
@@ -270,17 +282,26 @@ def unasked_top(question: str, answer: str, keys: list[str]) -> str | None:
     )
 
 
-def off_top(question: str, answer: str, keys: list[str]) -> str | None:
+def off_top(question: str, answer: str, keys: list[str], *, fewest: bool = False) -> str | None:
     """Why `answer` does not fit: it names the key of a lower row and not the first, where the
-    question asks for the one most; None when it fits, or there is no ranking."""
-    if len(keys) < 2 or not _MOST.search(question) or _MANY.search(question) or _names(answer, keys[0]):
+    question asks for the one most (`fewest`: the keys are ranked fewest first, and the question
+    asks for the one fewest); None when it fits, or there is no ranking."""
+    asked = (
+        _FEWEST.search(re.sub(r"\bat\s+least\b", " ", question, flags=re.I))
+        if fewest
+        else _MOST.search(question)
+    )
+    if len(keys) < 2 or not asked or _MANY.search(question) or _names(answer, keys[0]):
         return None
     lower = next(
         (k for k, key in enumerate(keys[1:], start=2) if key != keys[0] and _names(answer, key)), None
     )
     if lower is None:
         return None
-    return f"the answer names row {lower} of a ranking, most first, where the question asks for the most"
+    order = "fewest" if fewest else "most"
+    return (
+        f"the answer names row {lower} of a ranking, {order} first, where the question asks for the {order}"
+    )
 
 
 def lone_value(
