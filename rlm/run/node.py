@@ -543,8 +543,8 @@ class Node:
 
     def _value_to_copy(self, which: str, answer: str) -> str:
         """The value a refusal (_REFUSED[which]) names for the model to copy, as a sentence; "" where
-        none is known. Told only "the first row", the model sent its ranking again, and a ranking
-        sent again runs as written, rlm's change to it undone."""
+        none is known. Told only "the first row", the model sent its ranking again and answered
+        as before."""
         if which in ("lower", "lower_fewest") and self.ranked:
             return f" The first row is {self.ranked[0]!r}."
         given = answer.strip().replace(",", "")
