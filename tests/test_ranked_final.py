@@ -39,6 +39,9 @@ def _ranking() -> list[str]:
         ("Which zone was the most common?", "Park Slope, then Astoria", True),  # the first is named
         ("Which zone was the most common? List the top 3.", "Astoria", True),  # several asked
         ("Which zone had a ride at 3am?", "Astoria", True),  # no most asked
+        # "each" where it tells what the data is asks for nothing; where it asks, it asks for several
+        ("The zone of each ride is its fourth field. Which zone was the most common?", "Astoria", False),
+        ("Which zone was the most common on each day?", "Astoria", True),
     ],
 )
 def test_a_lower_row_misfits_where_the_one_most_is_asked(question: str, answer: str, fits: bool) -> None:

@@ -39,6 +39,17 @@ _MANY = re.compile(
     r"\b(?:top|first|the)\s+(?:\d+|two|three|four|five|six|seven|eight|nine|ten)\b|\blist\b|\bper line\b|\beach\b",
     re.I,
 )
+_SENTENCES = re.compile(r"(?<=[.?!])\s+")
+
+
+def _many_most(question: str) -> bool:
+    """Whether the question asks for several values where it asks for a most: a list or a top N
+    anywhere, or "each" in the sentence that asks for the most ("which host sent the most for
+    each day"). A sentence that only tells what the data is ("the result of each job is ...")
+    asks for nothing."""
+    if _MANY.search(re.sub(r"\beach\b", " ", question, flags=re.I)):
+        return True
+    return any(_MOST.search(s) and re.search(r"\beach\b", s, re.I) for s in _SENTENCES.split(question))
 _RULE = re.compile(r"^-+(?:\+-+)*$")
 # The question asks which value (a name, an address, an id), and not how many lines or how much:
 # a ranking's count or total is then no answer, however much it is a number.
@@ -169,7 +180,7 @@ def top_tied(
     (a tie the order of the keys broke), or the first counts one row (every value counted once:
     a ranking by a column whose values are all distinct, a whole line); None otherwise."""
     checked = ranking_of(content, table)
-    if checked is None or not _MOST.search(question) or _MANY.search(question):
+    if checked is None or not _MOST.search(question) or _many_most(question):
         return None
     rows = printed_rows(observation)
     if not rows or len(rows[0]) < 2:
@@ -291,7 +302,7 @@ def off_top(question: str, answer: str, keys: list[str], *, fewest: bool = False
         if fewest
         else _MOST.search(question)
     )
-    if len(keys) < 2 or not asked or _MANY.search(question) or _names(answer, keys[0]):
+    if len(keys) < 2 or not asked or _many_most(question) or _names(answer, keys[0]):
         return None
     lower = next(
         (k for k, key in enumerate(keys[1:], start=2) if key != keys[0] and _names(answer, key)), None
@@ -318,7 +329,7 @@ def lone_value(
         or checked.k < 2
         or len(keys) != 1
         or not _MOST.search(question)
-        or _MANY.search(question)
+        or _many_most(question)
     ):
         return None
     by = checked.by or checked.column
