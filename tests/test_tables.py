@@ -365,7 +365,7 @@ def test_linux_syslog_matches_loghub(tmp_path: Path, parts: int) -> None:
     _, rows = _rows(LOGHUB / "Linux_2k.log", tmp_path, "SELECT line_no, host, program, pid, message FROM log")
     truth = _structured("Linux")
     parsed = [r for r in rows if r[1] is not None]
-    assert len(parsed) >= 0.99 * len(truth)
+    assert len(parsed) == len(truth)  # a tag of words (`syslogd 1.4.1:`) too
     for line_no, host, program, pid, message in parsed:
         t = truth[line_no]
         assert (host, program, "" if pid is None else str(pid), message.strip()) == (

@@ -63,8 +63,9 @@ def _access_times() -> list[datetime]:
 
 
 def _syslog_times() -> list[tuple[str, str]]:
-    """(month day, clock) of each syslog line (`host program[pid]:` after its time): `("Jul 17", "04:10:59")`."""
-    form = r"^(\w{3}) +(\d+) (\S+) \S+ [^:\[\s]+(?:\[\d+\])?:"
+    """(month day, clock) of each syslog line, whatever its tag (`syslogd 1.4.1: restart.` too):
+    `("Jul 17", "04:10:59")`."""
+    form = r"^(\w{3}) +(\d+) (\d\d:\d\d:\d\d) "
     return [(f"{m[1]} {int(m[2])}", m[3]) for m in re.finditer(form, LINUX.read_text(), re.M)]
 
 

@@ -227,10 +227,14 @@ def _sshd_columns() -> list[tuple[str, str, str]]:
 
 
 # RFC 3164 (optionally with <PRI>, and the loghub Thunderbird prefix
-# "- 1131566461 2005.11.09 dn228 "): "Mon dd hh:mm:ss host program[pid]: message".
+# "- 1131566461 2005.11.09 dn228 "): "Mon dd hh:mm:ss host program[pid]: message". A tag may be
+# words ("syslogd 1.4.1: restart.", "-- root[2421]: ..."); a line with no tag before a colon
+# keeps its time and host, its program NULL and the rest its message. Such lines had no time at
+# all, and a count of a day's lines missed them.
 _RFC3164 = (
     r"^(?:<\d{1,3}>)?(?:\S+ \d{10} \d{4}\.\d\d\.\d\d \S+ )?"
-    r"([A-Z][a-z]{2}) +(\d{1,2}) (\d\d:\d\d:\d\d) (\S+) ([^:\[\s]+)(?:\[(\d+)\])?: ?(.*)$"
+    r"([A-Z][a-z]{2}) +(\d{1,2}) (\d\d:\d\d:\d\d) (\S+) +"
+    r"(?:([^:\[\s]+(?: [^:\[\s]+)*)(?:\[(\d+)\])?: ?)?(.*)$"
 )
 _RFC3164_PY = re.compile(_RFC3164)
 # RFC 5424: "<PRI>1 TIMESTAMP HOST APP PROCID MSGID [SD|-] MSG".
@@ -288,7 +292,7 @@ def _syslog_3164(year: int, *, fast: bool = True) -> TableFormat:
         [
             ("ts", "TIMESTAMP", ts),
             ("host", "VARCHAR", "m.host"),
-            ("program", "VARCHAR", "m.program"),
+            ("program", "VARCHAR", "nullif(m.program, '')"),
             ("pid", "INTEGER", "try_cast(nullif(m.pid, '') AS INTEGER)"),
             ("message", "VARCHAR", "m.message"),
         ],

@@ -43,7 +43,7 @@ __all__ = [
     "build_progress",
 ]
 
-TABLE_VERSION = 13  # 13: a found text column of fewer than 40 values listed whole; 12: a syslog's sshd columns in tables of their own, joined by position; 11: the text columns that hold IP addresses; 10: a CSV's `line` computed from its fields, not stored; 9: lead-ins of free-text columns; 8: parts of different formats each parsed by its own; 2: a log stored in parts, current storage format; 3: common values; 4: sshd login events name their method; 5: example queries; 6: up to 40 values a column; 7: a CSV's header and blank JSON lines are not rows
+TABLE_VERSION = 14  # 14: a syslog line whose tag is not one word keeps its time and host; 13: a found text column of fewer than 40 values listed whole; 12: a syslog's sshd columns in tables of their own, joined by position; 11: the text columns that hold IP addresses; 10: a CSV's `line` computed from its fields, not stored; 9: lead-ins of free-text columns; 8: parts of different formats each parsed by its own; 2: a log stored in parts, current storage format; 3: common values; 4: sshd login events name their method; 5: example queries; 6: up to 40 values a column; 7: a CSV's header and blank JSON lines are not rows
 # A build's work folder in the cache (rlm.privatefiles.private_workdir): the sweep of the cache
 # folder (rlm.input.cachedir) removes those a killed process left.
 BUILD_PREFIX = "rlm-build-"
