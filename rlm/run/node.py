@@ -44,6 +44,7 @@ from rlm.run.typed.as_shown import as_shown, shown_cells
 from rlm.run.typed.check import Problem
 from rlm.run.typed.compile import amendable, compile_sql, read_json
 from rlm.run.typed.describe import example_cells
+from rlm.run.typed.empties import left_empty
 from rlm.run.typed.fields import sample_lines, with_quoted_fields
 from rlm.run.typed.filled import onto_filled_field
 from rlm.run.typed.firststep import FirstStep, first_step, onto_first_step
@@ -305,6 +306,8 @@ class Node:
             if outcome.ok and (many := one_said(self.question, ran, outcome.observation, table)) is not None:
                 self.left_out.append(rows_doubt(many[1]))
                 notes.append(many[0])
+            if outcome.ok and (empty := left_empty(ran, table, self.runner.first_rows)) is not None:
+                notes.append(empty)
             # A query sent again is not run: what the final is checked against is what it showed
             # when it ran (its doubts: a note on its rows, a tie; its ranking, whole or not),
             # not nothing. A list left short, refused once, was taken whole after a repeat.

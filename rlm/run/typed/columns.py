@@ -18,6 +18,7 @@ from typing import Any
 from rlm.input.tablevalues import VOCABULARY
 from rlm.run.typed.fields import read_fields
 from rlm.run.typed.spans import MAX_SPAN_TIMES, UNIT_SECONDS, offered_unit, span_name
+from rlm.run.typed.vocabulary import EMPTY
 from rlm.text.sqltext import sql_name, sql_string
 
 __all__ = ["BOOL", "DATE", "NUMBER", "TEXT", "TIME", "Column", "TableColumns", "kind_of", "table_columns"]
@@ -181,12 +182,19 @@ def struct_fields(duckdb_type: str) -> list[tuple[str, str]] | None:
     return fields
 
 
-def _complete(values: Any) -> tuple[Any, ...] | None:
-    """A column's listed values when they are its whole set: fewer than VOCABULARY listed."""
+def _complete(values: Any, rows: Any) -> tuple[Any, ...] | None:
+    """A column's listed values when they are its whole set: fewer than VOCABULARY listed; and
+    EMPTY last where their counts leave rows out (rows that hold no value: a filter `= ""` keeps
+    them, a ranking leaves them out)."""
     if not isinstance(values, list) or not values or len(values) >= VOCABULARY:
         return None
-    held = [pair[0] for pair in values if isinstance(pair, list | tuple) and pair]
-    return tuple(held) if len(held) == len(values) else None
+    pairs = [pair for pair in values if isinstance(pair, list | tuple) and pair]
+    if len(pairs) != len(values):
+        return None
+    held = [pair[0] for pair in pairs]
+    counted = sum(pair[1] for pair in pairs if len(pair) > 1 and isinstance(pair[1], int))
+    some_empty = isinstance(rows, int) and counted < rows and EMPTY not in held
+    return (*held, EMPTY) if some_empty and all(isinstance(v, str) for v in held) else tuple(held)
 
 
 def _spans(table: dict[str, Any], own: list[Column], taken: set[str]) -> list[Column]:
@@ -218,7 +226,8 @@ def table_columns(table: dict[str, Any]) -> TableColumns:
     for position, (name, typ) in enumerate(table.get("columns") or []):
         kind = kind_of(typ)
         if kind is not None:
-            own.append(((position, 0), Column(name, typ, kind, sql_name(name), _complete(listed.get(name)))))
+            values = _complete(listed.get(name), table.get("rows"))
+            own.append(((position, 0), Column(name, typ, kind, sql_name(name), values)))
             continue
         if _base_type(typ) in _CLOCK_TYPES:  # a time of day: its written form, `20:11:08`
             own.append(((position, 0), Column(name, typ, TEXT, f"CAST({sql_name(name)} AS VARCHAR)")))

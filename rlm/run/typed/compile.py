@@ -14,13 +14,22 @@ from typing import Any
 
 from rlm.run.actions import Action, ParseError, validate
 from rlm.run.typed.check import Checked, ColumnRef, Filter, Moment, Problem, check_action, said_filter
-from rlm.run.typed.columns import DATE, NUMBER, TIME, Column, table_columns
+from rlm.run.typed.columns import DATE, NUMBER, TEXT, TIME, Column, table_columns
 from rlm.run.typed.placeholders import as_read, literal_parts
 from rlm.run.typed.share import SHARE_KEY
-from rlm.run.typed.vocabulary import AS_WRITTEN
+from rlm.run.typed.vocabulary import AS_WRITTEN, EMPTY, EQUALITY
 from rlm.text.sqltext import sql_name, sql_string, sql_value
 
-__all__ = ["checked_query", "compile_sql", "condition_sql", "execute_code", "read_json", "to_action"]
+__all__ = [
+    "checked_query",
+    "compile_sql",
+    "condition_sql",
+    "empty_key_count_sql",
+    "empty_sql",
+    "execute_code",
+    "read_json",
+    "to_action",
+]
 
 _MAX_STARTS = 32  # places a JSON object is tried from in one reply
 _FINEST = {TIME: "second", DATE: "day"}  # a value this precise is compared as it is
@@ -101,6 +110,8 @@ def condition_sql(f: Filter) -> str:
         escaped = re.sub(r"([%_\\])", r"\\\1", f.value).replace("*", "%")
         like = "NOT ILIKE" if f.cmp == "!=" else "ILIKE"
         return f"{expr} {like} {sql_string(escaped)} ESCAPE '\\'"
+    if f.cmp in EQUALITY and f.column.kind == TEXT and isinstance(f.value, str) and f.value.strip() == EMPTY:
+        return empty_sql(expr, f.cmp == "!=")
     op = "<>" if f.cmp == "!=" else f.cmp
     if isinstance(f.value, ColumnRef):
         return f"{expr} {op} {f.value.column.expr}"
@@ -112,6 +123,12 @@ def condition_sql(f: Filter) -> str:
             expr = f"date_trunc({sql_string(f.value.unit)}, {expr})"
         return f"{expr} {op} {sql_string(f.value.text)}"
     return f"{expr} {op} {sql_value(f.value)}"
+
+
+def empty_sql(expr: str, negated: bool = False) -> str:
+    """The rows where `expr` holds no value (NULL, or a text of spaces alone); `negated`: a value."""
+    empty = f"({expr} IS NULL OR trim(CAST({expr} AS VARCHAR)) = '')"
+    return f"NOT {empty}" if negated else empty
 
 
 _DIGITS = frozenset("0123456789")
@@ -155,6 +172,11 @@ def _where(action: Checked, *first: str) -> str:
     fitting = dict.fromkeys(f"{c.expr} IS NOT NULL" for c in named if c is not None and c.quoted is not None)
     conditions = list(dict.fromkeys([*first, *fitting, *(condition_sql(f) for f in action.where)]))
     return f" WHERE {' AND '.join(conditions)}" if conditions else ""
+
+
+def empty_key_count_sql(action: Checked, key: Column) -> str:
+    """The count of the rows `action` keeps (its filters) that hold no value of `key`."""
+    return f"SELECT count(*) FROM log{_where(action, empty_sql(key.expr))}"
 
 
 def _key(column: Column) -> str:

@@ -17,6 +17,7 @@ __all__ = [
     "BUCKETS",
     "DAY_BUCKETS",
     "CMPS",
+    "EMPTY",
     "DEFAULT_K",
     "EQUALITY",
     "FIELDS",
@@ -60,6 +61,9 @@ CMPS = (*EQUALITY, *ORDERING, *TEXT_MATCH)
 # written (rlm.run.typed.quoted). Taken back as shown where the model sends the action again.
 AS_WRITTEN = "contains_as_written"
 TEXT_MATCHES = (*TEXT_MATCH, AS_WRITTEN)
+# The value of a filter (= or !=) that is the rows holding no value: NULL, or an empty text. A
+# CSV's empty field is NULL in the table, where `= ''` matched nothing.
+EMPTY = ""
 ORDERS = ("most", "least", "key")  # `group`: by the measure, high or low first, or by the key
 TAKES = ("first", "last")  # `rows`: the first or the last k in the order asked
 
