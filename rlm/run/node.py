@@ -40,7 +40,7 @@ from rlm.run.typed import (
     with_question_conditions,
     with_stated_in_place,
 )
-from rlm.run.typed.as_shown import as_shown, shown_cells
+from rlm.run.typed.as_shown import as_shown, shown_cells, shown_order
 from rlm.run.typed.check import Problem
 from rlm.run.typed.compile import amendable, compile_sql, read_json
 from rlm.run.typed.describe import example_cells
@@ -50,6 +50,7 @@ from rlm.run.typed.filled import onto_filled_field
 from rlm.run.typed.firststep import FirstStep, first_step, onto_first_step
 from rlm.run.typed.matched import Matched, counted_filters, found_nothing, matched, shown_count
 from rlm.run.typed.measure import measure_left_out, with_asked_measure
+from rlm.run.typed.miscopied import miscopied
 from rlm.run.typed.ranked import (
     fewest_first,
     list_left_short,
@@ -169,6 +170,9 @@ class Node:
         self.found_filter: dict[str, Any] | None = None
         self.stepped = False  # whether a query has filtered on one of them
         self.shown_cells: set[str] = set()  # the cells of the last query's rows (rlm.run.typed.as_shown)
+        self.shown_order: list[str] = []  # the same, in the rows' order (rlm.run.typed.miscopied)
+        # What the node was shown: the question and each action's output, the last _SEEN_CHARS of it.
+        self.seen = question
         # The ranking of the first step that rlm runs itself where a query skips it, once a node.
         self.first_step: FirstStep | None = None
         self.first_step_run = False
@@ -282,6 +286,7 @@ class Node:
             self.found_filter = found_filter(ran, keys, table) or self.found_filter
             self.measured = ranked_measures(ran, outcome.observation, table) if outcome.ok else []
             self.shown_cells = shown_cells(outcome.observation) if outcome.ok else self.shown_cells
+            self.shown_order = shown_order(outcome.observation) if outcome.ok else self.shown_order
             self.in_full = ranked_in_full(outcome.observation)
             self.stepped = self.stepped or (outcome.ok and second_step(ran, self.found))
             self.found |= {key for key, _ in self.measured}
@@ -322,6 +327,7 @@ class Node:
         # the action showed; the trace keeps them apart (`rlm replay --verify` compares the
         # action's own output).
         seen = outcome.observation if told is None else outcome.observation.rstrip("\n") + "\n" + told
+        self.seen = (self.seen + "\n" + outcome.observation)[-_SEEN_CHARS:]
         self.prompt.remember(reply, action, seen, step, max_steps - step, tools=self.protocol == "tools")
         payload = self.prompt.payload
         host.record_step(
@@ -548,6 +554,9 @@ class Node:
         """The value a refusal (_REFUSED[which]) names for the model to copy, as a sentence; "" where
         none is known. Told only "the first row", the model sent its ranking again and answered
         as before."""
+        if which == "miscopied":
+            near = ", ".join(repr(c) for c in miscopied(answer, self.shown_order, self.seen)[:3])
+            return f" The rows write, close to it: {near}."
         if which in ("lower", "lower_fewest") and self.ranked:
             return f" The first row is {self.ranked[0]!r}."
         given = answer.strip().replace(",", "")
@@ -567,6 +576,14 @@ class Node:
         value is, part of a list, the first of two steps only, or the first row of a ranking
         where no most is asked."""
         checks: tuple[tuple[str, Callable[[], str | None]], ...] = (
+            (
+                "miscopied",
+                lambda: (
+                    "the answer is no value the results show, only close to one"
+                    if miscopied(answer, self.shown_order, self.seen)
+                    else None
+                ),
+            ),
             ("lower", lambda: None if self.ranked_fewest else off_top(self.question, answer, self.ranked)),
             (
                 "lower_fewest",
@@ -648,8 +665,13 @@ class Node:
         return result
 
 
+# How much of what a node was shown a final is looked for in (miscopied): its recent outputs.
+_SEEN_CHARS = 200_000
+
 # What a typed final is refused with, by why it does not answer as asked (Node._answer_doubt).
 _REFUSED = {
+    "miscopied": "final refused: your answer is no value your results show: copy the value exactly as the "
+    "rows write it.",
     "lower": "final refused: the question asks for the most, and your answer is not the first row of "
     "your ranking (the first row is the most).",
     "lower_fewest": "final refused: the question asks for the fewest, and your answer is not the first row "

@@ -14,7 +14,7 @@ import re
 
 from rlm.run.typed.ranked import printed_rows
 
-__all__ = ["as_shown", "shown_cells"]
+__all__ = ["as_shown", "core", "shown_cells", "shown_order"]
 
 _ENDS = " \t/\\'\"`.,;:()[]{}<>*-_#"
 
@@ -25,7 +25,13 @@ def shown_cells(observation: str) -> set[str]:
     return {cell for row in printed_rows(observation) for cell in row if cell}
 
 
-def _core(text: str) -> str:
+def shown_order(observation: str) -> list[str]:
+    """The cells of shown_cells, each once, in the order the rows write them."""
+    return list(dict.fromkeys(cell for row in printed_rows(observation) for cell in row if cell))
+
+
+def core(text: str) -> str:
+    """A value as compared: no characters that are no letter or digit at its ends, any case."""
     return text.strip(_ENDS).casefold()
 
 
@@ -40,7 +46,7 @@ def as_shown(answer: str, cells: set[str]) -> str | None:
         item = parts[k]
         if not re.search(r"[^\W\d_]", item) or item in cells:
             continue
-        fits = [c for c in cells if _core(c) == _core(item) and item.casefold() in c.casefold() and c != item]
+        fits = [c for c in cells if core(c) == core(item) and item.casefold() in c.casefold() and c != item]
         if len(fits) == 1:
             parts[k], changed = fits[0], True
     return "".join(parts) if changed else None

@@ -50,6 +50,8 @@ def _many_most(question: str) -> bool:
     if _MANY.search(re.sub(r"\beach\b", " ", question, flags=re.I)):
         return True
     return any(_MOST.search(s) and re.search(r"\beach\b", s, re.I) for s in _SENTENCES.split(question))
+
+
 _RULE = re.compile(r"^-+(?:\+-+)*$")
 # The question asks which value (a name, an address, an id), and not how many lines or how much:
 # a ranking's count or total is then no answer, however much it is a number.
