@@ -69,6 +69,7 @@ from rlm.run.typed.share import with_share
 from rlm.run.typed.spans import with_spans
 from rlm.run.typed.steps import asks_in_two_steps, found_filter, second_step
 from rlm.run.typed.unreached import unreached_doubt
+from rlm.run.typed.whether import count_contradicted
 from rlm.run.typed.window import with_line_zone
 from rlm.run.typed.wordvalue import onto_word_of_value
 from rlm.sandbox.client import WorkerLost
@@ -171,6 +172,7 @@ class Node:
         self.stepped = False  # whether a query has filtered on one of them
         self.shown_cells: set[str] = set()  # the cells of the last query's rows (rlm.run.typed.as_shown)
         self.shown_order: list[str] = []  # the same, in the rows' order (rlm.run.typed.miscopied)
+        self.last_count: int | None = None  # the last typed count with conditions (rlm.run.typed.whether)
         # What the node was shown: the question and each action's output, the last _SEEN_CHARS of it.
         self.seen = question
         # The ranking of the first step that rlm runs itself where a query skips it, once a node.
@@ -287,6 +289,9 @@ class Node:
             self.measured = ranked_measures(ran, outcome.observation, table) if outcome.ok else []
             self.shown_cells = shown_cells(outcome.observation) if outcome.ok else self.shown_cells
             self.shown_order = shown_order(outcome.observation) if outcome.ok else self.shown_order
+            if outcome.ok:  # a repeat (not run) leaves the count its query gave
+                counted = bool(counted_filters(ran, table))
+                self.last_count = shown_count(outcome.observation) if counted else None
             self.in_full = ranked_in_full(outcome.observation)
             self.stepped = self.stepped or (outcome.ok and second_step(ran, self.found))
             self.found |= {key for key, _ in self.measured}
@@ -557,6 +562,8 @@ class Node:
         if which == "miscopied":
             near = ", ".join(repr(c) for c in miscopied(answer, self.shown_order, self.seen)[:3])
             return f" The rows write, close to it: {near}."
+        if which == "whether" and self.last_count is not None:
+            return f" Your count is {self.last_count:,}."
         if which in ("lower", "lower_fewest") and self.ranked:
             return f" The first row is {self.ranked[0]!r}."
         given = answer.strip().replace(",", "")
@@ -572,9 +579,9 @@ class Node:
 
     def _answer_doubt(self, answer: str) -> tuple[str, str] | None:
         """(which, why) a final does not answer as the question asks, if it does not (_REFUSED
-        names each): a lower row of a ranking where the most (fewest) is asked, a row's count where its
-        value is, part of a list, the first of two steps only, or the first row of a ranking
-        where no most is asked."""
+        names each): a shown value miscopied, a yes or no its own count denies, a lower row of a
+        ranking where the most (fewest) is asked, a row's count where its value is, part of a
+        list, the first of two steps only, or the first row of a ranking where no most is asked."""
         checks: tuple[tuple[str, Callable[[], str | None]], ...] = (
             (
                 "miscopied",
@@ -584,6 +591,7 @@ class Node:
                     else None
                 ),
             ),
+            ("whether", lambda: count_contradicted(self.question, answer, self.last_count)),
             ("lower", lambda: None if self.ranked_fewest else off_top(self.question, answer, self.ranked)),
             (
                 "lower_fewest",
@@ -672,6 +680,8 @@ _SEEN_CHARS = 200_000
 _REFUSED = {
     "miscopied": "final refused: your answer is no value your results show: copy the value exactly as the "
     "rows write it.",
+    "whether": "final refused: the question asks whether any rows are so, and your yes or no says other "
+    "than your own count of them.",
     "lower": "final refused: the question asks for the most, and your answer is not the first row of "
     "your ranking (the first row is the most).",
     "lower_fewest": "final refused: the question asks for the fewest, and your answer is not the first row "
