@@ -79,6 +79,12 @@ def _syslog_times() -> list[tuple[str, str]]:
             "10:05:00",
             "10:47:59",
         ),
+        # no "from" nor "between": a clock to a clock on the date written
+        (
+            "Over the span 17/May/2015 10:05:00 to 10:47:30 (+0000), the request count is?",
+            "10:05:00",
+            "10:47:30",
+        ),
     ],
 )
 def test_a_range_of_clocks_on_a_day_counts_the_lines_inside_it(

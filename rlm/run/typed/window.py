@@ -63,8 +63,11 @@ _WHOLE_MONTH = re.compile(
 # A clock: `14:30`, `14:30:05`; a colon after it may end a phrase ("through 14:30: give ...").
 _CLOCK = re.compile(r"(?<![\d:.])(\d{1,2}):(\d{2})(?::(\d{2}))?(?!\d|:\d)")
 # The end side reaches a date written after its clock ("01:10:00 on 12 March 2021", six words).
+# Without "between" or "from", a clock "to" a clock is a range too ("in the window 10:00:00 to
+# 10:59:59"), the start side its clock alone (its date is then the one the question writes).
 _RANGE = re.compile(
-    r"\bbetween\s+(\S.*?)\s+and\s+(\S+(?:\s+\S+){0,5})|\bfrom\s+(\S.*?)\s+(?:to|until|till|through)\s+(\S+(?:\s+\S+){0,5})",
+    r"\bbetween\s+(\S.*?)\s+and\s+(\S+(?:\s+\S+){0,5})|\bfrom\s+(\S.*?)\s+(?:to|until|till|through)\s+(\S+(?:\s+\S+){0,5})"
+    r"|(?<![\d:])(\d{1,2}:\d{2}(?::\d{2})?)\s+(?:to|until|till|through)\s+(\S+(?:\s+\S+){0,5})",
     re.I,
 )
 # The end of a range said to be left out, in the words just after it: "up to 12:00 (exclusive)".
@@ -135,8 +138,9 @@ def _range(
 ) -> list[tuple[str, str]] | None:
     """The filters of "between A and B" (`m`): two clocks on the one date the question states
     (or each side its own; where it states none, on `day`), or two dates; None for anything else."""
-    first, last = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(3), m.group(4))
-    exclusive = _EXCLUSIVE.search(text[m.start(2) if m.group(2) is not None else m.start(4) :]) is not None
+    side = next(k for k in (1, 3, 5) if m.group(k) is not None)  # the alternative that matched
+    first, last = m.group(side), m.group(side + 1)
+    exclusive = _EXCLUSIVE.search(text[m.start(side + 1) :]) is not None
     start, end = _clock(first), _clock(last)
     on_first, on_last = _dates(first, year), _dates(last, year)
     if start is not None and end is not None:
