@@ -390,3 +390,26 @@ def test_the_cli_counts_per_the_period_the_answers_form_asks_for(tmp_path: Path)
     assert with_asked_measure(question, json.dumps(per_minute), table) is None
     seconds = "Which second was busiest? Give it as HH:MM:SS."
     assert with_asked_measure(seconds, json.dumps(per_hour), table) is None
+
+
+def test_the_models_own_bounds_of_the_stated_window_give_way_to_the_stated_ones(
+    tables: dict[Path, dict[str, Any]],
+) -> None:
+    """The question states an end taken in ("through 10:05:17"); the model wrote the same minutes
+    with the end left out. Its two bounds give way to the stated ones, the count is Python's;
+    bounds of other minutes, or the window as stated, are left alone."""
+    table = tables[ACCESS]
+    question = "From 17/May/2015 10:05:00 through 10:05:17 (+0000), how many requests came in?"
+
+    def bounded(low: tuple[str, str], high: tuple[str, str]) -> dict[str, Any]:
+        return {"op": "count", "where": [{"column": "ts", "cmp": c, "value": v} for c, v in (low, high)]}
+
+    start = (">=", "2015-05-17 10:05:00+00:00")
+    windowed = with_window(question, bounded(start, ("<", "2015-05-17 10:05:17+00:00")), table)
+    assert windowed is not None
+    low, high = datetime(2015, 5, 17, 10, 5), datetime(2015, 5, 17, 10, 5, 17)
+    want = sum(1 for t in _access_times() if low <= t <= high)
+    assert _count(windowed[0], table) == want
+    assert sum(1 for t in _access_times() if t == high) > 0  # the end bound matters here
+    assert with_window(question, bounded(start, ("<=", "2015-05-17 10:05:17+00:00")), table) is None
+    assert with_window(question, bounded(start, ("<", "2015-05-17 10:06:00+00:00")), table) is None

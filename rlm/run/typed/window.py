@@ -30,10 +30,10 @@ from typing import Any
 
 from rlm.input.logformats import assumed_year
 from rlm.run.typed.check import Checked, Problem, check_action
-from rlm.run.typed.columns import DATE, TIME, Column, table_columns
+from rlm.run.typed.columns import DATE, TIME, Column, TableColumns, table_columns
 from rlm.run.typed.fields import Sample
 from rlm.run.typed.placeholders import quoted_texts
-from rlm.run.typed.vocabulary import MAX_FILTERS
+from rlm.run.typed.vocabulary import MAX_FILTERS, ORDERING
 
 __all__ = ["LINE_ZONE_KEY", "stated_window", "table_window", "with_line_zone", "with_window"]
 
@@ -249,9 +249,16 @@ def with_window(
     except Problem:
         return None
     window = table_window(question, table)
-    if checked.args is not None or window is None or _times(checked):
+    if checked.args is not None or window is None:
         return None
     where = list(action.get("where") or [])
+    if _times(checked):
+        # The model's own bounds may be the window written otherwise ("< 10:59:59" where the
+        # question says "through 10:59:59"): those, and only those, give way to the stated ones.
+        mine = _own_bounds(checked, window, cols)
+        if mine is None:
+            return None
+        where = [f for k, f in enumerate(where) if k not in mine]
     if len(where) + len(window) > MAX_FILTERS:
         return None
     added = [{"column": name, "cmp": cmp, "value": value} for name, cmp, value in window]
@@ -261,6 +268,44 @@ def with_window(
     except Problem:
         return None
     return amended, [f"{name} {cmp} {value!r}" for name, cmp, value in window]
+
+
+def _own_bounds(checked: Checked, window: list[tuple[str, str, str]], cols: TableColumns) -> set[int] | None:
+    """The places in `checked.where` of the model's filters that bound the stated `window`'s one
+    time column to the same minutes (each end its own way: `<` where `<=` is stated, seconds
+    left off), where the query reads that column in no other way and its bounds differ from the
+    window's; None otherwise."""
+    names = {name for name, _, _ in window}
+    if len(names) != 1 or checked.bucket is not None:
+        return None
+    (name,) = names
+    if any(c is not None and c.kind in (TIME, DATE) for c in (checked.by, checked.order_by, checked.column)):
+        return None
+    timed = [k for k, f in enumerate(checked.where) if f.column.kind in (TIME, DATE)]
+    if not timed or any(
+        checked.where[k].column.name != name or checked.where[k].cmp not in ORDERING for k in timed
+    ):
+        return None
+    try:
+        stated = check_action(
+            {"op": "count", "where": [{"column": n, "cmp": c, "value": v} for n, c, v in window]}, cols
+        )
+    except Problem:
+        return None
+    mine = [(checked.where[k].cmp, _minute(checked.where[k].value)) for k in timed]
+    theirs = [(f.cmp, _minute(f.value)) for f in stated.where]
+    if sorted(m for _, m in mine) != sorted(m for _, m in theirs):
+        return None  # other times than the window's
+    if [(f.cmp, f.value) for k, f in enumerate(checked.where) if k in timed] == [
+        (f.cmp, f.value) for f in stated.where
+    ]:
+        return None  # the window as stated already
+    return set(timed)
+
+
+def _minute(value: Any) -> str:
+    """A time filter's value to its minute (`2015-05-17 10:59`), as compared with another's."""
+    return str(getattr(value, "text", value))[:16]
 
 
 def table_window(
