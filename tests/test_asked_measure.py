@@ -114,6 +114,16 @@ def test_top_where_the_fewest_is_asked_becomes_a_group_least_first(
         {"asks": changed[0]["asks"], **ordered, "order": "least"},
         "least first instead of most",
     )
+    # Ordered by the key where the most is asked: most first, unless each group's figure is asked.
+    keyed = {"op": "group", "by": "pickup_borough", "order": "key", "k": 1}
+    most = _changed("Which pickup borough had the most rides?", keyed, taxis)
+    assert (
+        most is not None
+        and most[0]["order"] == "most"
+        and most[1] == "most first instead of in the order of the key"
+    )
+    assert _run(most[0], taxis)[0] == max(counts.items(), key=lambda kv: kv[1])
+    assert _changed("How many rides had each borough, and which the most?", keyed, taxis) is None
 
 
 def test_top_of_a_number_where_its_largest_or_smallest_is_asked_becomes_max_or_min(

@@ -99,6 +99,7 @@ __all__ = ["measure_left_out", "with_asked_measure"]
 _AVERAGE = re.compile(r"\b(?:average|averages|averaged|avg)\b|\b(?:the|a)\s+mean\b|\bmean\s+of\b", re.I)
 _TOTAL = re.compile(r"\b(?:total|totals|totaled|totalled|sum|summed|altogether|combined)\b", re.I)
 _FEWEST = re.compile(r"\b(?:fewest|rarest|least)\b", re.I)
+_EACH_ASKED = re.compile(r"\b(?:each|per|every)\b", re.I)
 _AT_LEAST = re.compile(r"\bat\s+least\b", re.I)  # a threshold, not an order
 _MOST = re.compile(r"\b(?:most|largest|highest|greatest|biggest)\b", re.I)
 # What follows a superlative when it ranks a count ("the largest number of requests"), or
@@ -246,6 +247,11 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
         return group, f"a group by {column.name}, least first, instead of top (the most common)"
     if checked.op == "group" and checked.order == "most" and fewest:
         return {**action, "order": "least"}, "least first instead of most"
+    # Ordered by the key, a group's first rows are the first keys, not the most: with a small k
+    # the most was cut off. Not where each group's figure is asked ("per", "each").
+    most = _MOST.search(words) is not None and not fewest and not _EACH_ASKED.search(words)
+    if checked.op == "group" and checked.order == "key" and most and checked.bucket != "hour_of_day":
+        return {**action, "order": "most"}, "most first instead of in the order of the key"
     extreme = _extreme(words)
     if checked.op == "top" and column is not None and column.kind == NUMBER and extreme:
         return {"op": extreme, "column": column.name, **rows}, f"{extreme} instead of top (the most common)"
