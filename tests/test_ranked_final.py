@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, ask_typed_cli, latest_trace
+from conftest import FIXTURES, ask_typed_cli, latest_trace, run_typed
 
 from rlm.run.typed.ranked import off_top
 from rlm.run.typed.steps import asks_in_two_steps, second_step
@@ -169,6 +170,14 @@ def test_the_filter_on_the_value_a_ranking_found_first(tmp_path: Path) -> None:
     after = json.dumps({"op": "top", "column": "line", "after": "GET ", "k": 3})
     assert found_filter(after, ["/a.html"], table) is None
     assert found_filter(top, [], table) is None
+    # The busiest day: `=` on the time column is that whole day; an hour's key is where it starts.
+    days = json.dumps({"op": "group", "by": "ts", "bucket": "day", "k": 3})
+    busiest = found_filter(days, ["2015-05-19", "2015-05-18"], table)
+    assert busiest == {"column": "ts", "cmp": "=", "value": "2015-05-19"}
+    per_day = Counter(m for m in re.findall(r"\[(\d\d)/May/2015", (FIXTURES / "access.log").read_text()))
+    assert run_typed({"op": "count", "where": [busiest]}, table)[1] == [(per_day["19"],)]
+    hours = json.dumps({"op": "group", "by": "ts", "bucket": "hour", "k": 3})
+    assert found_filter(hours, ["2015-05-19 10:00"], table) is None
 
 
 def test_a_final_naming_a_lower_period_of_a_group_per_day_is_refused_with_the_first(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from rlm.run.typed.ranked import ranking_of
 __all__ = ["asks_in_two_steps", "first_sentence", "found_filter", "second_step"]
 
 _SENTENCES = re.compile(r"(?<=[.?!])\s+")
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 # A first sentence that sets the reader to find one thing.
 _FIND_FIRST = re.compile(
     r"^\s*(?:first,?\s+)?(?:find|look\s+up|identify|determine|locate|take|pick|work\s+out)\b"
@@ -76,8 +77,12 @@ def found_filter(content: str | None, keys: list[str], table: dict[str, Any]) ->
     rows holds to. None for another action, a value read after a text (no column to filter on),
     or no value printed."""
     ranking = ranking_of(content, table)
-    # A period (a group per day) is no value to filter on with `=`: its key is where it starts.
-    plain = ranking is not None and ranking.after is None and ranking.bucket is None
+    # A period is no value to filter on with `=` (an hour's key is where it starts), but for a
+    # day: `= "2019-03-14"` on a time column is that whole day (rlm.run.typed.compile).
+    day = (
+        ranking is not None and ranking.bucket == "day" and bool(keys) and _DAY.fullmatch(keys[0]) is not None
+    )
+    plain = ranking is not None and ranking.after is None and (ranking.bucket is None or day)
     column = (ranking.column or ranking.by) if plain and ranking is not None else None
     if column is None or not keys or keys[0].upper() == "NULL":
         return None
