@@ -411,5 +411,6 @@ def test_the_models_own_bounds_of_the_stated_window_give_way_to_the_stated_ones(
     want = sum(1 for t in _access_times() if low <= t <= high)
     assert _count(windowed[0], table) == want
     assert sum(1 for t in _access_times() if t == high) > 0  # the end bound matters here
+    assert windowed[1][-1].endswith("(in place of your own bounds on ts)")  # the model is told
     assert with_window(question, bounded(start, ("<=", "2015-05-17 10:05:17+00:00")), table) is None
     assert with_window(question, bounded(start, ("<", "2015-05-17 10:06:00+00:00")), table) is None

@@ -267,7 +267,10 @@ def with_window(
         check_action(amended, cols)
     except Problem:
         return None
-    return amended, [f"{name} {cmp} {value!r}" for name, cmp, value in window]
+    said = [f"{name} {cmp} {value!r}" for name, cmp, value in window]
+    if len(where) < len(action.get("where") or []):  # the model's own bounds gave way
+        said[-1] += f" (in place of your own bounds on {window[0][0]})"
+    return amended, said
 
 
 def _own_bounds(checked: Checked, window: list[tuple[str, str, str]], cols: TableColumns) -> set[int] | None:
