@@ -116,7 +116,7 @@ def test_top_where_the_fewest_is_asked_becomes_a_group_least_first(
     )
     # Ordered by the key where the most is asked: most first, unless each group's figure is asked.
     keyed = {"op": "group", "by": "pickup_borough", "order": "key", "k": 1}
-    most = _changed("Which pickup borough had the most rides?", keyed, taxis)
+    most = _changed("Name the borough where the most rides began.", keyed, taxis)
     assert (
         most is not None
         and most[0]["order"] == "most"

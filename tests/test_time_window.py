@@ -399,7 +399,7 @@ def test_the_models_own_bounds_of_the_stated_window_give_way_to_the_stated_ones(
     with the end left out. Its two bounds give way to the stated ones, the count is Python's;
     bounds of other minutes, or the window as stated, are left alone."""
     table = tables[ACCESS]
-    question = "From 17/May/2015 10:05:00 through 10:05:17 (+0000), how many requests came in?"
+    question = "Starting 17/May/2015 10:05:00 through 10:05:17 (+0000), what is the count of hits?"
 
     def bounded(low: tuple[str, str], high: tuple[str, str]) -> dict[str, Any]:
         return {"op": "count", "where": [{"column": "ts", "cmp": c, "value": v} for c, v in (low, high)]}

@@ -43,7 +43,7 @@ def test_the_cli_refuses_a_no_its_own_count_denies_once(tmp_path: Path) -> None:
     answers no; refused with its count named, its yes is taken. A no sent again after one more
     action is in doubt and withheld (--strict)."""
     count = json.dumps({"op": "count", "where": [{"column": "weight", "cmp": "=", "value": 0}]})
-    question = "Were any parcels recorded with a weight of 0? Answer yes or no."
+    question = "Were any parcels recorded with a weight of 0? Reply with yes/no."
     replies = [
         count,
         json.dumps({"op": "final", "answer": "No"}),

@@ -63,8 +63,8 @@ _WHOLE_MONTH = re.compile(
 # A clock: `14:30`, `14:30:05`; a colon after it may end a phrase ("through 14:30: give ...").
 _CLOCK = re.compile(r"(?<![\d:.])(\d{1,2}):(\d{2})(?::(\d{2}))?(?!\d|:\d)")
 # The end side reaches a date written after its clock ("01:10:00 on 12 March 2021", six words).
-# Without "between" or "from", a clock "to" a clock is a range too ("in the window 10:00:00 to
-# 10:59:59"), the start side its clock alone (its date is then the one the question writes).
+# Without "between" or "from", a clock "to" a clock is a range too ("over the span 14:00:00 to
+# 14:29:59"), the start side its clock alone (its date is then the one the question writes).
 _RANGE = re.compile(
     r"\bbetween\s+(\S.*?)\s+and\s+(\S+(?:\s+\S+){0,5})|\bfrom\s+(\S.*?)\s+(?:to|until|till|through)\s+(\S+(?:\s+\S+){0,5})"
     r"|(?<![\d:])(\d{1,2}:\d{2}(?::\d{2})?)\s+(?:to|until|till|through)\s+(\S+(?:\s+\S+){0,5})",
@@ -253,8 +253,8 @@ def with_window(
         return None
     where = list(action.get("where") or [])
     if _times(checked):
-        # The model's own bounds may be the window written otherwise ("< 10:59:59" where the
-        # question says "through 10:59:59"): those, and only those, give way to the stated ones.
+        # The model's own bounds may be the window written otherwise ("< 14:29:59" where the
+        # question says "through 14:29:59"): those, and only those, give way to the stated ones.
         mine = _own_bounds(checked, window, cols)
         if mine is None:
             return None
