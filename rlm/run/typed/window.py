@@ -63,7 +63,7 @@ _WHOLE_MONTH = re.compile(
 # A clock: `14:30`, `14:30:05`; a colon after it may end a phrase ("through 14:30: give ...").
 _CLOCK = re.compile(r"(?<![\d:.])(\d{1,2}):(\d{2})(?::(\d{2}))?(?!\d|:\d)")
 # The end side reaches a date written after its clock ("01:10:00 on 12 March 2021", six words).
-# Without "between" or "from", a clock "to" a clock is a range too ("over the span 14:00:00 to
+# Without "between" or "from", a clock "to" a clock is a range too ("over the span 14:05:00 to
 # 14:29:59"), the start side its clock alone (its date is then the one the question writes).
 _RANGE = re.compile(
     r"\bbetween\s+(\S.*?)\s+and\s+(\S+(?:\s+\S+){0,5})|\bfrom\s+(\S.*?)\s+(?:to|until|till|through)\s+(\S+(?:\s+\S+){0,5})"
