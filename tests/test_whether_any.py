@@ -69,3 +69,23 @@ def test_the_cli_refuses_a_no_its_own_count_denies_once(tmp_path: Path) -> None:
     assert latest_trace(tmp_path)["synthesis"]["doubts"] == [
         "kind: the answer says no where the count of the rows asked about is 3"
     ]
+
+
+def test_the_prompts_example_copied_is_no_count_to_hold_a_yes_or_no_to(tmp_path: Path) -> None:
+    """Through the CLI: the model copies the prompt's example count (a filter on whatever the
+    example names) and answers no. That count is not of the rows asked about, so the no is
+    not refused (it is in doubt as the example's, as before)."""
+    from rlm.input.source import open_source
+    from rlm.run.typed.describe import examples
+
+    path = _parcels(tmp_path)
+    table = open_source(str(path), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None
+    example = next(action for _, action in examples(table) if action["op"] == "count")
+    assert example.get("where"), example  # a count with a condition, as the check reads
+    replies = [json.dumps(example), json.dumps({"op": "final", "answer": "No"}), json.dumps({"answer": "No"})]
+    question = "Were any parcels recorded with a weight of 0? Reply with yes/no."
+    proc, stub = ask_typed_cli(path, question, replies, cwd=tmp_path)
+    told = stub.requests[2]["body"]["messages"][-1]["content"] if len(stub.requests) > 2 else ""
+    assert "your yes or no says other than" not in told
+    assert latest_trace(tmp_path)["steps"][1]["observation"]["preview"].startswith("final answer recorded")

@@ -290,7 +290,8 @@ class Node:
             self.shown_cells = shown_cells(outcome.observation) if outcome.ok else self.shown_cells
             self.shown_order = shown_order(outcome.observation) if outcome.ok else self.shown_order
             if outcome.ok:  # a repeat (not run) leaves the count its query gave
-                counted = bool(counted_filters(ran, table))
+                # The prompt's example copied counts what the question need not ask about.
+                counted = bool(counted_filters(ran, table)) and not copied
                 self.last_count = shown_count(outcome.observation) if counted else None
             self.in_full = ranked_in_full(outcome.observation)
             self.stepped = self.stepped or (outcome.ok and second_step(ran, self.found))
