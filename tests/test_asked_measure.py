@@ -858,3 +858,19 @@ def test_a_bound_on_a_number_the_question_writes_after_its_column_name_is_that_v
         "How many used a port after port 8443?",
     ):
         assert with_asked_measure(bounded, json.dumps(sent), table) is None, bounded
+
+
+def test_a_group_given_a_column_and_no_aggregate_totals_it_in_each_group(
+    taxis: dict[str, Any], rows: list[dict[str, str]]
+) -> None:
+    """`column` with no `agg` (the grammar lets a model leave it out) is the column's total in
+    each group, not a refusal the model met again each step; an average asked still becomes one."""
+    sent = {"op": "group", "by": "color", "column": "fare", "k": 5}
+    totals: dict[str, float] = {}
+    for r in rows:
+        totals[r["color"]] = totals.get(r["color"], 0.0) + float(r["fare"])
+    got = {color: total for color, _, total in _run(sent, taxis)}
+    assert got.keys() == totals.keys()
+    assert all(got[c] == pytest.approx(totals[c]) for c in totals)
+    averaged = _changed("Which cab colour has the best fare on average?", sent, taxis)
+    assert averaged is not None and averaged[0]["agg"] == "avg"

@@ -464,8 +464,13 @@ def _group(
         if by.kind == DATE and bucket not in DAY_BUCKETS:
             raise Problem(f"'{by.name}' holds days ({by.type}); bucket it by day or month")
     agg, column = obj.get("agg"), obj.get("column")
-    if (agg is None) != (column is None):
+    if agg is not None and column is None:
         raise Problem('"agg" (sum, avg, min or max) and "column" (what it is of) go together')
+    if column is not None and agg is None:
+        # A column to measure with no aggregate is its total in each group, as `sum` is of all
+        # rows: refused instead, the model sent the same action until its steps ran out. The
+        # question's words may still ask for another (rlm.run.typed.measure).
+        agg = "sum"
     measure = None
     if agg is not None:
         agg = _choice(agg, "agg", AGGREGATES)
