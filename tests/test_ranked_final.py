@@ -82,6 +82,7 @@ def test_a_final_naming_a_lower_row_is_refused_once_then_taken_in_doubt(tmp_path
         ("Find the host that logged the most warnings. What program wrote most of them?", True),
         ("There was only one reboot here. Which host went through it?", True),
         ("Identify the slowest job; how long did it take? Seconds.", False),  # one sentence
+        ("Find the busiest worker. Then tell me how many jobs it dropped.", True),  # "then tell me how"
         ("Hosts log disk warnings. Which host logged them most often?", False),  # context, not a step
         ("Find the quietest minute. Reply in the form 10:05.", False),  # no question about what was found
     ],

@@ -34,7 +34,12 @@ _FIND_FIRST = re.compile(
     re.IGNORECASE,
 )
 # A later sentence that asks about what was found, pointing back at it.
-_ASKS_BACK = re.compile(r"^\s*(?:what|which|how|who|when|where|did|does|do|was|were|is)\b", re.IGNORECASE)
+# "Then", or "tell me" / "give" / "report", may come before it ("Then tell me how many ...").
+_ASKS_BACK = re.compile(
+    r"^\s*(?:then,?\s+)?(?:(?:tell\s+me|give|report|say)\s+)?"
+    r"(?:what|which|how|who|when|where|did|does|do|was|were|is)\b",
+    re.IGNORECASE,
+)
 _POINTS_BACK = re.compile(
     r"\b(?:it|its|that|this|they|their|them|those|these|he|she|his|her)\b", re.IGNORECASE
 )
