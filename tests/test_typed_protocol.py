@@ -307,7 +307,7 @@ def test_the_line_a_question_quotes_is_added_to_a_query_that_has_no_text_filter(
 def test_the_same_unusable_action_sent_again_ends_the_loop(tmp_path: Path, apache_log: Path) -> None:
     """An action refused for the same fault, turn after turn, ends the loop at the fourth, with
     the reason on stderr, not when the time runs out."""
-    unusable = json.dumps({"op": "group", "by": "method", "column": "bytes"})  # an aggregate of what?
+    unusable = json.dumps({"op": "group", "by": "method", "agg": "sum"})  # a total of what?
     with OpenAIStub([unusable] * 8) as stub:
         proc = _ask(stub, apache_log, "which method has the largest responses?", tmp_path)
     assert proc.returncode == 1 and proc.stdout == ""
