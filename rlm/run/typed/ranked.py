@@ -17,6 +17,7 @@ from rlm.run.typed.columns import table_columns
 from rlm.run.typed.compile import read_json
 
 __all__ = [
+    "SENTENCES",
     "list_left_short",
     "fewest_first",
     "lone_value",
@@ -39,7 +40,7 @@ _MANY = re.compile(
     r"\b(?:top|first|the)\s+(?:\d+|two|three|four|five|six|seven|eight|nine|ten)\b|\blist\b|\bper line\b|\beach\b",
     re.I,
 )
-_SENTENCES = re.compile(r"(?<=[.?!])\s+")
+SENTENCES = re.compile(r"(?<=[.?!])\s+")  # where a question's sentences part
 
 
 def _many_most(question: str) -> bool:
@@ -49,7 +50,7 @@ def _many_most(question: str) -> bool:
     asks for nothing."""
     if _MANY.search(re.sub(r"\beach\b", " ", question, flags=re.I)):
         return True
-    return any(_MOST.search(s) and re.search(r"\beach\b", s, re.I) for s in _SENTENCES.split(question))
+    return any(_MOST.search(s) and re.search(r"\beach\b", s, re.I) for s in SENTENCES.split(question))
 
 
 _RULE = re.compile(r"^-+(?:\+-+)*$")

@@ -21,11 +21,10 @@ from typing import Any
 from rlm.run.typed.check import Problem
 from rlm.run.typed.columns import NUMBER
 from rlm.run.typed.compile import read_json
-from rlm.run.typed.ranked import ranking_of
+from rlm.run.typed.ranked import SENTENCES, ranking_of
 
 __all__ = ["asks_in_two_steps", "first_sentence", "found_filter", "second_step"]
 
-_SENTENCES = re.compile(r"(?<=[.?!])\s+")
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 # A first sentence that sets the reader to find one thing.
 _FIND_FIRST = re.compile(
@@ -47,7 +46,7 @@ _POINTS_BACK = re.compile(
 
 def asks_in_two_steps(question: str) -> bool:
     """Whether the question's form asks to find one thing first and then about it."""
-    sentences = [s for s in _SENTENCES.split(question.strip()) if s]
+    sentences = [s for s in SENTENCES.split(question.strip()) if s]
     if len(sentences) < 2 or not _FIND_FIRST.search(sentences[0]):
         return False
     return any(_ASKS_BACK.search(s) and _POINTS_BACK.search(s) for s in sentences[1:])
@@ -57,7 +56,7 @@ def first_sentence(question: str) -> str | None:
     """The sentence that sets the reader to find one thing, where the question asks in two steps."""
     if not asks_in_two_steps(question):
         return None
-    return _SENTENCES.split(question.strip())[0]
+    return SENTENCES.split(question.strip())[0]
 
 
 def second_step(content: str | None, found: set[str]) -> bool:

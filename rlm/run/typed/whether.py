@@ -26,6 +26,8 @@ _NOT_ROWS = re.compile(
     r"|\bat\s+most\b|\bper\b|\beach\b|\bevery\b|\bmost\b|\btimes\b|\btwice\b",
     re.I,
 )
+# A question that opens with the verb a yes or no answers ("Were any ...", "Did any ...").
+_ASKS_YES_NO = re.compile(r"\s*(?:is|are|was|were|do|does|did|has|have)\b", re.I)
 _SAID = re.compile(r"^\W*(yes|no)\b", re.I)
 
 
@@ -35,9 +37,7 @@ def count_contradicted(question: str, answer: str, count: int | None) -> str | N
     if count is None or not _ANY.search(question) or _NOT_ROWS.search(question):
         return None
     said = _SAID.match(answer.strip())
-    if said is None or not (
-        _YES_NO.search(question) or re.match(r"\s*(?:is|are|was|were|do|does|did|has|have)\b", question, re.I)
-    ):
+    if said is None or not (_YES_NO.search(question) or _ASKS_YES_NO.match(question)):
         return None
     yes = said.group(1).lower() == "yes"
     if yes == (count > 0):
