@@ -40,7 +40,7 @@ from rlm.run.typed import (
     with_question_conditions,
     with_stated_in_place,
 )
-from rlm.run.typed.as_shown import as_shown, shown_cells, shown_order
+from rlm.run.typed.as_shown import as_shown, shown_order
 from rlm.run.typed.check import Problem
 from rlm.run.typed.compile import amendable, compile_sql, read_json
 from rlm.run.typed.describe import example_cells
@@ -170,8 +170,8 @@ class Node:
         # The filter on the first value of the last ranking: what the refusal of an early final names.
         self.found_filter: dict[str, Any] | None = None
         self.stepped = False  # whether a query has filtered on one of them
-        self.shown_cells: set[str] = set()  # the cells of the last query's rows (rlm.run.typed.as_shown)
-        self.shown_order: list[str] = []  # the same, in the rows' order (rlm.run.typed.miscopied)
+        # The cells of the last query's rows, each once, in the rows' order (as_shown, miscopied).
+        self.shown_order: list[str] = []
         self.last_count: int | None = None  # the last typed count with conditions (rlm.run.typed.whether)
         # What the node was shown: the question and each action's output, the last _SEEN_CHARS of it.
         self.seen = question
@@ -287,7 +287,6 @@ class Node:
                 self.cut_ranking = ran if cut else None
             self.found_filter = found_filter(ran, keys, table) or self.found_filter
             self.measured = ranked_measures(ran, outcome.observation, table) if outcome.ok else []
-            self.shown_cells = shown_cells(outcome.observation) if outcome.ok else self.shown_cells
             self.shown_order = shown_order(outcome.observation) if outcome.ok else self.shown_order
             if outcome.ok:  # a repeat (not run) leaves the count its query gave
                 # The prompt's example copied counts what the question need not ask about.
@@ -517,7 +516,7 @@ class Node:
                 self.left_out.append(kind_doubt(off[1]))  # refused once already: taken, in doubt
             answer = args["answer"]
             # A value copied with an end character lost (a path's `/`) is written as shown.
-            shown = as_shown(answer, self.shown_cells) if self.protocol == "typed" else None
+            shown = as_shown(answer, set(self.shown_order)) if self.protocol == "typed" else None
             recorded = "final answer recorded"
             if shown is not None:
                 answer, recorded = shown, f"{recorded}, its values as the rows write them: {shown}"
