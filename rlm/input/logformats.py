@@ -21,7 +21,7 @@ from typing import Any
 
 from rlm.text.sqltext import sql_name, sql_string
 
-__all__ = ["TableFormat", "assumed_year", "recognize", "SSHD_EVENTS", "SSHD_LOGINS"]
+__all__ = ["TableFormat", "assumed_year", "recognize", "written_time_forms", "SSHD_EVENTS", "SSHD_LOGINS"]
 
 
 @dataclass(frozen=True)
@@ -426,6 +426,30 @@ def _log4j_format(spec: _Log4j) -> TableFormat:
         categories=("level", "component"),
         entities=("component",),
     )
+
+
+# --------------------------------------------------------------------------- written times
+
+_SYSLOG_TIME = "%b %d %H:%M:%S"  # an RFC 3164 line's time: no year
+_ACCESS_TIME = "%d/%b/%Y:%H:%M:%S"
+
+
+def written_time_forms(format_name: str) -> tuple[str, ...]:
+    """How a format's lines write their time, as Python's strptime reads it: the whole time, then
+    its date alone ("081109 203615", "081109"). A model that has seen lines compares the time
+    column to a time copied from one, in the line's own form; the table's `ts` shows another.
+    A syslog form has no year (`assumed_year` gives the one the table took)."""
+    if format_name == "syslog":
+        whole = _SYSLOG_TIME
+    elif format_name.startswith(("apache-", "nginx-")):
+        whole = _ACCESS_TIME
+    else:
+        spec = next((s for s in _LOG4J if s.name == format_name), None)
+        if spec is None or spec.ts_fix != "m.ts":  # the generic form's times are ISO's own
+            return ()
+        whole = spec.ts_format.replace("%g", "%f")
+    cut = min(i for i in (whole.find(" %H"), whole.find(":%H")) if i >= 0)
+    return (whole, whole[:cut])
 
 
 # --------------------------------------------------------------------------- recognition

@@ -230,14 +230,19 @@ def _moment(value: Any, column: Column) -> Moment:
             given = sum(p is not None for p in parts)
             year, month, day, hour, minute, second = (p or (1 if i < 3 else 0) for i, p in enumerate(parts))
             fraction, zone = m.group(7) or "", _offset(m.group(8))
-        else:
-            c = _CLF.fullmatch(text)
-            if c is None or c.group(2).lower() not in _MONTHS:
-                raise ValueError(text)
+        elif (c := _CLF.fullmatch(text)) is not None and c.group(2).lower() in _MONTHS:
             day, year = int(c.group(1)), int(c.group(3))
             month = _MONTHS.index(c.group(2).lower()) + 1
             hour, minute, second = int(c.group(4)), int(c.group(5)), int(c.group(6))
             given, zone = 6, _offset(c.group(7))
+        elif column.written is not None and (read := column.written.read(text)) is not None:
+            line_time, line_unit = read
+            year, month, day = line_time.year, line_time.month, line_time.day
+            hour, minute, second = line_time.hour, line_time.minute, line_time.second
+            given, zone = _UNITS.index(line_unit) + 1, None
+            fraction = f".{line_time.microsecond:06d}".rstrip("0") if line_time.microsecond else ""
+        else:
+            raise ValueError(text)
         when = datetime(year, month, day, hour, minute, second, tzinfo=zone)
     except ValueError:
         raise Problem(f"{shown_value(value)} is not a time '{column.name}' can compare; {how}") from None

@@ -19,6 +19,7 @@ from rlm.input.tablevalues import VOCABULARY
 from rlm.run.typed.fields import read_fields
 from rlm.run.typed.spans import MAX_SPAN_TIMES, UNIT_SECONDS, offered_unit, span_name
 from rlm.run.typed.vocabulary import EMPTY
+from rlm.run.typed.written import TIME_COLUMN, WrittenTime, written_time
 from rlm.text.sqltext import sql_name, sql_string
 
 __all__ = ["BOOL", "DATE", "NUMBER", "TEXT", "TIME", "Column", "TableColumns", "kind_of", "table_columns"]
@@ -74,6 +75,9 @@ class Column:
     quoted: str | None = None
     # (start, end): the time from one time column of the row to a later one (rlm.run.typed.spans).
     span: tuple[str, str] | None = None
+    # How the file's lines write this column's value, for the time a line format reads
+    # (rlm.run.typed.written); None for every other column.
+    written: WrittenTime | None = None
 
     @property
     def amount(self) -> bool:
@@ -227,7 +231,8 @@ def table_columns(table: dict[str, Any]) -> TableColumns:
         kind = kind_of(typ)
         if kind is not None:
             values = _complete(listed.get(name), table.get("rows"))
-            own.append(((position, 0), Column(name, typ, kind, sql_name(name), values)))
+            written = written_time(table) if name == TIME_COLUMN and kind == TIME else None
+            own.append(((position, 0), Column(name, typ, kind, sql_name(name), values, written=written)))
             continue
         if _base_type(typ) in _CLOCK_TYPES:  # a time of day: its written form, `20:11:08`
             own.append(((position, 0), Column(name, typ, TEXT, f"CAST({sql_name(name)} AS VARCHAR)")))
