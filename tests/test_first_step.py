@@ -288,3 +288,20 @@ def test_the_second_query_sent_again_after_a_refused_final_is_the_one_rlm_ran(tm
     again = stub.requests[3]["body"]["messages"][-1]["content"]
     assert "not run: you already ran exactly this at step 1" in again and re.search(rf"\b{want}\b", again)
     assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
+
+
+def test_the_cli_answers_a_named_field_of_the_record_rlm_found(tmp_path: Path) -> None:
+    """"What is <column> ..." with no article names the column asked: a model that groups the
+    records by another column is shown the named column of the record of the largest value."""
+    path = DATA / "data" / "elastic" / "nginxplus_json_logs"
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    most = max(r["connections"]["idle"] for r in records)
+    (record,) = [r for r in records if r["connections"]["idle"] == most]
+    want = str(record["ssl"]["handshakes"])
+    question = "Look up the entry of the largest connections.idle. What is ssl.handshakes there? Number only."
+    sent = {"op": "group", "by": "nginx_version", "order": "most", "k": 1}
+    proc, stub = ask_typed_once(path, question, sent, want, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    first_row = told.split("\n")[3]  # after the tag, the header and its rule
+    assert [cell.strip() for cell in first_row.split("|")][1:] == [want, str(most)], told

@@ -80,7 +80,7 @@ _UNITS = frozenset(
 # A word after them may be put in brackets: "the short (iso) names".
 _WHICH = re.compile(
     r"\b(?:which|what)\s+(?!(?:is|was|are|were|does|did|do|has|had)\b)((?:[\w:.()-]+\s+){0,3}[\w:.()-]+)"
-    r"|\bwhat\s+(?:is|was|are|were)\s+(?:the|its|their)\s+((?:[\w:.()-]+\s+){0,3}[\w:.()-]+)"
+    r"|\bwhat\s+(?:is|was|are|were)\s+(?:(?:the|its|their)\s+)?((?:[\w:.()-]+\s+){0,3}[\w:.()-]+)"
     r"|\blist\s+(?:(?:every|all|each|the|of|distinct|unique|different)\s+){0,3}((?:[\w:.()-]+\s+){0,3}[\w:.()-]+)",
     re.I,
 )
