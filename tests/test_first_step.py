@@ -291,7 +291,7 @@ def test_the_second_query_sent_again_after_a_refused_final_is_the_one_rlm_ran(tm
 
 
 def test_the_cli_answers_a_named_field_of_the_record_rlm_found(tmp_path: Path) -> None:
-    """"What is <column> ..." with no article names the column asked: a model that groups the
+    """ "What is <column> ..." with no article names the column asked: a model that groups the
     records by another column is shown the named column of the record of the largest value."""
     path = DATA / "data" / "elastic" / "nginxplus_json_logs"
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
