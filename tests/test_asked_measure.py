@@ -163,9 +163,10 @@ def test_a_sum_where_the_longest_or_largest_is_asked_becomes_the_extreme_of_the_
     after = {"op": "sum", "column": "line", "after": "fare", "where": [cash]}
     read = _changed("What was the longest one?", after, taxis)
     assert read is not None and read[0]["op"] == "max" and read[0]["after"] == "fare"
-    # A total asked, or another number column named: the sum stays.
+    # A total asked: the sum stays. Another number column named: the extreme is of that one.
     assert _changed("What is the largest total distance?", sent, taxis) is None
-    assert _changed("What is the largest tip paid in cash?", sent, taxis) is None
+    tip = _changed("What is the largest tip paid in cash?", sent, taxis)
+    assert tip is not None and (tip[0]["op"], tip[0]["column"], tip[0]["where"]) == ("max", "tip", [cash])
 
 
 def test_a_sum_where_an_extreme_number_of_a_value_is_asked_becomes_its_max(
@@ -874,3 +875,29 @@ def test_a_group_given_a_column_and_no_aggregate_totals_it_in_each_group(
     assert all(got[c] == pytest.approx(totals[c]) for c in totals)
     averaged = _changed("Which cab colour has the best fare on average?", sent, taxis)
     assert averaged is not None and averaged[0]["agg"] == "avg"
+
+
+def test_a_measure_of_a_number_the_question_does_not_name_moves_onto_the_one_it_names(
+    taxis: dict[str, Any], rows: list[dict[str, str]]
+) -> None:
+    sent = {"op": "avg", "column": "passengers"}
+    changed = _changed("What is the mean tip across all rides? Round to 2 places.", sent, taxis)
+    assert changed is not None and changed[0]["column"] == "tip" and changed[0]["op"] == "avg"
+    assert "instead of passengers" in changed[1]
+    want = statistics.fmean(float(r["tip"]) for r in rows)
+    assert _run(changed[0], taxis)[0][0] == pytest.approx(want)
+    # a group's total moves too, its groups kept; and the measure the words ask is read after
+    group = {"op": "group", "by": "payment", "agg": "sum", "column": "passengers", "k": 3}
+    moved = _changed("Average tip for each payment type?", group, taxis)
+    assert moved is not None and (moved[0]["column"], moved[0]["agg"]) == ("tip", "avg")
+
+
+def test_a_named_number_that_bounds_the_rows_or_two_named_leave_the_measure_alone(taxis: dict[str, Any]) -> None:
+    total = {"op": "sum", "column": "total"}
+    # the question bounds distance: the rows are of it, the total is of the money
+    bounded = {**total, "where": [{"column": "distance", "cmp": ">", "value": 5}]}
+    assert _changed("How much did rides longer than distance 5 bring in, in total?", bounded, taxis) is None
+    # two number columns named: which is measured is not the question's one word
+    assert _changed("Sum the tip and the fare of every ride.", {"op": "sum", "column": "passengers"}, taxis) is None
+    # the column measured is the one named
+    assert _changed("What is the total of tip?", {"op": "sum", "column": "tip"}, taxis) is None

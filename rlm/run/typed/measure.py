@@ -91,7 +91,7 @@ from rlm.run.typed.columns import DATE, NUMBER, TIME, TableColumns, table_column
 from rlm.run.typed.compile import checked_query
 from rlm.run.typed.examples_given import without_examples
 from rlm.run.typed.fields import ADDRESS_TEMPLATE, SHAPE_TEMPLATES, read_fields, stated_amounts
-from rlm.run.typed.vocabulary import ASKS, DEFAULT_K, MAX_FILTERS, MAX_K, PERIODS
+from rlm.run.typed.vocabulary import AGGREGATES, ASKS, DEFAULT_K, MAX_FILTERS, MAX_K, PERIODS
 from rlm.run.typed.window import table_window
 
 __all__ = ["measure_left_out", "with_asked_measure"]
@@ -208,6 +208,14 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
             return marked
         more = _asked(marked[0], again, read)
         return (more[0], f"{marked[1]}; {more[1]}") if more is not None else marked
+    if (named := _onto_named_number(action, checked, read)) is not None:
+        # Moved onto the number named, the query is read again: its measure may be another too.
+        try:
+            again = check_action(named[0], read.cols)
+        except Problem:
+            return named
+        more = _asked(named[0], again, read)
+        return (more[0], f"{named[1]}; {more[1]}") if more is not None else named
     if (listing := _listing(action, checked, read)) is not None:
         return listing
     if (which := _which_of_quoted(action, checked, read)) is not None:
@@ -276,6 +284,33 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
         name = bounded[0].column.name
         return {"op": extreme, "column": name, **rows}, f"{extreme} of {name} instead of a count"
     return None
+
+
+# Column names that are also words of a measure: a question writing one may mean the word.
+_MEASURE_WORDS = frozenset("total sum count average mean amount max min maximum minimum".split())
+
+
+def _onto_named_number(
+    action: dict[str, Any], checked: Checked, read: _Read
+) -> tuple[dict[str, Any], str] | None:
+    """A total, an average or an extreme (or a group's) of a number column the question names in
+    no way, where it names one number column and the query reads that one nowhere: the same
+    measure of the named one, rows kept. A small model reaches for the table's first number
+    column (`version`, `pid`) whatever number the question names."""
+    column = checked.column
+    measures = checked.op in AGGREGATES or (checked.op == "group" and checked.agg is not None)
+    if not measures or column is None or checked.after is not None or len(read.numbers_named) != 1:
+        return None
+    (name,) = read.numbers_named
+    if name.lower() in _MEASURE_WORDS:  # "the largest total" may be the word, not the column
+        return None
+    # A number the question bounds ("a fare over 70") names the rows, not the measure.
+    if column.name == name or _named(checked, name) or any(b[0] == name for b in read.column_bounds):
+        return None
+    measure = checked.agg if checked.op == "group" else checked.op
+    return {**action, "column": name}, (
+        f"the {measure} of {name}, the number column the question names, instead of {column.name}"
+    )
 
 
 def _named(checked: Checked, name: str) -> bool:
