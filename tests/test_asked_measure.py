@@ -892,12 +892,17 @@ def test_a_measure_of_a_number_the_question_does_not_name_moves_onto_the_one_it_
     assert moved is not None and (moved[0]["column"], moved[0]["agg"]) == ("tip", "avg")
 
 
-def test_a_named_number_that_bounds_the_rows_or_two_named_leave_the_measure_alone(taxis: dict[str, Any]) -> None:
+def test_a_named_number_that_bounds_the_rows_or_two_named_leave_the_measure_alone(
+    taxis: dict[str, Any],
+) -> None:
     total = {"op": "sum", "column": "total"}
     # the question bounds distance: the rows are of it, the total is of the money
     bounded = {**total, "where": [{"column": "distance", "cmp": ">", "value": 5}]}
     assert _changed("How much did rides longer than distance 5 bring in, in total?", bounded, taxis) is None
     # two number columns named: which is measured is not the question's one word
-    assert _changed("Sum the tip and the fare of every ride.", {"op": "sum", "column": "passengers"}, taxis) is None
+    assert (
+        _changed("Sum the tip and the fare of every ride.", {"op": "sum", "column": "passengers"}, taxis)
+        is None
+    )
     # the column measured is the one named
     assert _changed("What is the total of tip?", {"op": "sum", "column": "tip"}, taxis) is None
