@@ -906,3 +906,39 @@ def test_a_named_number_that_bounds_the_rows_or_two_named_leave_the_measure_alon
     )
     # the column measured is the one named
     assert _changed("What is the total of tip?", {"op": "sum", "column": "tip"}, taxis) is None
+
+
+def test_a_groups_total_by_another_column_than_the_one_asked_is_by_the_one_asked(
+    taxis: dict[str, Any], rows: list[dict[str, str]]
+) -> None:
+    sent = {"op": "group", "by": "payment", "agg": "sum", "column": "tip", "k": 1}
+    question = "Among rides paid by credit card, which dropoff_zone has the highest total tip?"
+    changed = _changed(question, sent, taxis)
+    assert changed is not None and changed[0]["by"] == "dropoff_zone" and changed[0]["agg"] == "sum"
+    assert "instead of by payment" in changed[1]
+    # not where the group is by the column asked, or the question asks of no column
+    assert _changed(question, {**sent, "by": "dropoff_zone"}, taxis) is None
+    assert _changed("What is the highest total tip of a payment kind?", sent, taxis) is None
+
+
+def test_the_cli_totals_per_value_asked_over_the_rows_the_question_states(
+    tmp_path: Path, rows: list[dict[str, str]]
+) -> None:
+    """Through the CLI: the group moves onto the column asked, and the condition the question
+    states on the column the model had grouped by is added to it."""
+    totals: Counter[str] = Counter()
+    for r in rows:
+        if r["payment"] == "cash" and r["dropoff_zone"]:
+            totals[r["dropoff_zone"]] += round(float(r["fare"]) * 100)
+    (best, most), (_, second) = totals.most_common(2)
+    assert most > second
+    assert best != max(
+        {r["dropoff_zone"] for r in rows if r["dropoff_zone"]},
+        key=lambda z: sum(float(r["fare"]) for r in rows if r["dropoff_zone"] == z),
+    )
+    sent = {"op": "group", "by": "payment", "agg": "sum", "column": "fare", "k": 1}
+    question = "Among rides paid in cash, which dropoff_zone has the highest total fare?"
+    proc, stub = ask_typed_once(TAXIS, question, sent, best, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{best}\n", proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert told.split("\n")[3].split("|")[0].strip() == best, told
