@@ -625,8 +625,10 @@ def _listing(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dic
         }, f"top {asked}, the values the question asks for, instead of {other}"
     # A total (an average, an extreme) per value of another column than the one asked ("which
     # zone has the largest sum of fare", grouped by the taxi's color): the same per value asked.
+    # Not onto an amount ("which cab colour tips best": `tip` is what is measured, not a key).
     regroups = checked.op == "group" and checked.agg is not None and checked.bucket is None
-    if regroups and checked.by is not None and asked not in (None, checked.by.name) and asked not in named:
+    key_asked = asked is not None and (found := read.cols.named(asked)) is not None and not found.amount
+    if regroups and key_asked and checked.by is not None and asked != checked.by.name and asked not in named:
         if unmarked and checked.by.quoted is None:
             return {**action, "by": asked}, (
                 f"a group by {asked}, the values the question asks for, instead of by {checked.by.name}"
