@@ -305,3 +305,29 @@ def test_the_cli_answers_a_named_field_of_the_record_rlm_found(tmp_path: Path) -
     told = stub.requests[1]["body"]["messages"][-1]["content"]
     first_row = told.split("\n")[3]  # after the tag, the header and its rule
     assert [cell.strip() for cell in first_row.split("|")][1:] == [want, str(most)], told
+
+
+def test_one_verb_before_an_amount_is_read_but_not_before_a_count_of_rows(tmp_path: Path) -> None:
+    """ "the ip that pulled the most bytes": the amount says what is ranked, whatever the verb.
+    Before a count of rows a verb may say which rows, and the sentence is not read."""
+    totals: Counter[str] = Counter()
+    for x in ACCESS.read_text().splitlines():
+        m = re.match(r'(\S+) .*" \d{3} (\d+|-) ', x)
+        if m:
+            totals[m[1]] += int(m[2]) if m[2] != "-" else 0
+    (top, most), (_, second) = totals.most_common(2)
+    assert most > second
+    table = _table(ACCESS, tmp_path / "cache")
+    holds, rows = _helpers(ACCESS, table)
+    step = first_step(
+        "First find the ip that pulled the most bytes. Then how many requests did it make?",
+        table,
+        holds,
+        rows,
+    )
+    assert step is not None and step.value == top, step
+    for sentence in (
+        "First find the ip that fetched the most requests.",
+        "First find the ip that quickly pulled the most bytes.",
+    ):
+        assert first_step(f"{sentence} Then how many bytes did it get?", table, holds, rows) is None, sentence
