@@ -942,3 +942,25 @@ def test_the_cli_totals_per_value_asked_over_the_rows_the_question_states(
     assert proc.returncode == 0 and proc.stdout == f"{best}\n", proc.stderr
     told = stub.requests[1]["body"]["messages"][-1]["content"]
     assert told.split("\n")[3].split("|")[0].strip() == best, told
+
+
+def test_a_min_count_the_question_does_not_state_is_dropped(
+    taxis: dict[str, Any], rows: list[dict[str, str]]
+) -> None:
+    sent = {
+        "op": "group",
+        "by": "pickup_zone",
+        "min_count": 400,
+        "where": [{"column": "color", "cmp": "=", "value": "green"}],
+    }
+    question = "For green cabs, which pickup_zone had the most rides?"
+    changed = _changed(question, sent, taxis)
+    assert changed is not None and "min_count" not in changed[0] and changed[0]["where"] == sent["where"]
+    assert _run(sent, taxis) == []  # the number made up leaves every zone out
+    want = Counter(r["pickup_zone"] for r in rows if r["color"] == "green" and r["pickup_zone"]).most_common(
+        1
+    )[0]
+    assert _run(changed[0], taxis)[0] == want
+    # stated, in digits or in words, it stays
+    assert _changed("For green cabs, which pickup_zone had 400 or more rides?", sent, taxis) is None
+    assert _changed("Which pickup_zone had at least five rides?", {**sent, "min_count": 5}, taxis) is None

@@ -216,6 +216,8 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
             return named
         more = _asked(named[0], again, read)
         return (more[0], f"{named[1]}; {more[1]}") if more is not None else named
+    if (unstated := _min_count_unstated(action, checked, read)) is not None:
+        return unstated
     if (listing := _listing(action, checked, read)) is not None:
         return listing
     if (which := _which_of_quoted(action, checked, read)) is not None:
@@ -634,6 +636,33 @@ def _listing(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dic
                 f"a group by {asked}, the values the question asks for, instead of by {checked.by.name}"
             )
     return None
+
+
+# A number of lines written as a word ("at least five times"); one is no bound.
+_COUNT_WORDS = dict(
+    zip(
+        "two three four five six seven eight nine ten eleven twelve".split() + ["fifteen", "twenty"],
+        [*range(2, 13), 15, 20],
+        strict=True,
+    )
+)
+
+
+def _min_count_unstated(
+    action: dict[str, Any], checked: Checked, read: _Read
+) -> tuple[dict[str, Any], str] | None:
+    """A `min_count` of a number the question writes nowhere: dropped, the rest kept. A small
+    model made one up ("min_count": 50) and every value was left out of the ranking asked."""
+    if checked.min_count is None or checked.min_count <= 1 or read.lines_bound is not None:
+        return None
+    text = read.question.replace(",", "").lower()
+    written = {as_number(n) for n in re.findall(r"\d+(?:\.\d+)?", text)}
+    written |= {float(n) for word, n in _COUNT_WORDS.items() if re.search(rf"\b{word}\b", text)}
+    if float(checked.min_count) in written:
+        return None
+    return {k: v for k, v in action.items() if k != "min_count"}, (
+        f"no min_count: the question states no {checked.min_count} lines a value must be on"
+    )
 
 
 def _counts_per_value(checked: Checked) -> bool:
