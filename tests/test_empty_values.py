@@ -9,10 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import ask_typed_cli, run_typed
+from conftest import ask_typed_cli, ask_typed_once, run_typed
 
 from rlm.input.source import open_source
 from rlm.run.typed.columns import table_columns
+from rlm.run.typed.measure import with_asked_measure
 from rlm.run.typed.vocabulary import EMPTY
 
 SHELVES = ["oak", "pine", "", "oak", "birch", "", "oak", "pine", "", "birch", "oak"]
@@ -69,9 +70,36 @@ def test_the_cli_says_what_a_ranking_left_out_and_the_filter_that_keeps_it(tmp_p
         json.dumps({"op": "final", "answer": str(none)}),
         json.dumps({"answer": str(none)}),
     ]
-    proc, stub = ask_typed_cli(path, "How many items have no shelf recorded?", replies, cwd=tmp_path)
+    proc, stub = ask_typed_cli(path, "How many items sit on no shelf at all?", replies, cwd=tmp_path)
     told = stub.requests[1]["body"]["messages"][-1]["content"]
     assert f"Note: {none} of the rows this query kept hold no shelf" in told, told[-800:]
     assert '{"column": "shelf", "cmp": "=", "value": ""}' in told
     assert f"count\n-----\n{none}\n" in stub.requests[2]["body"]["messages"][-1]["content"]
     assert proc.returncode == 0 and proc.stdout == f"{none}\n", proc.stderr
+
+
+def test_rows_the_question_says_hold_no_value_are_queried_whatever_the_model_ranked(tmp_path: Path) -> None:
+    """ "whose sub-region is blank", "no intermediate-region": rlm runs the rows (or their count)
+    that hold none, where the model ranked the column's values; through the CLI and the worker."""
+    iso = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "iso3166" / "all.csv"
+    with iso.open(newline="") as fh:
+        records = list(csv.DictReader(fh))
+    blank = sorted(r["alpha-2"] for r in records if not r["sub-region"])
+    none = sum(1 for r in records if not r["intermediate-region"])
+    assert blank and 0 < none < len(records)
+    ranked = {"op": "top", "column": "sub-region", "k": 1}
+    question = "List the countries whose sub-region is blank. Give their alpha-2 codes."
+    proc, stub = ask_typed_once(iso, question, ranked, ",".join(blank), cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{','.join(blank)}\n", proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert "the rows whose sub-region is empty, with their alpha-2" in told
+    assert all(f"| {code} " in told or f"| {code}\n" in told for code in blank), told
+    table = open_source(str(iso), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None
+    counted = with_asked_measure("How many entries have no intermediate-region?", json.dumps(ranked), table)
+    assert counted is not None and counted[0]["op"] == "count"
+    _, rows = run_typed(counted[0], table)
+    assert rows == [(none,)]
+    # a column named beside "no" that says nothing of empty rows is left alone
+    assert with_asked_measure("Which sub-region has the most entries?", json.dumps(ranked), table) is None
+    assert with_asked_measure("Is there no region named Atlantis?", json.dumps(ranked), table) is None

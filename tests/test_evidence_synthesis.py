@@ -168,6 +168,9 @@ def test_values_are_looked_up_by_value_and_by_normalised_text() -> None:
     # A list: every item must be held.
     assert ground("66.249.73.135\n10.0.0.7", shown).grounded is True
     assert ground("66.249.73.135\n10.0.0.8", shown).missing == ["10.0.0.8"]
+    # … written with commas and no space too; a number's digit groups are one value.
+    assert ground("66.249.73.135,10.0.0.7", shown).grounded is True
+    assert ground("66.249.73.135,10.0.0.8", shown).missing == ["10.0.0.8"]
 
 
 def test_the_one_row_footer_of_a_query_echo_holds_no_answer() -> None:

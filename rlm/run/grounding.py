@@ -117,10 +117,17 @@ def _parts(item: str) -> tuple[_Value, ...]:
     return tuple(found)
 
 
+_GROUPED = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+
+
 def _items(line: str) -> list[str]:
     """A line's items: the line, or the pieces of a list written on it (`GET, HEAD and POST`:
-    each piece a word or two, a comma and a space between; `1,873` is one number)."""
+    each piece a word or two, a comma and a space between, or `AQ,TW`; `1,873` is one number)."""
     item = line.strip().lstrip("-*\u2022").strip()
+    # `AQ,TW`: a list with no space after its commas, unless a number's digit groups.
+    if "," in item and " " not in item and not _GROUPED.fullmatch(item):
+        pieces = item.split(",")
+        return pieces if all(pieces) else [item]
     pieces = [p.strip() for p in item.split(", ")]
     if pieces and pieces[-1].startswith("and "):
         pieces[-1] = pieces[-1][len("and ") :]

@@ -87,11 +87,11 @@ from rlm.run.typed.asked import (
     unquoted,
 )
 from rlm.run.typed.check import Checked, Problem, check_action, shown_value
-from rlm.run.typed.columns import DATE, NUMBER, TIME, TableColumns, table_columns
+from rlm.run.typed.columns import DATE, NUMBER, TEXT, TIME, TableColumns, table_columns
 from rlm.run.typed.compile import checked_query
 from rlm.run.typed.examples_given import without_examples
 from rlm.run.typed.fields import ADDRESS_TEMPLATE, SHAPE_TEMPLATES, read_fields, stated_amounts
-from rlm.run.typed.vocabulary import AGGREGATES, ASKS, DEFAULT_K, MAX_FILTERS, MAX_K, PERIODS
+from rlm.run.typed.vocabulary import AGGREGATES, ASKS, DEFAULT_K, EMPTY, MAX_FILTERS, MAX_K, PERIODS
 from rlm.run.typed.window import table_window
 
 __all__ = ["measure_left_out", "with_asked_measure"]
@@ -218,6 +218,8 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
         return (more[0], f"{named[1]}; {more[1]}") if more is not None else named
     if (unstated := _min_count_unstated(action, checked, read)) is not None:
         return unstated
+    if (empty := _empty_asked(action, checked, read)) is not None:
+        return empty
     if (listing := _listing(action, checked, read)) is not None:
         return listing
     if (which := _which_of_quoted(action, checked, read)) is not None:
@@ -636,6 +638,61 @@ def _listing(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dic
                 f"a group by {asked}, the values the question asks for, instead of by {checked.by.name}"
             )
     return None
+
+
+def _said_empty(name: str, question: str) -> bool:
+    """Whether the question speaks of rows whose `name` holds nothing: "an empty region",
+    "a blank region field", "region is missing", "entries with no region"."""
+    words = r"[\s_.-]*".join(re.escape(w) for w in re.findall(r"[^\W_]+", name))
+    named = rf"(?:{re.escape(name)}|{words})(?:\s+(?:field|column|value))?"
+    empty = r"(?:empty|blank|missing|null|unset)"
+    said = (
+        rf"\b{empty}\s+{named}(?![\w-])|(?<![\w-]){named}\s+(?:is|was|are|were|left)\s+{empty}\b"
+        rf"|\b(?:ha(?:ve|s|d)|with)\s+no\s+{named}(?![\w-])|\bwithout\s+(?:an?\s+)?{named}(?![\w-])"
+    )
+    return re.search(said, unquoted(question), re.I) is not None
+
+
+def _empty_asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[str, Any], str] | None:
+    """The rows that hold no value of a column, where the question speaks of them and the query
+    keeps to no such filter: their count where how many is asked, else the rows themselves,
+    with the columns the question names beside them. A ranking keys on values, and a row
+    without one is in none of its rows (rlm.run.typed.empties tells of them too)."""
+    if checked.args is not None or checked.bucket is not None or checked.after is not None:
+        return None
+    said = [
+        c
+        for c in read.cols.columns
+        if c.values is not None and EMPTY in c.values and _said_empty(c.name, read.question)
+    ]
+    if len(said) != 1 or any(f.column.name == said[0].name for f in checked.where):
+        return None
+    column = said[0]
+    where = [*(action.get("where") or []), {"column": column.name, "cmp": "=", "value": EMPTY}]
+    if len(where) > MAX_FILTERS:
+        return None
+    if _HOW_MANY.search(read.words):
+        return {"op": "count", "where": where}, f"a count of the rows whose {column.name} is empty"
+    # What the question names beside them (`alpha-3` of "their alpha-3 codes"), else the first text column.
+    # Named literally first ("alpha-2"); not a column the empty one's own name names ("region"
+    # of "sub-region").
+    text = unquoted(read.question)
+    said_words = {singular(w) for w in re.findall(r"[^\W_]+", text)}
+    own = set(name_words(column.name))
+    named = [
+        c.name
+        for c in read.cols.columns
+        if c.name not in (column.name, "line", "line_no")
+        and c.quoted is None
+        and said_words >= set(name_words(c.name))
+        and not own >= set(name_words(c.name))
+    ]
+    literal = [n for n in named if re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text, re.I)]
+    first_text = (c.name for c in read.cols.columns if c.kind == TEXT and c.name not in ("line", column.name))
+    shown = [*literal, *(n for n in named if n not in literal)] or [next(first_text, "line_no")]
+    return {"op": "rows", "columns": shown[:3], "where": where, "k": MAX_K}, (
+        f"the rows whose {column.name} is empty, with their {', '.join(shown[:3])}"
+    )
 
 
 # A number of lines written as a word ("at least five times"); one is no bound.
