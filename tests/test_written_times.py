@@ -18,6 +18,7 @@ from conftest import ask_typed_once, run_typed
 from rlm.input.source import open_source
 from rlm.run.actions import ParseError
 from rlm.run.typed import to_action
+from rlm.run.typed.window import table_window
 
 LOGHUB = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "loghub"
 
@@ -102,3 +103,25 @@ def test_through_the_cli_a_count_on_the_lines_own_day(tmp_path: Path) -> None:
     # the model was shown the count, not a refusal
     shown = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "is not a time" not in shown and str(on_day) in shown
+
+
+def test_a_day_the_question_writes_as_the_lines_do_is_its_window(tmp_path: Path) -> None:
+    """ "with date 081111": the question's day in the lines' own form bounds the count, in place
+    of a time the model made of it, and where the model left the time out; through the CLI."""
+    log = tmp_path / "HDFS_2k.log"
+    shutil.copy(LOGHUB / "HDFS_2k.log", log)
+    lines = log.read_text().splitlines()
+    want = sum(line.startswith("081111 ") and " INFO " in line for line in lines)
+    assert 0 < want < sum(" INFO " in line for line in lines)
+    question = "How many INFO lines are there with date 081111? Number only."
+    info = {"column": "level", "cmp": "=", "value": "INFO"}
+    made_up = {"column": "ts", "cmp": "=", "value": "2008-11-11 08:11:00"}
+    for sent in ({"op": "count", "where": [info, made_up]}, {"op": "count", "where": [info]}):
+        proc, stub = ask_typed_once(log, question, sent, str(want), cwd=tmp_path)
+        assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
+        shown = stub.requests[1]["body"]["messages"][-1]["content"]
+        assert f"count\n-----\n{want}\n" in shown, shown
+    # a number of six digits that is no date of the lines' form bounds nothing
+    table = _table("HDFS_2k.log", tmp_path)
+    assert table_window("How many lines have pid 081111?", table) is None
+    assert table_window("How many lines name block 1234 on that day?", table) is None

@@ -34,6 +34,7 @@ from rlm.run.typed.columns import DATE, TIME, Column, TableColumns, table_column
 from rlm.run.typed.fields import Sample
 from rlm.run.typed.placeholders import quoted_texts
 from rlm.run.typed.vocabulary import MAX_FILTERS, ORDERING
+from rlm.run.typed.written import WrittenTime
 
 __all__ = ["LINE_ZONE_KEY", "stated_window", "table_window", "with_line_zone", "with_window"]
 
@@ -72,7 +73,10 @@ _RANGE = re.compile(
 )
 # The end of a range said to be left out, in the words just after it: "up to 12:00 (exclusive)".
 _EXCLUSIVE = re.compile(r"^[^?;]{0,24}?\b(?:exclusive|not included|excluded)\b", re.I)
-_WHOLE_DAY = re.compile(r"\b(?:on|during)\s+(?:the\s+(?:day\s+(?:of\s+)?)?)?$", re.I)
+_WHOLE_DAY = re.compile(
+    r"\b(?:on|during|dated|(?:with|of|for)\s+(?:the\s+)?(?:date|day))\s+(?:the\s+(?:day\s+(?:of\s+)?)?)?$",
+    re.I,
+)
 _ZONE = re.compile(r"(?<![\w+-])(?:UTC|GMT|Z)(?!\w)|(?<![\d:])([+-])(\d{2}):?(\d{2})(?!\d)")
 # The offset a log line writes its time in: `10:05:03 +0000]`, `2015-05-17T10:05:03-07:00`.
 _LINE_ZONE = re.compile(r"\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?: ?([+-]\d{2}):?(\d{2})\b|(Z)\b)")
@@ -87,10 +91,19 @@ def _unquoted(question: str) -> str:
     return re.sub(r"(?<=\d{4}):(?=\d{1,2}:\d{2})", " ", question)
 
 
-def _dates(text: str, year: int | None) -> list[tuple[int, int, date]]:
+# A date as a log's own lines may write one (`081110`, `17/06/09`): read in the lines' form only.
+_LINE_DATE = re.compile(r"(?<![\w/.:-])\d[\d/.-]*\d(?![\w/:-]|\.\d)")
+
+
+def _dates(text: str, year: int | None, written: WrittenTime | None = None) -> list[tuple[int, int, date]]:
     """(start, end, the day) of each date the text writes; a date without a year is of `year`,
-    and left out where there is none."""
+    and left out where there is none; where the lines write their dates their own way
+    (`written`), a date in that form too."""
     found: list[tuple[int, int, date]] = []
+    if written is not None:
+        for m in _LINE_DATE.finditer(text):
+            if (day := written.day(m.group())) is not None:
+                found.append((m.start(), m.end(), day))
     for pattern, order in _DATES:
         for m in pattern.finditer(text):
             if any(s < m.end() and m.start() < e for s, e, _ in found):
@@ -200,7 +213,7 @@ def stated_window(
     m = _RANGE.search(text)
     if m is not None:
         return None if column.kind == DATE and _CLOCK.search(text) else _range(text, m, year, zone, day)
-    days = _dates(text, year)
+    days = _dates(text, year, column.written)
     if not days and not _CLOCK.search(text):
         return _month(text, year, zone)
     if len(days) != 1 or _CLOCK.search(text) or not _WHOLE_DAY.search(text[: days[0][0]]):

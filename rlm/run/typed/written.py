@@ -10,7 +10,7 @@ the value: in another table a six-digit value is a number, not a date.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from rlm.input.logformats import assumed_year, written_time_forms
@@ -40,6 +40,18 @@ class WrittenTime:
                 continue
             return when, "second" if "%S" in form else "day"
         return None
+
+    def day(self, text: str) -> date | None:
+        """The day `text` is, where it is the date alone in the lines' form and as long as that
+        form writes one (`081110`; not `1234`, which the form would read as 2012-03-04)."""
+        form = self.forms[-1]
+        if "%y" not in form.lower() or len(text) != len(_SAMPLE.strftime(form)):
+            return None
+        read = self.read(text)
+        return read[0].date() if read is not None and read[1] == "day" else None
+
+
+_SAMPLE = datetime(2000, 10, 20)  # a date whose every part is written in full
 
 
 def written_time(table: dict[str, Any]) -> WrittenTime | None:
