@@ -964,3 +964,30 @@ def test_a_min_count_the_question_does_not_state_is_dropped(
     # stated, in digits or in words, it stays
     assert _changed("For green cabs, which pickup_zone had 400 or more rides?", sent, taxis) is None
     assert _changed("Which pickup_zone had at least five rides?", {**sent, "min_count": 5}, taxis) is None
+
+
+def test_a_measure_of_the_number_after_a_quoted_text_is_read_after_it(tmp_path: Path) -> None:
+    """ "the number that comes after 'took'": a count of the lines that hold the text becomes the
+    total (or largest) of that number, rows kept; through the CLI and the worker."""
+    spark = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "loghub" / "Spark_2k.log"
+    taken = [int(m[1]) for line in spark.read_text().splitlines() if (m := re.search(r"took (\d+)", line))]
+    assert len(taken) > 1
+    holds = {"column": "message", "cmp": "contains", "value": "broadcast variable"}
+    question = (
+        "Across the broadcast variable reads, add up the number that comes after 'took'. Just the total."
+    )
+    proc, stub = ask_typed_once(
+        spark, question, {"op": "count", "where": [holds]}, str(sum(taken)), cwd=tmp_path
+    )
+    assert proc.returncode == 0 and proc.stdout == f"{sum(taken)}\n", proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert re.search(rf"\n{sum(taken)}(?:\.0)?\s", told) and "the sum of " in told, told
+    table = open_source(str(spark), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None
+    largest = _changed("What is the largest value after 'took'?", {"op": "count"}, table)
+    assert largest is not None and _run(largest[0], table)[0][0] == max(taken)
+    # no quoted text after the words: nothing to read
+    assert (
+        _changed("Add up the number of broadcast variable reads.", {"op": "count", "where": [holds]}, table)
+        is None
+    )

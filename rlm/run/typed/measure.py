@@ -220,6 +220,8 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
         return unstated
     if (empty := _empty_asked(action, checked, read)) is not None:
         return empty
+    if (after := _number_after_quoted(action, checked, read)) is not None:
+        return after
     if (listing := _listing(action, checked, read)) is not None:
         return listing
     if (which := _which_of_quoted(action, checked, read)) is not None:
@@ -692,6 +694,45 @@ def _empty_asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple
     shown = [*literal, *(n for n in named if n not in literal)] or [next(first_text, "line_no")]
     return {"op": "rows", "columns": shown[:3], "where": where, "k": MAX_K}, (
         f"the rows whose {column.name} is empty, with their {', '.join(shown[:3])}"
+    )
+
+
+# "the number that follows 'of size'", "the value after 'took'": a number read after a quoted text.
+_NUMBER_AFTER = re.compile(
+    r"\b(?:number|value|figure|amount|integer)s?\s+(?:that\s+|which\s+)?(?:comes?\s+after|follow(?:s|ing)?"
+    r"|written\s+after|right\s+after|after)\s+(?:the\s+(?:text|words?|phrase)\s+)?(['\"])([^'\"]{1,60})\1",
+    re.I,
+)
+
+
+def _number_after_quoted(
+    action: dict[str, Any], checked: Checked, read: _Read
+) -> tuple[dict[str, Any], str] | None:
+    """A total (an average, an extreme) of the number the question says follows a quoted text,
+    where the query computes none of it: the same rows, the measure of the number read after
+    that text in the line. Told of the number, a small model counted the lines that hold it."""
+    m = _NUMBER_AFTER.search(read.question)
+    line = read.cols.named("line")
+    if m is None or line is None or checked.after is not None or checked.args is not None:
+        return None
+    words = read.words
+    op = (
+        "avg"
+        if _AVERAGE.search(words)
+        else "sum"
+        if _TOTAL.search(words) or _ADD_UP.search(words)
+        else _extreme(words)
+    )
+    if op is None or (checked.op == op and checked.column is not None and checked.column.name != "line"):
+        return None
+    after = m.group(2).strip()
+    rows = {"where": action["where"]} if action.get("where") else {}
+    if read.marked is not None and read.marked[1]:  # the value after that marker, offered as a column
+        if checked.column is not None and checked.column.name == read.marked[0]:
+            return None
+        return {"op": op, "column": read.marked[0], **rows}, f"the {op} of {read.marked[0]}, rows kept"
+    return {"op": op, "column": "line", "after": after + " ", **rows}, (
+        f"the {op} of the number after {after!r} in each line, rows kept"
     )
 
 
