@@ -422,3 +422,24 @@ def test_the_word_after_the_one_asked_of_picks_the_number_a_line_writes_twice(tm
         q = f"Over the close lines, how many bytes {asked} altogether?"
         query, _, rows = _moved(q, {"op": "count"}, table, path)
         assert query["op"] == "sum" and rows == [(total,)], (asked, query)
+
+
+def test_a_word_before_value_that_the_lines_write_as_a_key_is_a_marker(tmp_path: Path) -> None:
+    """ "which tty value": no `=` in the question, but the lines write `tty=`; the value after it
+    is a field, and a top of the host is moved onto it (through the CLI). A word the lines do
+    not write as a key is none."""
+    linux = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "loghub" / "Linux_2k.log"
+    text = linux.read_text(errors="replace")
+    (most, n), (_, second) = Counter(re.findall(r"(?<![\w.-])tty=(\S+)", text)).most_common(2)
+    assert n > second
+    question = "Which tty value is written most often? Just the value."
+    proc, stub = ask_typed_once(linux, question, {"op": "top", "column": "host", "k": 3}, most, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"{most}\n", proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert told.split("\n")[3].split("|")[0].strip() == most, told
+    table = open_source(str(linux), cache_dir=str(tmp_path / "cache")).profile.table
+    assert table is not None
+    plain = with_quoted_fields(
+        table, "Which session value is written most often?", lambda: sample_lines(str(linux))
+    )
+    assert read_fields(plain) == []

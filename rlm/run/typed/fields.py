@@ -274,6 +274,11 @@ def quoted_fields(question: str, column_names: list[str], sample: Sample = Sampl
     return out
 
 
+# A word the question names a value by ("which rhost value", "the uid field"): a key where the
+# lines write it so (`rhost=`), never by the word alone.
+_KEY_WORD = re.compile(r"\b([A-Za-z_][\w.-]{1,40})\s+(?:values?|fields?)\b")
+
+
 def _marker_field(marker: Marker, sample: Sample) -> QuotedField | None:
     """The value after a marker as a field; None where the sample is the whole input and no line
     of it holds the marker with a value after it."""
@@ -485,11 +490,29 @@ def with_quoted_fields(
     asked = asked_kind(question)
     address = asked is not None and asked.kind == IP and not columns_of_kind(IP, table)
     markers = question_markers(question)
+    # "the rhost value": a word before "value" or "field" that the lines write as a key (`rhost=`).
+    keyed = [
+        w for w in _KEY_WORD.findall(unquoted(question)) if w.casefold() not in {n.casefold() for n in names}
+    ]
     shaped = any(words.search(unquoted(question)) for words, _, _, _ in _SHAPES)
     counted = bool(_counted_words(question))
-    if not address and not markers and not shaped and not counted and not quoted_fields(question, names):
+    if (
+        not address
+        and not markers
+        and not keyed
+        and not shaped
+        and not counted
+        and not quoted_fields(question, names)
+    ):
         return table
     lines = sample()
+    known = {m.text for m in markers}
+    markers += [
+        Marker(f"{word}=")
+        for word in dict.fromkeys(keyed)
+        if f"{word}=" not in known
+        and any(re.search(rf"(?<![\w.-]){re.escape(word)}=", line) for line in lines.lines)
+    ]
     fields = quoted_fields(question, names, lines)
     taken = {n.casefold() for n in [*names, *(f.name for f in fields)]}
     for marker in markers:
