@@ -485,3 +485,18 @@ def test_a_value_a_column_lists_is_no_unit_of_a_number_the_lines_write_before_it
     assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
     told = stub.requests[1]["body"]["messages"][-1]["content"]
     assert "<warn>" not in told and re.search(rf"\b{want}\b", told)
+
+
+def test_a_key_and_value_the_question_writes_unquoted_is_the_lines_own_text(tmp_path: Path) -> None:
+    """ "lines that carry tty=NODEVssh": the pair as the line writes it is a condition, held as a
+    whole word (not inside a longer key or value); through the CLI and the worker."""
+    linux = Path(__file__).resolve().parent.parent / "fixtures" / "data" / "loghub" / "Linux_2k.log"
+    lines = linux.read_text(errors="replace").splitlines()
+    want = sum(bool(re.search(r"(?<![\w.=-])tty=NODEVssh(?![\w=])", line)) for line in lines)
+    assert 0 < want < len(lines)
+    proc, stub = ask_typed_once(
+        linux, "How many lines carry tty=NODEVssh? A number.", {"op": "count"}, str(want), cwd=tmp_path
+    )
+    assert proc.returncode == 0 and proc.stdout == f"{want}\n", proc.stderr
+    told = stub.requests[1]["body"]["messages"][-1]["content"]
+    assert f"count\n-----\n{want}\n" in told and "line contains 'tty=NODEVssh'" in told, told

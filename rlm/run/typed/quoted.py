@@ -63,7 +63,11 @@ _MIN_LETTERS = 3  # a quote shorter than this matches too much to be a condition
 _MAX_NAME = 160  # as a quote: longer is no name of a program or a host
 # An identifier with a dot or an underscore inside: a program, a host, a module (not `e.g.`).
 # Its pieces hold no `.` or `_`, so that a long run of them is read in one pass, not in every split.
-_NAME = re.compile(r"(?<![\w./-])([A-Za-z][A-Za-z0-9-]*(?:[._][A-Za-z0-9-]+)+)(?![\w-]|\.\w)")
+_NAME = re.compile(
+    r"(?<![\w./-])([A-Za-z][A-Za-z0-9-]*(?:[._][A-Za-z0-9-]+)+)(?![\w-]|\.\w)"
+    # a key and its value as a line writes them (`user=root`): the line's own text
+    r"|(?<![\w./=-])([A-Za-z_][\w.-]{0,40}=[\w.:/@-]*\w)(?![\w=])"
+)
 # A word in capitals naming the kind of lines asked about ("the POST requests", "WARN entries"):
 # the log's own word, which only a raw line holds where no column lists it.
 _KIND_WORD = re.compile(
@@ -100,7 +104,7 @@ def quoted_part(question: str, table: dict[str, Any]) -> str | None:
 
 
 def named_part(question: str, table: dict[str, Any]) -> str | None:
-    """The one identifier (`Dropbox.exe`) the question writes outside its quotes that is no
+    """The one identifier (`Dropbox.exe`, `user=root`) the question writes outside its quotes that is no
     column's name nor a value one lists, not negated; None when it writes none or several."""
     cols = table_columns(table)
     # A column's name, or a value a column lists (rlm.run.typed.conditions adds that one), is not.
@@ -108,11 +112,11 @@ def named_part(question: str, table: dict[str, Any]) -> str | None:
         str(v).casefold() for c in cols.columns for v in c.values or ()
     }
     names = {
-        m[1]
+        name
         for m in _NAME.finditer(unquoted(question))
-        if len(m[1]) <= _MAX_NAME
-        and sum(ch.isalpha() for ch in m[1]) >= _MIN_LETTERS
-        and m[1].casefold() not in known
+        if len(name := m[1] or m[2]) <= _MAX_NAME
+        and sum(ch.isalpha() for ch in name) >= _MIN_LETTERS
+        and name.casefold() not in known
     }
     if len(names) != 1:
         return None
