@@ -247,3 +247,36 @@ def test_a_remembered_one_row_count_does_not_ground_an_answer_of_1_through_the_c
         assert proc.returncode == 1 and doc["answer"] is None and doc["grounded"] is False, (run, proc.stderr)
     memory = json.loads(proc.stdout)["findings"]
     assert any(f["kind"] == "memory" and "(1 row)" in f["text"] for f in memory), memory
+
+
+def test_a_synthesis_that_names_a_value_where_the_investigation_found_none_is_not_used(
+    tmp_path: Path,
+) -> None:
+    """Through the CLI: the model's query kept no row and its answer says none did; a synthesis
+    reply naming a value the question states is not taken, the investigation's answer is."""
+    from conftest import ask_typed_cli
+
+    table = FIXTURES / "data" / "iso3166" / "all.csv"
+    kept_none = {
+        "op": "group",
+        "by": "sub-region",
+        "where": [{"column": "region", "cmp": "=", "value": "Oceania"}],
+        "min_count": 40,
+    }
+    draft = "No sub-region of Oceania has 40 entries."
+    made_up = {"answer": "Oceania", "explanation": "the group shows Oceania", "citations": ["F1"]}
+    proc, _ = ask_typed_cli(
+        table,
+        "Within Oceania, does any sub-region list 40 or more entries? Name it.",
+        [json.dumps(kept_none), json.dumps({"op": "final", "answer": draft}), json.dumps(made_up)],
+        cwd=tmp_path,
+    )
+    synthesis = latest_trace(tmp_path)["synthesis"]
+    assert synthesis["answer"] == draft and synthesis["source"] == "draft", synthesis
+    assert "found none" in synthesis["error"], synthesis
+    assert "Oceania" not in proc.stdout
+    # a count of 0, or a value the draft names, stands
+    from rlm.run.synthesis import turned_over
+
+    assert turned_over("0", "No line matched.") is None
+    assert turned_over("Melanesia", "No sub-region but Melanesia has that many.") is None

@@ -26,7 +26,7 @@ from rlm.model.tokens import count_text
 from rlm.run import prompts
 from rlm.run.context import Item
 from rlm.run.framing import unframe
-from rlm.run.grounding import Grounding, ground, values_counter
+from rlm.run.grounding import Grounding, ground, normalised, values_counter
 from rlm.run.ledger import Finding
 from rlm.run.routing import SPECS, Payload, Router, relevance, weight_of
 from rlm.trace.schema import AnswerSource
@@ -175,11 +175,29 @@ def _says_yes(text: str) -> bool | None:
     return _YES_NO.get(words[0]) if words else None
 
 
-def turned_over(answer: str, draft: str | None) -> str | None:
+def _zero(text: str) -> bool:
+    plain = text.strip().rstrip(".").replace(",", "")
+    try:
+        return float(plain) == 0
+    except ValueError:
+        return False
+
+
+def turned_over(answer: str, draft: str | None, question: str = "") -> str | None:
     """Why a synthesis answer is not used where it says yes to the investigation's no, or no to
-    its yes: the synthesis writes the answer from the same evidence the investigation answered
+    its yes, or names a value where it found none: the synthesis writes the answer from the same evidence the investigation answered
     from, and a small model turned a "No" over while its own explanation said none was found."""
     said, drafted = _says_yes(answer), _says_yes(draft or "")
+    # A value where the investigation found none ("No sub-region has ..."): a small model named a
+    # value the question states. Not a count of 0, nor a value the draft names that the question
+    # does not.
+    if said is None and drafted is False and answer.strip() and not _zero(answer):
+        named = normalised(answer)
+        if named not in normalised(draft or "") or named in normalised(question):
+            return (
+                f"its answer ({answer.strip()[:40]}) names a value where the investigation's "
+                f"({(draft or '').strip()[:40]}) found none, and was not used"
+            )
     if said is None or drafted is None or said == drafted:
         return None
     return f"its answer ({answer.strip()[:40]}) turned over the investigation's ({(draft or '').strip()[:40]}), and was not used"
@@ -468,7 +486,7 @@ def synthesize(
             if answer and _usable(answer)
             else None
         )
-        if why is None and answer and (turned := turned_over(answer, draft)):
+        if why is None and answer and (turned := turned_over(answer, draft, question)):
             why = turned
         if why is None and answer and copied_code(answer, findings):
             why = "its answer was the code behind a finding, not what the code found, and was not used"
