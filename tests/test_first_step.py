@@ -331,3 +331,24 @@ def test_one_verb_before_an_amount_is_read_but_not_before_a_count_of_rows(tmp_pa
         "First find the ip that quickly pulled the most bytes.",
     ):
         assert first_step(f"{sentence} Then how many bytes did it get?", table, holds, rows) is None, sentence
+
+
+def test_an_aside_on_how_the_amount_is_totalled_names_no_kind_of_row(tmp_path: Path) -> None:
+    totals: Counter[str] = Counter()
+    for x in ACCESS.read_text().splitlines():
+        m = re.match(r'(\S+) .*" \d{3} (\d+|-) ', x)
+        if m:
+            totals[m[1]] += int(m[2]) if m[2] != "-" else 0
+    table = _table(ACCESS, tmp_path / "cache")
+    holds, rows = _helpers(ACCESS, table)
+    then = " Then how many requests did it make?"
+    aside = "First find the ip that pulled the most bytes (the size field summed, a dash as zero)."
+    step = first_step(aside + then, table, holds, rows)
+    assert step is not None and step.value == totals.most_common(1)[0][0], step
+    # an aside that names a kind of row is still read, and the sentence is not
+    assert (
+        first_step(
+            "First find the ip that pulled the most bytes (from crawlers only)." + then, table, holds, rows
+        )
+        is None
+    )

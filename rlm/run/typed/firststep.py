@@ -82,6 +82,8 @@ _SPAN_WORDS = frozenset(
 )
 # Words that say the amount ranked by is added up over each key's rows ("the most fare overall").
 _SUMMED = frozenset(singular(w) for w in "total sum summed overall combined altogether".split())
+# An aside in brackets that says how the amount is totalled: it names no kind of row.
+_ON_THE_TOTAL = re.compile(r"\([^()]*\b(?:sum|summed|total|totalled|totaled|added)\b[^()]*\)", re.I)
 _RANKED_ROWS = 5  # rows the probe reads: a NULL or empty key on top is passed over
 
 
@@ -160,7 +162,10 @@ def first_step(
         own |= set(verbs) if len(verbs) == 1 else set()
     conditions = with_question_conditions(sentence, json.dumps(ranking), table, holds_text)
     action, added = conditions if conditions is not None else (ranking, [])
-    if not _plain(sentence[end:], _covered(sentence, added) | own):
+    rest = sentence[end:]
+    if amount is not None:  # "(the size field summed, '-' as 0)": an aside on the total, no kind of row
+        rest = _ON_THE_TOTAL.sub(" ", rest)
+    if not _plain(rest, _covered(sentence, added) | own):
         return None
     try:
         query = compile_sql(action, table)
