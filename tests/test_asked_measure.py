@@ -912,7 +912,7 @@ def test_a_groups_total_by_another_column_than_the_one_asked_is_by_the_one_asked
     taxis: dict[str, Any], rows: list[dict[str, str]]
 ) -> None:
     sent = {"op": "group", "by": "payment", "agg": "sum", "column": "tip", "k": 1}
-    question = "Among rides paid by credit card, which dropoff_zone has the highest total tip?"
+    question = "Of the card-paid trips, which dropoff_zone collects the highest total tip?"
     changed = _changed(question, sent, taxis)
     assert changed is not None and changed[0]["by"] == "dropoff_zone" and changed[0]["agg"] == "sum"
     assert "instead of by payment" in changed[1]
@@ -953,7 +953,7 @@ def test_a_min_count_the_question_does_not_state_is_dropped(
         "min_count": 400,
         "where": [{"column": "color", "cmp": "=", "value": "green"}],
     }
-    question = "For green cabs, which pickup_zone had the most rides?"
+    question = "Green cabs only: the pickup_zone they leave from most?"
     changed = _changed(question, sent, taxis)
     assert changed is not None and "min_count" not in changed[0] and changed[0]["where"] == sent["where"]
     assert _run(sent, taxis) == []  # the number made up leaves every zone out
@@ -962,8 +962,10 @@ def test_a_min_count_the_question_does_not_state_is_dropped(
     )[0]
     assert _run(changed[0], taxis)[0] == want
     # stated, in digits or in words, it stays
-    assert _changed("For green cabs, which pickup_zone had 400 or more rides?", sent, taxis) is None
-    assert _changed("Which pickup_zone had at least five rides?", {**sent, "min_count": 5}, taxis) is None
+    assert (
+        _changed("Green cabs only: each pickup_zone they leave from 400 or more times?", sent, taxis) is None
+    )
+    assert _changed("Each pickup_zone with at least five rides?", {**sent, "min_count": 5}, taxis) is None
 
 
 def test_a_measure_of_the_number_after_a_quoted_text_is_read_after_it(tmp_path: Path) -> None:
@@ -973,9 +975,7 @@ def test_a_measure_of_the_number_after_a_quoted_text_is_read_after_it(tmp_path: 
     taken = [int(m[1]) for line in spark.read_text().splitlines() if (m := re.search(r"took (\d+)", line))]
     assert len(taken) > 1
     holds = {"column": "message", "cmp": "contains", "value": "broadcast variable"}
-    question = (
-        "Across the broadcast variable reads, add up the number that comes after 'took'. Just the total."
-    )
+    question = "Across the broadcast variable reads, sum the figure written after 'took'. Just the total."
     proc, stub = ask_typed_once(
         spark, question, {"op": "count", "where": [holds]}, str(sum(taken)), cwd=tmp_path
     )
@@ -987,7 +987,4 @@ def test_a_measure_of_the_number_after_a_quoted_text_is_read_after_it(tmp_path: 
     largest = _changed("What is the largest value after 'took'?", {"op": "count"}, table)
     assert largest is not None and _run(largest[0], table)[0][0] == max(taken)
     # no quoted text after the words: nothing to read
-    assert (
-        _changed("Add up the number of broadcast variable reads.", {"op": "count", "where": [holds]}, table)
-        is None
-    )
+    assert _changed("Total the broadcast variable reads.", {"op": "count", "where": [holds]}, table) is None

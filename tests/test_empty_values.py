@@ -88,7 +88,7 @@ def test_rows_the_question_says_hold_no_value_are_queried_whatever_the_model_ran
     none = sum(1 for r in records if not r["intermediate-region"])
     assert blank and 0 < none < len(records)
     ranked = {"op": "top", "column": "sub-region", "k": 1}
-    question = "List the countries whose sub-region is blank. Give their alpha-2 codes."
+    question = "List by alpha-2 the countries with a blank sub-region."
     proc, stub = ask_typed_once(iso, question, ranked, ",".join(blank), cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout == f"{','.join(blank)}\n", proc.stderr
     told = stub.requests[1]["body"]["messages"][-1]["content"]
@@ -96,10 +96,12 @@ def test_rows_the_question_says_hold_no_value_are_queried_whatever_the_model_ran
     assert all(f"| {code} " in told or f"| {code}\n" in told for code in blank), told
     table = open_source(str(iso), cache_dir=str(tmp_path / "cache")).profile.table
     assert table is not None
-    counted = with_asked_measure("How many entries have no intermediate-region?", json.dumps(ranked), table)
+    counted = with_asked_measure(
+        "Count the countries with no intermediate-region.", json.dumps(ranked), table
+    )
     assert counted is not None and counted[0]["op"] == "count"
     _, rows = run_typed(counted[0], table)
     assert rows == [(none,)]
     # a column named beside "no" that says nothing of empty rows is left alone
-    assert with_asked_measure("Which sub-region has the most entries?", json.dumps(ranked), table) is None
+    assert with_asked_measure("The sub-region listing the most countries?", json.dumps(ranked), table) is None
     assert with_asked_measure("Is there no region named Atlantis?", json.dumps(ranked), table) is None

@@ -342,7 +342,7 @@ def test_an_aside_on_how_the_amount_is_totalled_names_no_kind_of_row(tmp_path: P
     table = _table(ACCESS, tmp_path / "cache")
     holds, rows = _helpers(ACCESS, table)
     then = " Then how many requests did it make?"
-    aside = "First find the ip that pulled the most bytes (the size field summed, a dash as zero)."
+    aside = "First find the ip that pulled the most bytes (each size added, a dash as nought)."
     step = first_step(aside + then, table, holds, rows)
     assert step is not None and step.value == totals.most_common(1)[0][0], step
     # an aside that names a kind of row is still read, and the sentence is not

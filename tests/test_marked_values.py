@@ -432,7 +432,7 @@ def test_a_word_before_value_that_the_lines_write_as_a_key_is_a_marker(tmp_path:
     text = linux.read_text(errors="replace")
     (most, n), (_, second) = Counter(re.findall(r"(?<![\w.-])tty=(\S+)", text)).most_common(2)
     assert n > second
-    question = "Which tty value is written most often? Just the value."
+    question = "Which tty value do the lines write most? Value only."
     proc, stub = ask_typed_once(linux, question, {"op": "top", "column": "host", "k": 3}, most, cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout == f"{most}\n", proc.stderr
     told = stub.requests[1]["body"]["messages"][-1]["content"]

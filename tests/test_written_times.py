@@ -96,7 +96,7 @@ def test_through_the_cli_a_count_on_the_lines_own_day(tmp_path: Path) -> None:
     on_day = sum(line.startswith("081111 ") for line in log.read_text().splitlines())
     action = {"op": "count", "where": [{"column": "ts", "cmp": "=", "value": "081111"}]}
     proc, stub = ask_typed_once(
-        log, "how many lines were logged on the file's last day?", action, str(on_day), cwd=tmp_path
+        log, "Count what was logged on the file's last day.", action, str(on_day), cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == str(on_day)
@@ -113,7 +113,7 @@ def test_a_day_the_question_writes_as_the_lines_do_is_its_window(tmp_path: Path)
     lines = log.read_text().splitlines()
     want = sum(line.startswith("081111 ") and " INFO " in line for line in lines)
     assert 0 < want < sum(" INFO " in line for line in lines)
-    question = "How many INFO lines are there with date 081111? Number only."
+    question = "Count the INFO lines dated 081111. Number only."
     info = {"column": "level", "cmp": "=", "value": "INFO"}
     made_up = {"column": "ts", "cmp": "=", "value": "2008-11-11 08:11:00"}
     for sent in ({"op": "count", "where": [info, made_up]}, {"op": "count", "where": [info]}):

@@ -155,7 +155,7 @@ def first_step(
     if amount is not None and amount.name != column.name:
         ranking |= {"agg": "sum", "column": amount.name}
         own = set(name_words(amount.name)) | _SUMMED
-        # The one verb that ties the key to the amount ("the client that downloaded the most
+        # The one verb that ties the key to the amount ("the host that moved the most
         # bytes"): the amount says what is ranked. Not before a count of rows, where a verb may
         # say which rows ("failed the most logins").
         verbs = [w for w in _words(sentence[end : extreme.start()]) if w not in _FILLER]

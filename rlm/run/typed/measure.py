@@ -629,8 +629,8 @@ def _listing(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dic
             "column": asked,
             **every,
         }, f"top {asked}, the values the question asks for, instead of {other}"
-    # A total (an average, an extreme) per value of another column than the one asked ("which
-    # zone has the largest sum of fare", grouped by the taxi's color): the same per value asked.
+    # A total (an average, an extreme) per value of another column than the one asked (the
+    # highest tips per borough asked, a group by payment sent): the same per value asked.
     # Not onto an amount ("which cab colour tips best": `tip` is what is measured, not a key).
     regroups = checked.op == "group" and checked.agg is not None and checked.bucket is None
     key_asked = asked is not None and (found := read.cols.named(asked)) is not None and not found.amount
@@ -675,7 +675,7 @@ def _empty_asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple
         return None
     if _HOW_MANY.search(read.words):
         return {"op": "count", "where": where}, f"a count of the rows whose {column.name} is empty"
-    # What the question names beside them (`alpha-3` of "their alpha-3 codes"), else the first text column.
+    # What the question names beside them (`iso_code` of "list their iso_code"), else the first text column.
     # Named literally first ("alpha-2"); not a column the empty one's own name names ("region"
     # of "sub-region").
     text = unquoted(read.question)
@@ -697,7 +697,7 @@ def _empty_asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple
     )
 
 
-# "the number that follows 'of size'", "the value after 'took'": a number read after a quoted text.
+# "the value after 'took'", "the figure following 'elapsed'": a number read after a quoted text.
 _NUMBER_AFTER = re.compile(
     r"\b(?:number|value|figure|amount|integer)s?\s+(?:that\s+|which\s+)?(?:comes?\s+after|follow(?:s|ing)?"
     r"|written\s+after|right\s+after|after)\s+(?:the\s+(?:text|words?|phrase)\s+)?(['\"])([^'\"]{1,60})\1",
