@@ -199,23 +199,16 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
     fewest = _FEWEST.search(_AT_LEAST.sub(" ", words)) is not None and _MOST.search(words) is None
     column = checked.column
     rows = {"where": action["where"]} if action.get("where") else {}
-    if (marked := _onto_marked(action, checked, read) or _onto_counted(action, checked, read)) is not None:
-        # Moved onto the value, the query is read again: its measure (an average asked) and its
-        # list may still be another than the question's.
+    moved = _onto_marked(action, checked, read) or _onto_counted(action, checked, read)
+    if (moved := moved or _onto_named_number(action, checked, read)) is not None:
+        # Moved onto the value (or the number named), the query is read again: its measure (an
+        # average asked) and its list may still be another than the question's.
         try:
-            again = check_action(marked[0], read.cols)
+            again = check_action(moved[0], read.cols)
         except Problem:
-            return marked
-        more = _asked(marked[0], again, read)
-        return (more[0], f"{marked[1]}; {more[1]}") if more is not None else marked
-    if (named := _onto_named_number(action, checked, read)) is not None:
-        # Moved onto the number named, the query is read again: its measure may be another too.
-        try:
-            again = check_action(named[0], read.cols)
-        except Problem:
-            return named
-        more = _asked(named[0], again, read)
-        return (more[0], f"{named[1]}; {more[1]}") if more is not None else named
+            return moved
+        more = _asked(moved[0], again, read)
+        return (more[0], f"{moved[1]}; {more[1]}") if more is not None else moved
     if (unstated := _min_count_unstated(action, checked, read)) is not None:
         return unstated
     if (empty := _empty_asked(action, checked, read)) is not None:
