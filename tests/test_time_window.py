@@ -191,7 +191,11 @@ def test_the_cli_adds_the_window_and_tells_the_model(tmp_path: Path) -> None:
     assert "ts >= '2015-05-17 11:30:00+00:00'" in shown and str(want) in shown
     code = latest_trace(tmp_path)["steps"][0]["action"]["args"]["code"]
     # the zoned column compares in UTC, as the worker's connection reads it
-    assert "\"ts\" >= \\'2015-05-17 11:30:00\\' AND \"ts\" <= \\'2015-05-17 13:05:30\\'" in code
+    # the end taken in to its whole second
+    assert (
+        "\"ts\" >= \\'2015-05-17 11:30:00\\' AND date_trunc(\\'second\\', \"ts\") <= \\'2015-05-17 13:05:30\\'"
+        in code
+    )
 
 
 def test_a_zone_left_unsaid_is_the_one_the_lines_write_their_times_in(

@@ -125,3 +125,20 @@ def test_a_day_the_question_writes_as_the_lines_do_is_its_window(tmp_path: Path)
     table = _table("HDFS_2k.log", tmp_path)
     assert table_window("How many lines have pid 081111?", table) is None
     assert table_window("How many lines name block 1234 on that day?", table) is None
+
+
+def test_a_bound_at_a_whole_second_takes_in_the_fractions_the_lines_write(tmp_path: Path) -> None:
+    """`<= 18:06:59` takes in `18:06:59,999` (the lines write milliseconds), as `<= 18:06` takes
+    in every second of that minute; a bound written with its fraction compares as written."""
+    table = _table("Hadoop_2k.log", tmp_path)
+    times = _times("Hadoop_2k.log", 23, "%Y-%m-%d %H:%M:%S,%f")
+    end = datetime(2015, 10, 18, 18, 6, 59)
+    inside = sum(t < datetime(2015, 10, 18, 18, 7) for t in times)
+    assert inside > sum(t <= end for t in times)  # lines inside that second, after its start
+    for value in ("2015-10-18 18:06:59", "2015-10-18 18:06:59,999"):
+        _, rows = run_typed({"op": "count", "where": [{"column": "ts", "cmp": "<=", "value": value}]}, table)
+        assert rows == [(inside,)], value
+    _, rows = run_typed(
+        {"op": "count", "where": [{"column": "ts", "cmp": "<=", "value": "2015-10-18 18:06:59,001"}]}, table
+    )
+    assert rows == [(sum(t <= datetime(2015, 10, 18, 18, 6, 59, 1000) for t in times),)]
