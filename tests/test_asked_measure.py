@@ -988,3 +988,16 @@ def test_a_measure_of_the_number_after_a_quoted_text_is_read_after_it(tmp_path: 
     assert largest is not None and _run(largest[0], table)[0][0] == max(taken)
     # no quoted text after the words: nothing to read
     assert _changed("Total the broadcast variable reads.", {"op": "count", "where": [holds]}, table) is None
+
+
+def test_a_sum_where_how_many_lines_are_asked_becomes_their_count(
+    taxis: dict[str, Any], rows: list[dict[str, str]]
+) -> None:
+    cash = {"column": "payment", "cmp": "=", "value": "cash"}
+    sent = {"op": "sum", "column": "fare", "where": [cash]}
+    changed = _changed("How many trips were settled in cash?", sent, taxis)
+    assert changed is not None and changed[0]["op"] == "count" and changed[0]["where"] == [cash]
+    assert _run(changed[0], taxis) == [(sum(r["payment"] == "cash" for r in rows),)]
+    # the column summed named, or a total asked: the sum stays
+    assert _changed("How many dollars of fare did cash trips bring?", sent, taxis) is None
+    assert _changed("How many dollars in total did cash trips bring?", sent, taxis) is None

@@ -221,6 +221,14 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
         return which
     if checked.op == "sum" and average:
         return {**action, "op": "avg"}, "avg instead of sum"
+    # "how many requests ...", a total of bytes sent: the lines are counted, where the question
+    # names no total, sum nor average, nor the column summed.
+    # (The words of a total read in the whole question: a column may be named `total`.)
+    said = unquoted(read.question)
+    counted = _HOW_MANY.search(words) is not None and not _AVERAGE.search(said) and not _TOTAL.search(said)
+    if checked.op == "sum" and counted and _ADD_UP.search(said) is None and column is not None:
+        if column.name not in numbers_named and checked.after is None:
+            return {"op": "count", **rows}, f"a count of the lines instead of the sum of {column.name}"
     if checked.op == "group" and checked.agg == "sum" and average:
         return {**action, "agg": "avg"}, "avg instead of sum in each group"
     if checked.op in ("top", "group", "rows") and listed and _EVERY.search(words) and checked.k < MAX_K:
