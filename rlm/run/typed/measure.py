@@ -91,7 +91,16 @@ from rlm.run.typed.columns import DATE, NUMBER, TEXT, TIME, TableColumns, table_
 from rlm.run.typed.compile import checked_query
 from rlm.run.typed.examples_given import without_examples
 from rlm.run.typed.fields import ADDRESS_TEMPLATE, SHAPE_TEMPLATES, read_fields, stated_amounts
-from rlm.run.typed.vocabulary import AGGREGATES, ASKS, DEFAULT_K, EMPTY, MAX_FILTERS, MAX_K, PERIODS
+from rlm.run.typed.vocabulary import (
+    AGGREGATES,
+    ASKS,
+    DEFAULT_K,
+    EMPTY,
+    MAX_FILTERS,
+    MAX_K,
+    PERIODS,
+    ROW_NOUNS,
+)
 from rlm.run.typed.window import table_window
 
 __all__ = ["measure_left_out", "with_asked_measure"]
@@ -124,6 +133,7 @@ _HOW_MANY = re.compile(
 )
 # Words that ask for the sum of a value ("add up", "the sum of", "the total of"); a
 # bare "total" does so where the question names a number column ("total requests" is a count).
+_HOW_MANY_OF = re.compile(r"\bhow many\s+([a-z]+)(?:\s+([a-z]+))?", re.I)  # "how many (failed) trips"
 _ADD_UP = re.compile(r"\badd(?:ed|ing)? (?:\w+ )?up\b|\bsum\b|\bsummed\b|\btotal\s+of\b", re.I)
 _ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 # One moment asked for ("the latest timestamp", "the earliest ERROR"): not a period's count.
@@ -225,9 +235,13 @@ def _asked(action: dict[str, Any], checked: Checked, read: _Read) -> tuple[dict[
     # names no total, sum nor average, nor the column summed.
     # (The words of a total read in the whole question: a column may be named `total`.)
     said = unquoted(read.question)
-    counted = _HOW_MANY.search(words) is not None and not _AVERAGE.search(said) and not _TOTAL.search(said)
+    # Only lines by name ("how many trips", not "how many bytes": an amount).
+    of_rows = any(
+        singular(w.lower()) in ROW_NOUNS for m in _HOW_MANY_OF.finditer(said) for w in m.groups() if w
+    )
+    counted = of_rows and not _AVERAGE.search(said) and not _TOTAL.search(said)
     if checked.op == "sum" and counted and _ADD_UP.search(said) is None and column is not None:
-        if column.name not in numbers_named and checked.after is None:
+        if column.name not in numbers_named and checked.after is None and column.quoted is None:
             return {"op": "count", **rows}, f"a count of the lines instead of the sum of {column.name}"
     if checked.op == "group" and checked.agg == "sum" and average:
         return {**action, "agg": "avg"}, "avg instead of sum in each group"
