@@ -118,7 +118,7 @@ def condition_sql(f: Filter) -> str:
     if isinstance(f.value, Moment):
         # A time given less precisely than the column holds compares at its precision: a day
         # alone is the whole day (`<= 2015-05-17` takes that day in), and a whole second the
-        # fractions a log writes in it (`<= 18:06:59` takes in 18:06:59,999). The value starts
+        # fractions a log writes in it (`<= 10:05:03` takes in 10:05:03,250). The value starts
         # its unit, so `>=` and `<` read the same on the column as it is.
         whole_second = f.column.kind == TIME and re.search(r":\d\d\.\d", f.value.text) is None
         finest = f.value.unit == _FINEST[f.column.kind] and not whole_second
